@@ -1,0 +1,434 @@
+"""Collect what a run left on disk into small frozen records for the scorer.
+
+The layout is the product's (PRODUCT_CONTRACT.md §3): the root transcript in
+`<run>/sessions/`, children under `<run>/session-artifacts/<root header id>/sub-*/`,
+the ledger under the agent home, the `--mode json` stream in `stdout.jsonl`, and
+the combined answer in the repo. Every reader streams, caps what it keeps, and
+turns bad bytes into findings.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import ledger
+from jsonl import (
+    Finding,
+    dict_field,
+    int_field,
+    iso_to_ms,
+    iter_objects,
+    read_json_object,
+    read_text,
+    text_field,
+)
+
+MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
+MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
+MAX_KEPT_PER_TRANSCRIPT = 10_000  # replies or notices kept; a real run has a few dozen
+SAFE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$")
+CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}$")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage as the product records it on an assistant message (§5)."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total: int = 0
+
+    def plus(self, other: Usage) -> Usage:
+        return Usage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+            self.total + other.total,
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+            "total": self.total,
+        }
+
+
+def usage_of(message: dict) -> Usage:
+    raw = dict_field(message, "usage")
+    return Usage(
+        *(max(0, int_field(raw, key) or 0) for key in ("input", "output", "cacheRead", "cacheWrite")),
+        max(0, int_field(raw, "totalTokens") or 0),
+    )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A child's `agent_message` as it landed in the parent transcript (§6)."""
+
+    reply_id: str | None
+    from_session_id: str | None
+    from_session_name: str | None
+    message: str
+    at_ms: int | None
+    line: int
+
+
+@dataclass(frozen=True)
+class Notice:
+    """`rlm_child_terminal_notice` (kind from details) or `rlm_child_failure` (§6)."""
+
+    kind: str
+    child_id: str | None
+    session_name: str | None
+    at_ms: int | None
+    line: int
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What the scorer needs from one session transcript, read in one pass."""
+
+    path: str
+    header_id: str | None = None
+    cwd: str | None = None
+    rlm_depth: int | None = None
+    parent_session: str | None = None
+    header_at_ms: int | None = None
+    session_name: str | None = None
+    task_id: str | None = None
+    turns: int = 0
+    failed_calls: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    first_error: str | None = None
+    last_stop_reason: str | None = None
+    replies: tuple[Reply, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChildDir:
+    """One `sub-<8hex>/` dir: its transcript(s) and its display record (§6)."""
+
+    child_id: str
+    path: str
+    transcripts: tuple[Transcript, ...]
+    display_status: str | None
+    display_name: str | None
+
+
+@dataclass(frozen=True)
+class Stream:
+    """The `--mode json` stdout stream: root events only (§7)."""
+
+    header_id: str | None
+    turns: int
+    usage: Usage
+    first_error: str | None
+    events: int
+    findings: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class RunArtifacts:
+    run_dir: str
+    parent: Transcript | None
+    root_transcripts: tuple[str, ...]
+    children_root: str | None
+    children: tuple[ChildDir, ...]
+    ledgers: tuple[ledger.LedgerFile, ...]
+    replay: ledger.Replay
+    stream: Stream | None
+    artifact_text: str | None
+    findings: tuple[Finding, ...]
+
+
+def collect(
+    run_dir: str,
+    artifact: str,
+    *,
+    agent_home: str | None = None,
+    sessions_dir: str | None = None,
+    env_sessions_dir: str | None = None,
+) -> RunArtifacts:
+    """Read a run dir laid out as the runner (and the captured runs) lay it out."""
+    run_dir = os.path.realpath(run_dir)
+    agent_home = agent_home or os.path.join(run_dir, "agent-home")
+    sessions_dir = sessions_dir or os.path.join(run_dir, "sessions")
+    if env_sessions_dir is None:
+        env_sessions_dir = sessions_dir
+    findings: list[Finding] = []
+    stream = read_stream(os.path.join(run_dir, "stdout.jsonl"))
+    roots = root_transcript_files(sessions_dir, findings)
+    parent = pick_parent(roots, stream.header_id if stream else None, findings)
+    children_root = None
+    children: tuple[ChildDir, ...] = ()
+    if parent is not None and parent.header_id and SAFE_ID.match(parent.header_id):
+        # Children join on the root's header id, never its file name (§1 facts 2, 3).
+        children_root = os.path.join(
+            os.path.dirname(os.path.realpath(sessions_dir)), "session-artifacts", parent.header_id
+        )
+        children = read_children(children_root, findings)
+    elif parent is not None:
+        findings.append(
+            Finding(parent.path, 1, "bad_header_id", f"header id {parent.header_id!r} unusable")
+        )
+    ledgers = tuple(
+        ledger.read_ledger(path)
+        for path in ledger.ledger_candidates(agent_home, env_sessions_dir, run_dir)
+    )
+    text = read_text(os.path.join(run_dir, "repo", artifact), findings, max_bytes=MAX_ARTIFACT_BYTES)
+    return RunArtifacts(
+        run_dir=run_dir,
+        parent=parent,
+        root_transcripts=tuple(path for path, _ in roots),
+        children_root=children_root,
+        children=children,
+        ledgers=ledgers,
+        replay=ledger.replay(list(ledgers)),
+        stream=stream,
+        artifact_text=text,
+        findings=tuple(findings),
+    )
+
+
+def root_transcript_files(sessions_dir: str, findings: list[Finding]) -> list[tuple[str, dict]]:
+    """(canonical path, header) of every root transcript directly in the sessions dir."""
+    found = []
+    for entry in _scan(sessions_dir, findings):
+        if not entry.name.endswith(".jsonl"):
+            continue
+        if entry.is_symlink() or not entry.is_file(follow_symlinks=False):
+            findings.append(Finding(entry.path, 0, "not_a_regular_file", "skipped"))
+            continue
+        header = _header(entry.path, findings)
+        if header is not None:
+            found.append((os.path.realpath(entry.path), header))
+    return found
+
+
+def pick_parent(
+    roots: list[tuple[str, dict]], stream_header_id: str | None, findings: list[Finding]
+) -> Transcript | None:
+    """The parent is the root whose header id the stream announced; else the only root."""
+    depth0 = [(path, header) for path, header in roots if not header.get("parentSession")]
+    chosen = None
+    if stream_header_id:
+        chosen = next((path for path, h in depth0 if h.get("id") == stream_header_id), None)
+    if chosen is None and len(depth0) == 1:
+        chosen = depth0[0][0]
+    if chosen is None and depth0:
+        chosen = min(depth0, key=lambda item: (str(item[1].get("timestamp")), item[0]))[0]
+        findings.append(
+            Finding(chosen, 1, "ambiguous_parent", f"{len(depth0)} root transcripts; took the first")
+        )
+    return read_transcript(chosen) if chosen else None
+
+
+def read_children(children_root: str, findings: list[Finding]) -> tuple[ChildDir, ...]:
+    children = []
+    for entry in _scan(children_root, findings):
+        if not CHILD_DIR.match(entry.name):
+            continue
+        if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
+            findings.append(Finding(entry.path, 0, "not_a_directory", "child dir skipped"))
+            continue
+        transcripts = []
+        for item in _scan(entry.path, findings):
+            if not item.name.endswith(".jsonl"):
+                continue
+            if item.is_symlink() or not item.is_file(follow_symlinks=False):
+                findings.append(Finding(item.path, 0, "not_a_regular_file", "skipped"))
+                continue
+            transcripts.append(read_transcript(os.path.realpath(item.path)))
+        display_file = os.path.join(entry.path, "rlm-subagent.json")
+        display = read_json_object(display_file, findings) if os.path.lexists(display_file) else None
+        display = display or {}
+        children.append(
+            ChildDir(
+                child_id=entry.name,
+                path=os.path.realpath(entry.path),
+                transcripts=tuple(transcripts),
+                display_status=text_field(display, "status"),
+                display_name=text_field(display, "sessionName"),
+            )
+        )
+    return tuple(children)
+
+
+def _scan(directory: str, findings: list[Finding]) -> list[os.DirEntry]:
+    try:
+        with os.scandir(directory) as entries:
+            return sorted(entries, key=lambda entry: entry.name)
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        findings.append(Finding(directory, 0, "unreadable", f"cannot list: {error.strerror}"))
+        return []
+
+
+def _header(path: str, findings: list[Finding]) -> dict | None:
+    for line in iter_objects(path, findings, max_bytes=1024 * 1024):
+        if line.number == 1 and line.record.get("type") == "session":
+            return line.record
+        findings.append(Finding(path, line.number, "no_header", "line 1 is not a session header"))
+        return None
+    return None
+
+
+def read_transcript(path: str) -> Transcript:
+    """Summarize a transcript in one streaming pass (§5, §6)."""
+    findings: list[Finding] = []
+    acc = _TranscriptAccumulator(path)
+    for line in iter_objects(path, findings):
+        acc.add(line.number, line.record, findings)
+    return acc.result(findings)
+
+
+class _TranscriptAccumulator:
+    def __init__(self, path: str):
+        self.path = path
+        self.header: dict = {}
+        self.session_name = None
+        self.task_id = None
+        self.turns = self.failed = self.tool_calls = 0
+        self.usage = Usage()
+        self.first_error = None
+        self.last_stop = None
+        self.replies: list[Reply] = []
+        self.notices: list[Notice] = []
+
+    def add(self, number: int, record: dict, findings: list[Finding]) -> None:
+        kind = record.get("type")
+        if number == 1:
+            if kind == "session":
+                self.header = record
+            else:
+                findings.append(Finding(self.path, 1, "no_header", "line 1 is not a header"))
+        elif kind == "message":
+            self._message(number, record, findings)
+        elif kind == "custom_message":
+            self._custom(number, record, findings)
+        elif kind == "session_info" and self.session_name is None:
+            self.session_name = text_field(record, "name")
+
+    def _message(self, number: int, record: dict, findings: list[Finding]) -> None:
+        message = record.get("message")
+        if not isinstance(message, dict):
+            findings.append(Finding(self.path, number, "wrong_type", "message is not an object"))
+            return
+        if message.get("role") != "assistant":
+            return
+        self.turns += 1
+        self.usage = self.usage.plus(usage_of(message))
+        stop = text_field(message, "stopReason")
+        self.last_stop = stop
+        if stop == "error":
+            self.failed += 1
+            if self.first_error is None:
+                self.first_error = text_field(message, "errorMessage") or "model call failed"
+        content = message.get("content")
+        if isinstance(content, list):
+            self.tool_calls += sum(
+                1 for part in content if isinstance(part, dict) and part.get("type") == "toolCall"
+            )
+
+    def _custom(self, number: int, record: dict, findings: list[Finding]) -> None:
+        custom_type = record.get("customType")
+        details = record.get("details")
+        if not isinstance(details, dict):
+            if custom_type in ("agent_message", "rlm_child_terminal_notice", "rlm_child_failure"):
+                findings.append(Finding(self.path, number, "wrong_type", "details is not an object"))
+            return
+        at_ms = iso_to_ms(record.get("timestamp"))
+        if custom_type == "agent_message":
+            relationship = details.get("fromRelationship")
+            if relationship == "parent" and self.task_id is None:
+                self.task_id = text_field(details, "id")
+            elif relationship == "child" and len(self.replies) < MAX_KEPT_PER_TRANSCRIPT:
+                sender = dict_field(details, "from")
+                message = text_field(details, "message") or ""
+                self.replies.append(
+                    Reply(
+                        reply_id=text_field(details, "id"),
+                        from_session_id=text_field(sender, "sessionId"),
+                        from_session_name=text_field(sender, "sessionName"),
+                        message=message.strip()[:MAX_REPLY_CHARS],
+                        at_ms=at_ms,
+                        line=number,
+                    )
+                )
+        elif custom_type in ("rlm_child_terminal_notice", "rlm_child_failure"):
+            if len(self.notices) < MAX_KEPT_PER_TRANSCRIPT:
+                kind = (
+                    "failure"
+                    if custom_type == "rlm_child_failure"
+                    else text_field(details, "kind") or "unknown"
+                )
+                self.notices.append(
+                    Notice(
+                        kind=kind,
+                        child_id=text_field(details, "childId"),
+                        session_name=text_field(details, "sessionName"),
+                        at_ms=at_ms,
+                        line=number,
+                    )
+                )
+
+    def result(self, findings: list[Finding]) -> Transcript:
+        header = self.header
+        return Transcript(
+            path=self.path,
+            header_id=text_field(header, "id"),
+            cwd=text_field(header, "cwd"),
+            rlm_depth=int_field(header, "rlmDepth"),
+            parent_session=text_field(header, "parentSession"),
+            header_at_ms=iso_to_ms(header.get("timestamp")),
+            session_name=self.session_name,
+            task_id=self.task_id,
+            turns=self.turns,
+            failed_calls=self.failed,
+            tool_calls=self.tool_calls,
+            usage=self.usage,
+            first_error=self.first_error,
+            last_stop_reason=self.last_stop,
+            replies=tuple(self.replies),
+            notices=tuple(self.notices),
+            findings=tuple(findings),
+        )
+
+
+def read_stream(path: str) -> Stream | None:
+    """Count LLM calls on stdout: one assistant `message_end` each (§7 "Counting")."""
+    if not os.path.lexists(path):
+        return None
+    findings: list[Finding] = []
+    header_id = None
+    turns = events = 0
+    usage = Usage()
+    first_error = None
+    for line in iter_objects(path, findings):
+        events += 1
+        record = line.record
+        if line.number == 1 and record.get("type") == "session":
+            header_id = text_field(record, "id")
+            continue
+        if record.get("type") != "message_end":
+            continue
+        message = record.get("message")
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        turns += 1
+        usage = usage.plus(usage_of(message))
+        if first_error is None and message.get("stopReason") == "error":
+            first_error = text_field(message, "errorMessage") or "model call failed"
+    return Stream(header_id, turns, usage, first_error, events, tuple(findings))

@@ -1,0 +1,347 @@
+"""The product's RLM spawn ledger: where it lives, how a line parses, how edges replay.
+
+This module is the only place in the harness that knows these rules
+(PRODUCT_CONTRACT.md §4). The ledger is the product's own record of every child
+it admitted; it is the backbone of delegation evidence.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import re
+from dataclasses import dataclass, replace
+
+from jsonl import Finding, int_field, iso_to_ms, iter_objects, text_field
+
+# The product rejects a ledger over these limits (§4 "Strictness"); the harness
+# keeps reading up to twice the size so it can still report what is there.
+PRODUCT_MAX_BYTES = 32 * 1024 * 1024
+PRODUCT_MAX_RECORDS = 100_000
+READ_CAP_BYTES = 2 * PRODUCT_MAX_BYTES
+
+CHILD_ID = re.compile(r"^sub-[0-9a-f]{8}$")
+DELETE_REASONS = ("user", "parent-teardown", "revoked", "gc")
+KNOWN_OPS = ("meta", "spawn", "rename", "delete")
+
+# Findings that make the product reject the whole file. A torn final line is
+# tolerated by the product, and so are unknown ops.
+FATAL_CODES = frozenset(
+    {
+        "malformed_json",
+        "not_an_object",
+        "invalid_utf8",
+        "line_too_long",
+        "bad_version",
+        "missing_at",
+        "malformed_record",
+        "over_size_limit",
+        "over_record_limit",
+    }
+)
+
+
+def canonical_dir(path: str) -> str:
+    """`path.resolve` then realpath when the dir exists (§4 "Path")."""
+    absolute = os.path.abspath(path)
+    return os.path.realpath(absolute) if os.path.exists(absolute) else absolute
+
+
+def canonical_file(path: str) -> str:
+    """realpath(file), falling back to realpath(dirname)/basename (§4 "Path")."""
+    if os.path.exists(path):
+        return os.path.realpath(path)
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def ledger_key(sessions_dir: str) -> str:
+    """First 16 hex of sha256 over the canonical sessions dir."""
+    return hashlib.sha256(canonical_dir(sessions_dir).encode("utf-8")).hexdigest()[:16]
+
+
+def ledger_path(agent_home: str, sessions_dir: str) -> str:
+    """`<agent home>/rlm-ledger/<key>.jsonl` for the daemon's sessions dir.
+
+    The key is the daemon's sessions dir (env > settings > `<agent home>/sessions`),
+    not the CLI's `--session-dir` (§1 fact 1).
+    """
+    return os.path.join(agent_home, "rlm-ledger", ledger_key(sessions_dir) + ".jsonl")
+
+
+def ledger_candidates(agent_home: str, env_sessions_dir: str | None, run_dir: str) -> list[str]:
+    """Existing ledger files a run may have written, most specific first.
+
+    1. the ledger of the env-set sessions dir (`PRIME_AGENT_SESSION_DIR`);
+    2. the ledger of the default `<agent home>/sessions`;
+    3. any other `rlm-ledger/*.jsonl` whose meta names a dir inside the run
+       (a resident daemon started with another env, say).
+    """
+    ordered = []
+    if env_sessions_dir:
+        ordered.append(ledger_path(agent_home, env_sessions_dir))
+    ordered.append(ledger_path(agent_home, os.path.join(agent_home, "sessions")))
+    run_root = canonical_dir(run_dir)
+    for path in sorted(glob.glob(os.path.join(glob.escape(agent_home), "rlm-ledger", "*.jsonl"))):
+        sessions_dir = _meta_sessions_dir(path)
+        if sessions_dir and _is_inside(canonical_dir(sessions_dir), run_root):
+            ordered.append(path)
+    seen: set[str] = set()
+    found = []
+    for path in ordered:
+        key = os.path.realpath(path)
+        if key not in seen and os.path.isfile(path):
+            seen.add(key)
+            found.append(path)
+    return found
+
+
+def _meta_sessions_dir(path: str) -> str | None:
+    findings: list[Finding] = []
+    for line in iter_objects(path, findings, max_bytes=64 * 1024):
+        if line.record.get("op") == "meta":
+            return text_field(line.record, "sessionsDir")
+        return None
+    return None
+
+
+def _is_inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """One well-formed ledger line (§4 "Records")."""
+
+    ledger: str
+    line: int
+    op: str
+    at: str
+    at_ms: int | None
+    child_id: str | None = None
+    parent: str | None = None
+    child: str | None = None
+    depth: int | None = None
+    name: str | None = None
+    reason: str | None = None
+    sessions_dir: str | None = None
+    # Written after a line that makes the product reject the file: the product
+    # could not have read past it, so such records are suspicious.
+    after_fatal: bool = False
+
+
+@dataclass(frozen=True)
+class LedgerFile:
+    path: str
+    records: tuple[LedgerRecord, ...]
+    findings: tuple[Finding, ...]
+    fatal: bool
+    lines: int
+    size: int
+
+
+def read_ledger(path: str) -> LedgerFile:
+    """Parse a ledger tolerantly: every bad line is a finding, nothing raises."""
+    findings: list[Finding] = []
+    records: list[LedgerRecord] = []
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+    if size > PRODUCT_MAX_BYTES:
+        findings.append(
+            Finding(path, 0, "over_size_limit", f"{size} bytes > {PRODUCT_MAX_BYTES}")
+        )
+    lines = 0
+    fatal_seen = bool(findings)
+    for line in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
+        lines = line.number
+        fatal_seen = fatal_seen or any(f.code in FATAL_CODES for f in findings)
+        record = _parse_record(path, line.number, line.record, findings)
+        if record is not None:
+            records.append(replace(record, after_fatal=fatal_seen))
+    lines = max([lines] + [f.line for f in findings])
+    if lines > PRODUCT_MAX_RECORDS:
+        findings.append(
+            Finding(path, lines, "over_record_limit", f"{lines} lines > {PRODUCT_MAX_RECORDS}")
+        )
+    _check_meta(path, records, findings)
+    return LedgerFile(
+        path=path,
+        records=tuple(records),
+        findings=tuple(findings),
+        fatal=any(f.code in FATAL_CODES for f in findings),
+        lines=lines,
+        size=size,
+    )
+
+
+def _parse_record(path: str, number: int, raw: dict, findings: list[Finding]):
+    def bad(code: str, detail: str) -> None:
+        findings.append(Finding(path, number, code, detail))
+
+    version = raw.get("v")
+    if not (isinstance(version, int) and not isinstance(version, bool) and version == 1):
+        bad("bad_version", f"v is {version!r}, not 1")
+        return None
+    at = text_field(raw, "at")
+    if at is None:
+        bad("missing_at", "no string `at`")
+        return None
+    op = raw.get("op")
+    if not isinstance(op, str):
+        bad("malformed_record", f"op is {type(op).__name__}, not a string")
+        return None
+    if op not in KNOWN_OPS:
+        bad("unknown_op", f"op {op!r} skipped")
+        return None
+    fields = {
+        "child_id": text_field(raw, "childId"),
+        "parent": text_field(raw, "parent"),
+        "child": text_field(raw, "child"),
+        "depth": int_field(raw, "depth"),
+        "name": text_field(raw, "name"),
+        "reason": text_field(raw, "reason"),
+        "sessions_dir": text_field(raw, "sessionsDir"),
+    }
+    problem = _malformed(op, fields)
+    if problem:
+        bad("malformed_record", f"{op}: {problem}")
+        return None
+    return LedgerRecord(path, number, op, at, iso_to_ms(at), **fields)
+
+
+def _malformed(op: str, fields: dict) -> str | None:
+    required = {
+        "meta": ("sessions_dir",),
+        "spawn": ("child_id", "parent", "child", "depth", "name"),
+        "rename": ("child_id", "child", "name"),
+        "delete": ("child_id", "child", "reason"),
+    }[op]
+    missing = [key for key in required if fields[key] is None]
+    if missing:
+        return "missing or mistyped " + ", ".join(missing)
+    if op != "meta" and not CHILD_ID.match(fields["child_id"]):
+        return f"childId {fields['child_id']!r} is not sub-<8 hex>"
+    if op == "spawn" and fields["depth"] < 1:
+        return f"depth {fields['depth']} < 1"
+    if fields["name"] is not None and not 1 <= len(fields["name"]) <= 64:
+        return "name is not 1-64 chars"
+    if op == "delete" and fields["reason"] not in DELETE_REASONS:
+        return f"reason {fields['reason']!r} unknown"
+    return None
+
+
+def _check_meta(path: str, records: list[LedgerRecord], findings: list[Finding]) -> None:
+    if not records:
+        return
+    first = records[0]
+    if first.op != "meta" or first.line != 1:
+        findings.append(Finding(path, first.line, "meta_not_first", "line 1 is not a meta record"))
+        return
+    stem = os.path.splitext(os.path.basename(path))[0]
+    # The meta names the dir the key was computed from, already canonical (§4).
+    digest = hashlib.sha256(first.sessions_dir.encode("utf-8")).hexdigest()[:16]
+    if digest != stem:
+        findings.append(
+            Finding(path, 1, "meta_hash_mismatch", f"sha256(sessionsDir)[:16] is {digest}")
+        )
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A parent→child edge after replay; deleted edges are kept as tombstones."""
+
+    child_id: str
+    child: str
+    parent: str
+    depth: int
+    name: str
+    spawned_at_ms: int | None
+    ledger: str
+    spawn_line: int
+    deleted: bool = False
+    delete_reason: str | None = None
+    deleted_at_ms: int | None = None
+    suspicious: bool = False
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """One admitted spawn, with the live same-name siblings it found (for dedup)."""
+
+    child_id: str
+    name: str
+    parent: str
+    depth: int
+    at_ms: int | None
+    ledger: str
+    line: int
+    name_held_by: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Replay:
+    edges: tuple[Edge, ...]
+    spawns: tuple[Spawn, ...]
+
+
+def replay(ledgers: list[LedgerFile]) -> Replay:
+    """Apply records in order, as every product reader does (§4 "Replay").
+
+    Key = (childId, canonical child path). A spawn replaces the edge and clears
+    any deletion; rename and delete touch only an edge already spawned.
+    """
+    edges: dict[tuple[str, str], Edge] = {}
+    spawns: list[Spawn] = []
+    for ledger in ledgers:
+        for record in ledger.records:
+            if record.op == "meta":
+                continue
+            key = (record.child_id, canonical_file(record.child))
+            if record.op == "spawn":
+                parent = canonical_file(record.parent)
+                holders = tuple(
+                    edge.child_id
+                    for other, edge in edges.items()
+                    if other != key
+                    and not edge.deleted
+                    and edge.name == record.name
+                    and edge.parent == parent
+                )
+                edges.pop(key, None)
+                edges[key] = Edge(
+                    child_id=record.child_id,
+                    child=key[1],
+                    parent=parent,
+                    depth=record.depth,
+                    name=record.name,
+                    spawned_at_ms=record.at_ms,
+                    ledger=record.ledger,
+                    spawn_line=record.line,
+                    suspicious=record.after_fatal,
+                )
+                spawns.append(
+                    Spawn(
+                        record.child_id,
+                        record.name,
+                        parent,
+                        record.depth,
+                        record.at_ms,
+                        record.ledger,
+                        record.line,
+                        holders,
+                    )
+                )
+            elif key in edges and record.op == "rename":
+                edges[key] = replace(edges[key], name=record.name)
+            elif key in edges and record.op == "delete":
+                edges[key] = replace(
+                    edges[key],
+                    deleted=True,
+                    delete_reason=record.reason,
+                    deleted_at_ms=record.at_ms,
+                )
+    rank = {ledger.path: index for index, ledger in enumerate(ledgers)}
+    ordered = sorted(edges.values(), key=lambda e: (rank[e.ledger], e.spawn_line))
+    return Replay(edges=tuple(ordered), spawns=tuple(spawns))
