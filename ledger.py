@@ -149,14 +149,15 @@ def read_ledger(path: str) -> LedgerFile:
     except OSError:
         size = 0
     if size > PRODUCT_MAX_BYTES:
-        findings.append(
-            Finding(path, 0, "over_size_limit", f"{size} bytes > {PRODUCT_MAX_BYTES}")
-        )
+        findings.append(Finding(path, 0, "over_size_limit", f"{size} bytes > {PRODUCT_MAX_BYTES}"))
     lines = 0
     fatal_seen = bool(findings)
+    checked = 0
     for line in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
         lines = line.number
-        fatal_seen = fatal_seen or any(f.code in FATAL_CODES for f in findings)
+        # Only the findings added since the last line can turn the file fatal.
+        fatal_seen = fatal_seen or any(f.code in FATAL_CODES for f in findings[checked:])
+        checked = len(findings)
         record = _parse_record(path, line.number, line.record, findings)
         if record is not None:
             records.append(replace(record, after_fatal=fatal_seen))

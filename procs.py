@@ -1,0 +1,167 @@
+"""Process hygiene: no process the runner started may outlive the run.
+
+The agent runs in its own session and process group. The product's supervisor
+detaches itself (contract §2 "Processes"), and an agent with a shell can
+double-fork, call setsid or clear its environment. So the runner looks three
+ways for what is left: the agent's process group, its own descendants (it is a
+child subreaper, so orphans are re-parented to it instead of to init), and any
+process whose environment names this run's agent home.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants re-parent to this process (Linux prctl)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    ppid: int
+    pgid: int
+    state: str
+
+
+def process_table() -> dict[int, ProcessInfo]:
+    table = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        info = _stat(int(name))
+        if info is not None:
+            table[info.pid] = info
+    return table
+
+
+def _stat(pid: int) -> ProcessInfo | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # The command name may hold spaces or parentheses; fields start after the last ')'.
+    fields = raw[raw.rfind(")") + 2 :].split()
+    try:
+        return ProcessInfo(pid, int(fields[1]), int(fields[2]), fields[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    """Running or stopped; a zombie has already exited."""
+    info = _stat(pid)
+    if info is not None:
+        return info.state not in ("Z", "X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not os.path.isdir("/proc")
+
+
+def descendants(root: int, table: dict[int, ProcessInfo]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for info in table.values():
+        children.setdefault(info.ppid, []).append(info.pid)
+    found: set[int] = set()
+    stack = [root]
+    while stack:
+        for pid in children.get(stack.pop(), []):
+            if pid not in found:
+                found.add(pid)
+                stack.append(pid)
+    return found
+
+
+def with_environment(key: str, value: str, table: dict[int, ProcessInfo]) -> set[int]:
+    """Processes whose environment has exactly `key=value` (the run's own marker)."""
+    needle = f"{key}={value}".encode()
+    found = set()
+    for pid in table:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                entries = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in entries:
+            found.add(pid)
+    return found
+
+
+def run_processes(pgid: int | None, env_key: str, env_value: str) -> set[int]:
+    """Every live process that belongs to this run, never this process itself."""
+    table = process_table()
+    me = os.getpid()
+    found = descendants(me, table) | with_environment(env_key, env_value, table)
+    if pgid is not None:
+        found |= {info.pid for info in table.values() if info.pgid == pgid}
+    found.discard(me)
+    return {pid for pid in found if table.get(pid) and table[pid].state not in ("Z", "X")}
+
+
+def reap(pids) -> None:
+    """Collect exit statuses of any of `pids` that are our own children."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        except OSError:
+            pass
+
+
+def reap_orphans() -> None:
+    """Collect zombies re-parented to us; the agent's own Popen child is reaped by Popen."""
+    table = process_table()
+    me = os.getpid()
+    reap([info.pid for info in table.values() if info.ppid == me and info.state == "Z"])
+
+
+def wait_gone(pids, timeout: float) -> set[int]:
+    deadline = time.monotonic() + timeout
+    remaining = set(pids)
+    while remaining:
+        reap(remaining)
+        remaining = {pid for pid in remaining if alive(pid)}
+        if not remaining or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    return remaining
+
+
+def end_processes(pids, grace: float) -> dict:
+    """SIGTERM, wait `grace`, SIGKILL what is left; returns what was done."""
+    pids = sorted(pids)
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    stubborn = sorted(wait_gone(pids, grace))
+    for pid in stubborn:
+        _signal(pid, signal.SIGKILL)
+    survivors = sorted(wait_gone(stubborn, 5.0))
+    return {"terminated": pids, "killed": stubborn, "survivors": survivors}
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signum)

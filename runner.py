@@ -1,0 +1,552 @@
+"""Run one orchestration trial of prime-agent on a fixture and score it.
+
+The shell around the pure scorer: make a fresh run dir, copy the fixture into a
+new git repo, launch the agent headless in an isolated agent home, wait, end
+every process the run started, collect the artifacts, score them, write
+`result.json` and print it. Exit codes: 0 resolved, 1 scored and not resolved,
+2 invalid invocation or fixture, 3 the agent could not be run, 130/143 the
+runner was interrupted by SIGINT/SIGTERM (the run is still scored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+
+import artifacts
+import daemon
+import ledger
+import procs
+import scorer
+from fixture import MANIFEST, TASK, FixtureError, load_fixture
+from jsonl import open_regular
+
+HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
+DRIVE = "oneshot"
+# Unix socket paths are limited to about 107 bytes (§2); the product also puts
+# worker sockets under $TMPDIR/prime-agent-<uid>/.
+MAX_SOCKET_PATH = 100
+MAX_TMPDIR = 60
+TERM_GRACE_S = 3.0
+PROGRESS_EVERY_S = 10.0
+STRIPPED_ENV_PREFIXES = ("PRIME_AGENT_INTERNAL_", "RLM_", "GIT_")
+STRIPPED_ENV = (
+    "PRIME_AGENT_CODING_AGENT_DIR",
+    "PRIME_AGENT_SESSION_DIR",
+    "PRIME_AGENT_CODING_AGENT_SESSION_DIR",
+    "PI_CODING_AGENT_DIR",
+)
+EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_INVALID, EXIT_AGENT = 0, 1, 2, 3
+EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="runner.py",
+        description="Run prime-agent headless on a swarm-fanout fixture, score what it left on "
+        "disk, print the result JSON on stdout (progress goes to stderr). Exit 0 resolved, 1 "
+        "scored but not resolved, 2 invalid invocation or fixture, 3 the agent could not be "
+        "run, 130/143 interrupted.",
+    )
+    parser.add_argument("--fixture", required=True, help="fixture dir, e.g. fixtures/json-events")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="provider/model passed to the agent, e.g. anthropic/claude-sonnet-4-5; "
+        "simulated/<behaviour> with --agent-bin ./simulated_agent.py",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        help="seconds before the agent's process tree is ended and the run scored as timed out "
+        "(default 1800)",
+    )
+    parser.add_argument(
+        "--agent-bin", default="prime-agent", help="agent executable (default prime-agent)"
+    )
+    parser.add_argument(
+        "--out", default="runs", help="dir that receives one new run dir per run (default runs/)"
+    )
+    parser.add_argument(
+        "--agent-config",
+        default=None,
+        help="dir whose auth.json and models.json are copied into the run's isolated agent home "
+        "(default $PRIME_AGENT_CODING_AGENT_DIR, else ~/.prime/agent)",
+    )
+    args = parser.parse_args(argv)
+    if not args.timeout > 0:
+        parser.error("--timeout must be a positive number of seconds")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with _Interrupt() as interrupt:
+        return _run(args, interrupt)
+
+
+def _run(args: argparse.Namespace, interrupt: _Interrupt) -> int:
+    base = {
+        "harness": HARNESS,
+        "simulated": args.model.startswith("simulated/"),
+        "model": args.model,
+        "drive": DRIVE,
+        "started_at": _now(),
+    }
+    try:
+        fixture = load_fixture(args.fixture)
+    except FixtureError as error:
+        print(f"runner.py: invalid fixture: {error.message}", file=sys.stderr)
+        result = dict(base, status="invalid_fixture", resolved=False, exit_code=EXIT_INVALID)
+        result["fixture"] = {"path": args.fixture}
+        result["reasons"] = [
+            {"code": "invalid_fixture", "detail": error.code, "message": error.message}
+        ]
+        return _emit(result, None)
+    base["fixture"] = {"name": fixture.name, "path": args.fixture, "shards": len(fixture.shards)}
+    try:
+        run = RunDir.create(args.out, fixture.name)
+    except OSError as error:
+        print(f"runner.py: cannot create a run dir under {args.out}: {error}", file=sys.stderr)
+        result = dict(base, status="invalid_invocation", resolved=False, exit_code=EXIT_INVALID)
+        result["reasons"] = [{"code": "run_dir_unwritable", "message": str(error)}]
+        return _emit(result, None)
+    base["run_dir"] = run.root
+    agent_bin = shutil.which(args.agent_bin)
+    base["agent"] = {"bin": args.agent_bin, "path": agent_bin, "version": None}
+    if agent_bin is None:
+        return _not_run(base, run, "agent_not_found", f"{args.agent_bin!r} is not an executable")
+    try:
+        run.prepare(fixture, _agent_config_dir(args.agent_config))
+    except (OSError, subprocess.SubprocessError) as error:
+        run.cleanup_tmp()
+        return _not_run(base, run, "run_setup_failed", str(error))
+    env = run.agent_env()
+    version = agent_version(agent_bin, env, run.repo)
+    base["simulated"] = base["simulated"] or "simulated" in (version or "")
+    base["agent"]["version"] = version
+    run.write_meta(dict(base, argv=run.argv(agent_bin, args.model, fixture.task)))
+    if interrupt.signum:
+        run.cleanup_tmp()
+        return _not_run(
+            base,
+            run,
+            "interrupted",
+            "interrupted before the agent started",
+            exit_code=EXIT_SIGNAL[interrupt.signum],
+        )
+    try:
+        outcome = launch_and_wait(
+            run, agent_bin, args.model, fixture.task, env, args.timeout, interrupt
+        )
+    except OSError as error:
+        run.cleanup_tmp()
+        return _not_run(base, run, "agent_exec_failed", str(error))
+    collected = artifacts.collect(run.root, fixture.artifact, agent_home=run.agent_home)
+    verdict = scorer.score(fixture, collected, wall_time_s=outcome["wall_time_s"])
+    return _emit(_result(base, outcome, verdict, collected), run)
+
+
+def _result(
+    base: dict, outcome: dict, verdict: scorer.Verdict, collected: artifacts.RunArtifacts
+) -> dict:
+    reasons = [item.to_json() for item in verdict.reasons]
+    if outcome["timed_out"]:
+        reasons.insert(0, {"code": "timeout", "message": "the agent did not finish in time"})
+    if outcome["interrupted"]:
+        reasons.insert(0, {"code": "interrupted", "message": "the runner was interrupted"})
+    resolved = verdict.resolved and not outcome["timed_out"] and not outcome["interrupted"]
+    if outcome["interrupted"]:
+        exit_code = EXIT_SIGNAL[outcome["interrupted"]]
+    else:
+        exit_code = EXIT_RESOLVED if resolved else EXIT_UNRESOLVED
+    agent = dict(base["agent"])
+    agent.update(
+        exit_code=outcome["exit_code"],
+        timed_out=outcome["timed_out"],
+        wall_time_s=outcome["wall_time_s"],
+        first_error=_first_error(collected) or outcome["stderr_tail"],
+    )
+    result = dict(base, status="scored", resolved=resolved, exit_code=exit_code, reasons=reasons)
+    result.update(
+        agent=agent,
+        interrupted=bool(outcome["interrupted"]),
+        cleanup=outcome["cleanup"],
+        finished_at=_now(),
+        verdict=verdict.to_json(),
+    )
+    return result
+
+
+def _first_error(collected: artifacts.RunArtifacts) -> str | None:
+    """The first failed model call the agent recorded, stream first, then transcripts."""
+    if collected.stream and collected.stream.first_error:
+        return collected.stream.first_error
+    return collected.parent.first_error if collected.parent else None
+
+
+def _not_run(base: dict, run: RunDir, code: str, message: str, exit_code: int = EXIT_AGENT) -> int:
+    print(f"runner.py: the agent could not be run: {message}", file=sys.stderr)
+    result = dict(base, status="agent_not_run", resolved=False, exit_code=exit_code)
+    result["reasons"] = [{"code": code, "message": message}]
+    result["finished_at"] = _now()
+    return _emit(result, run)
+
+
+def _emit(result: dict, run: RunDir | None) -> int:
+    text = json.dumps(result, indent=2)
+    if run is not None:
+        _write_atomic(os.path.join(run.root, "result.json"), text + "\n")
+    print(text)
+    return result["exit_code"]
+
+
+def _write_atomic(path: str, text: str) -> None:
+    directory = os.path.dirname(path)
+    fd, temporary = tempfile.mkstemp(prefix=".result-", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _agent_config_dir(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    return os.environ.get("PRIME_AGENT_CODING_AGENT_DIR") or os.path.join(
+        os.path.expanduser("~"), ".prime", "agent"
+    )
+
+
+class RunDir:
+    """One run's dir; the same layout as the captured real runs (contract §3)."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.repo = os.path.join(root, "repo")
+        self.sessions = os.path.join(root, "sessions")
+        self.agent_home = os.path.join(root, "agent-home")
+        self.home = os.path.join(root, "home")
+        self.stdout = os.path.join(root, "stdout.jsonl")
+        self.stderr = os.path.join(root, "stderr.txt")
+        self.tmp = os.path.join(root, "tmp")
+        self.short_tmp: str | None = None
+        self.socket = os.path.join(root, "daemon.sock")
+
+    @classmethod
+    def create(cls, out: str, fixture_name: str) -> RunDir:
+        """A new dir every time: a run dir is never reused or overwritten."""
+        os.makedirs(out, exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        while True:
+            root = os.path.join(
+                os.path.realpath(out), f"{fixture_name}-{stamp}-{secrets.token_hex(3)}"
+            )
+            try:
+                os.mkdir(root)
+                return cls(root)
+            except FileExistsError:
+                continue
+
+    def prepare(self, fixture, agent_config: str) -> None:
+        shutil.copytree(
+            fixture.root, self.repo, ignore=shutil.ignore_patterns(MANIFEST, TASK, ".git")
+        )
+        for path in (self.sessions, self.agent_home, self.home, self.tmp):
+            os.makedirs(path, exist_ok=True)
+        self._commit_repo(fixture.name)
+        self._copy_agent_config(agent_config)
+        if len(self.tmp) > MAX_TMPDIR or len(self.socket) > MAX_SOCKET_PATH:
+            self.short_tmp = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
+        if len(self.tmp) > MAX_TMPDIR:
+            self.tmp = self.short_tmp
+        if len(self.socket) > MAX_SOCKET_PATH:
+            self.socket = os.path.join(self.short_tmp, "daemon.sock")
+
+    def _commit_repo(self, fixture_name: str) -> None:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+        env.update(
+            HOME=self.home,
+            GIT_CONFIG_NOSYSTEM="1",
+            GIT_AUTHOR_NAME="swarm-fanout",
+            GIT_AUTHOR_EMAIL="swarm-fanout@invalid",
+            GIT_COMMITTER_NAME="swarm-fanout",
+            GIT_COMMITTER_EMAIL="swarm-fanout@invalid",
+        )
+        for command in (
+            ["git", "-c", "init.defaultBranch=main", "init", "-q"],
+            ["git", "add", "-A"],
+            ["git", "-c", "commit.gpgsign=false", "commit", "-q", "-m", f"fixture {fixture_name}"],
+        ):
+            subprocess.run(
+                command,
+                cwd=self.repo,
+                env=env,
+                check=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=60,
+            )
+
+    def _copy_agent_config(self, source: str) -> None:
+        """The user's credentials and model catalog, nothing else of their agent dir."""
+        for name in ("auth.json", "models.json"):
+            path = os.path.join(source, name)
+            if os.path.isfile(path):
+                shutil.copyfile(path, os.path.join(self.agent_home, name))
+        auth = os.path.join(self.agent_home, "auth.json")
+        if not os.path.exists(auth):
+            with open(auth, "w", encoding="utf-8") as handle:
+                handle.write("{}\n")
+        os.chmod(auth, 0o600)
+
+    def agent_env(self) -> dict[str, str]:
+        """The user's environment minus anything that would steer the product elsewhere.
+
+        `PRIME_AGENT_SESSION_DIR` keys the ledger on this run's own sessions dir
+        (§1 fact 1); own HOME and TMPDIR keep the daemon registry, kernels and
+        sockets of other runs apart (§1 fact 7).
+        """
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(STRIPPED_ENV_PREFIXES) and key not in STRIPPED_ENV
+        }
+        env.update(
+            HOME=self.home,
+            TMPDIR=self.tmp,
+            PRIME_AGENT_CODING_AGENT_DIR=self.agent_home,
+            PRIME_AGENT_SESSION_DIR=self.sessions,
+        )
+        return env
+
+    def argv(self, agent_bin: str, model: str, task: str) -> list[str]:
+        # Options first, then `--`, then the prompt as one argument (§2 "argv").
+        return [
+            agent_bin,
+            "--mode",
+            "json",
+            "--daemon-socket",
+            self.socket,
+            "--cwd",
+            self.repo,
+            "--session-dir",
+            self.sessions,
+            "--model",
+            model,
+            "--",
+            task,
+        ]
+
+    def write_meta(self, meta: dict) -> None:
+        _write_atomic(os.path.join(self.root, "run-meta.json"), json.dumps(meta, indent=2) + "\n")
+
+    def cleanup_tmp(self) -> None:
+        if self.short_tmp:
+            shutil.rmtree(self.short_tmp, ignore_errors=True)
+
+
+def agent_version(agent_bin: str, env: dict, cwd: str) -> str | None:
+    try:
+        process = subprocess.Popen(
+            [agent_bin, "--version"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+    try:
+        out, _ = process.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        _kill_group(process.pid)
+        process.communicate()
+        return None
+    _kill_group(process.pid)
+    first = out.decode("utf-8", "replace").strip().splitlines()
+    return first[0][:200] if first and process.returncode == 0 else None
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+class _Interrupt:
+    """Remember SIGINT/SIGTERM so the run can end its tree and still be scored."""
+
+    def __init__(self):
+        self.signum = 0
+        self._previous = {}
+
+    def __enter__(self) -> _Interrupt:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum, _frame) -> None:
+        self.signum = self.signum or signum
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def launch_and_wait(
+    run: RunDir,
+    agent_bin: str,
+    model: str,
+    task: str,
+    env: dict,
+    timeout: float,
+    interrupt: _Interrupt,
+) -> dict:
+    procs.become_subreaper()
+    progress = Progress(run)
+    started = time.monotonic()
+    with open(run.stdout, "wb") as out, open(run.stderr, "wb") as err:
+        # Files, never pipes: a full pipe would stall the agent. Closed stdin,
+        # or the CLI waits for EOF and prepends it to the prompt (§2).
+        process = subprocess.Popen(
+            run.argv(agent_bin, model, task),
+            cwd=run.repo,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+    timed_out = False
+    try:
+        last_report = started
+        while True:
+            try:
+                process.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if interrupt.signum:
+                break
+            if now - started >= timeout:
+                timed_out = True
+                break
+            if now - last_report >= PROGRESS_EVERY_S:
+                last_report = now
+                progress.report(now - started)
+    finally:
+        wall = round(time.monotonic() - started, 3)
+        cleanup = end_run(run, process)
+    progress.report(wall, final=True)
+    return {
+        "exit_code": process.returncode,
+        "timed_out": timed_out,
+        "interrupted": interrupt.signum,
+        "wall_time_s": wall,
+        "cleanup": cleanup,
+        "stderr_tail": _stderr_tail(run.stderr) if process.returncode else None,
+    }
+
+
+def end_run(run: RunDir, process: subprocess.Popen) -> dict:
+    """Shut the daemon down over its own socket, then end everything still running."""
+    shutdown = daemon.shutdown_daemon(run.socket)
+    supervisor = shutdown.get("supervisor_pid")
+    if shutdown.get("success") and supervisor:
+        shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
+    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+    rounds = []
+    for _ in range(3):
+        remaining = procs.run_processes(process.pid, *marker)
+        if process.poll() is None:
+            remaining.add(process.pid)
+        if not remaining:
+            break
+        rounds.append(procs.end_processes(remaining, TERM_GRACE_S))
+    process.poll()
+    procs.reap_orphans()
+    leaked = sorted(procs.run_processes(process.pid, *marker))
+    run.cleanup_tmp()
+    return {
+        "daemon_shutdown": shutdown,
+        "terminated": sorted({pid for item in rounds for pid in item["terminated"]}),
+        "killed": sorted({pid for item in rounds for pid in item["killed"]}),
+        "leaked_processes": len(leaked),
+        "leaked_pids": leaked,
+    }
+
+
+def _stderr_tail(path: str) -> str | None:
+    """The last non-empty line of the agent's stderr, for a crashed agent."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.path.getsize(path) - 65536))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:500] if lines else None
+
+
+class Progress:
+    """Spawns and replies seen so far, read incrementally, printed to stderr."""
+
+    def __init__(self, run: RunDir):
+        self.run = run
+        self.offsets: dict[str, int] = {}
+        self.spawns = 0
+        self.replies = 0
+
+    def report(self, elapsed: float, final: bool = False) -> None:
+        home = self.run.agent_home
+        for path in ledger.ledger_candidates(home, self.run.sessions, self.run.root):
+            self.spawns += self._count_new(path, b'"op":"spawn"')
+        try:
+            names = sorted(os.listdir(self.run.sessions))
+        except OSError:
+            names = []
+        for name in names:
+            path = os.path.join(self.run.sessions, name)
+            self.replies += self._count_new(path, b'"fromRelationship":"child"')
+        word = "finished after" if final else "running"
+        print(
+            f"runner.py: {word} {elapsed:.0f}s: {self.spawns} spawns, {self.replies} replies",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _count_new(self, path: str, needle: bytes) -> int:
+        offset = self.offsets.get(path, 0)
+        handle = open_regular(path, path, [])
+        if handle is None:
+            return 0
+        with handle:
+            handle.seek(offset)
+            data = handle.read(64 * 1024 * 1024)
+        complete = data.rfind(b"\n") + 1
+        self.offsets[path] = offset + complete
+        return data[:complete].count(needle)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""Builders for run dirs in the product's on-disk formats, to keep scorer tests short.
+
+Record shapes follow the captured real runs (tests/data/real-runs); the test
+`test_real_runs.BuilderFidelityTest` pins every builder record to the key sets of
+its captured counterpart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import uuid
+from dataclasses import dataclass
+
+from fixture import Fixture, Shard
+
+EPOCH_MS = 1_796_209_200_000  # 2026-12-02T11:00:00.000Z
+
+
+def iso(ms: int) -> str:
+    seconds, millis = divmod(ms, 1000)
+    from datetime import datetime, timezone
+
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+
+
+def small_fixture(root: str = "/nonexistent") -> Fixture:
+    """Three shards with distinct answers; workers named as the real fixtures name them."""
+    return Fixture(
+        name="small",
+        artifact="combined-index.md",
+        shards=(
+            Shard("a.jsonl", "worker-a", "How many records does this shard contain?", 11),
+            Shard("b.jsonl", "worker-b", "How many records does this shard contain?", 22),
+            Shard("c.jsonl", "worker-c", "How many records does this shard contain?", 33),
+        ),
+        root=root,
+    )
+
+
+def compact(record: dict) -> str:
+    return json.dumps(record, separators=(",", ":"))
+
+
+def usage(input_tokens: int, output_tokens: int) -> dict:
+    zero = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+    return {
+        "input": input_tokens,
+        "output": output_tokens,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "totalTokens": input_tokens + output_tokens,
+        "cost": zero,
+    }
+
+
+@dataclass
+class Child:
+    child_id: str
+    name: str
+    session_id: str
+    path: str
+    depth: int = 1
+
+
+class RunBuilder:
+    """A run dir written the way a one-shot run with PRIME_AGENT_SESSION_DIR writes it."""
+
+    def __init__(self, root: str, *, parent_cwd: str | None = None):
+        self.root = os.path.realpath(root)
+        self.clock = EPOCH_MS
+        self.sessions = os.path.join(self.root, "sessions")
+        self.agent_home = os.path.join(self.root, "agent-home")
+        self.repo = os.path.join(self.root, "repo")
+        for path in (self.sessions, self.agent_home, self.repo):
+            os.makedirs(path, exist_ok=True)
+        self.root_id = _uuid7()
+        # In one-shot runs the file stem is not the header id (contract §1 fact 2).
+        self.parent_path = os.path.join(self.sessions, _uuid7() + ".jsonl")
+        self.ledger = os.path.join(
+            self.agent_home,
+            "rlm-ledger",
+            hashlib.sha256(self.sessions.encode()).hexdigest()[:16] + ".jsonl",
+        )
+        self.last_id: str | None = None
+        self.cwd = parent_cwd or self.repo
+        self._append_parent(
+            {
+                "type": "session",
+                "version": 3,
+                "id": self.root_id,
+                "timestamp": self.now(),
+                "cwd": self.cwd,
+                "rlmDepth": 0,
+                "git": {"branch": "main"},
+            },
+            entry=False,
+        )
+        self.user_message("Do the fan-out.")
+
+    def now(self, step: int = 10) -> str:
+        self.clock += step
+        return iso(self.clock)
+
+    # --- parent transcript ---------------------------------------------------
+
+    def _append_parent(self, record: dict, entry: bool = True) -> None:
+        if entry:
+            record.update(id=secrets.token_hex(4), parentId=self.last_id, timestamp=self.now())
+            self.last_id = record["id"]
+        _append(self.parent_path, compact(record))
+
+    def user_message(self, text: str) -> None:
+        self._append_parent(
+            {
+                "type": "message",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "text", "text": text}],
+                    "timestamp": self.clock,
+                },
+            }
+        )
+
+    def assistant(self, text: str, tokens: tuple[int, int] = (100, 10), code: str | None = None):
+        self._append_parent({"type": "message", "message": assistant_message(text, tokens, code)})
+
+    def usage_attributed(self, tokens: tuple[int, int]) -> None:
+        self._append_parent(
+            {
+                "type": "child_usage_attributed",
+                "targetId": self.last_id,
+                "childUsage": usage(*tokens),
+                "aggregateUsage": usage(*tokens),
+                "origin": "spawn_task",
+            }
+        )
+
+    # --- children -------------------------------------------------------------
+
+    def spawn(
+        self,
+        name: str,
+        *,
+        write_transcript: bool = True,
+        child_path: str | None = None,
+        parent_path: str | None = None,
+        depth: int = 1,
+        tokens: tuple[int, int] = (50, 5),
+    ) -> Child:
+        child_id = "sub-" + secrets.token_hex(4)
+        session_id = _uuid7()
+        child_dir = os.path.join(self.root, "session-artifacts", self.root_id, child_id)
+        path = child_path or os.path.join(child_dir, session_id + ".jsonl")
+        child = Child(child_id, name, session_id, path, depth)
+        if write_transcript:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._write_child(child, tokens)
+        if not os.path.exists(self.ledger):
+            self.ledger_line(
+                {"v": 1, "op": "meta", "at": iso(self.clock + 1), "sessionsDir": self.sessions}
+            )
+        self.ledger_line(
+            {
+                "v": 1,
+                "op": "spawn",
+                "at": self.now(),
+                "childId": child_id,
+                "parent": parent_path or self.parent_path,
+                "child": path,
+                "depth": depth,
+                "name": name,
+            }
+        )
+        return child
+
+    def _write_child(self, child: Child, tokens: tuple[int, int]) -> None:
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": child.session_id,
+            "timestamp": self.now(),
+            "cwd": self.cwd,
+            "parentSession": self.parent_path,
+            "rlmDepth": child.depth,
+            "git": {"branch": "main"},
+        }
+        task = {
+            "type": "custom_message",
+            "customType": "agent_message",
+            "content": "[task from parent]\n\nanswer your shard",
+            "display": True,
+            "details": {
+                "id": "spawn:" + child.child_id,
+                "message": "answer your shard",
+                "from": {"sessionId": self.root_id, "activeSessionId": "c39728fce51d"},
+                "fromRelationship": "parent",
+            },
+            "id": secrets.token_hex(4),
+            "parentId": None,
+            "timestamp": self.now(),
+        }
+        work = {
+            "type": "message",
+            "id": secrets.token_hex(4),
+            "parentId": task["id"],
+            "timestamp": self.now(),
+            "message": assistant_message("Working.", tokens, None),
+        }
+        lines = [compact(header), compact(task), compact(work)]
+        with open(child.path, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        display = {
+            "type": "rlm_subagent",
+            "childId": child.child_id,
+            "sessionName": child.name,
+            "sessionDir": os.path.dirname(child.path),
+            "sessionFile": child.path,
+            "status": "completed",
+            "createdAt": self.clock,
+            "updatedAt": iso(self.clock),
+        }
+        with open(
+            os.path.join(os.path.dirname(child.path), "rlm-subagent.json"), "w", encoding="utf-8"
+        ) as handle:
+            json.dump(display, handle)
+
+    def reply(
+        self, child: Child, message: str, *, session_id: str | None = None, label: str | None = None
+    ) -> None:
+        """A child's reply as the product lands it in the parent (contract §6)."""
+        sender = session_id or child.session_id
+        name = label or child.name
+        reply_id = f"agentmsg_{uuid.uuid4()}"
+        self._append_parent(
+            {
+                "type": "custom_message",
+                "customType": "agent_message",
+                "content": f"[from child:{name}]\nAgent-to-agent message received.\n\n{message}",
+                "display": True,
+                "details": {
+                    "id": reply_id,
+                    "message": message,
+                    "from": {
+                        "activeSessionId": "6ba7fa8dabbf",
+                        "sessionId": sender,
+                        "sessionName": name,
+                        "runtimeKind": "subagent",
+                        "clientId": "agent",
+                    },
+                    "fromRelationship": "child",
+                    "target": {
+                        "activeSessionId": "c39728fce51d",
+                        "sessionId": self.root_id,
+                        "runtimeKind": "top-level",
+                    },
+                },
+            }
+        )
+
+    def notice(self, child: Child, kind: str = "completed_without_reply") -> None:
+        self._append_parent(
+            {
+                "type": "custom_message",
+                "customType": "rlm_child_terminal_notice",
+                "content": f"RLM child {child.name} ({child.child_id}) completed without a reply",
+                "display": True,
+                "details": {"kind": kind, "childId": child.child_id, "sessionName": child.name},
+            }
+        )
+
+    def delete(self, child: Child, reason: str = "user") -> None:
+        self.ledger_line(
+            {
+                "v": 1,
+                "op": "delete",
+                "at": self.now(),
+                "childId": child.child_id,
+                "child": child.path,
+                "reason": reason,
+            }
+        )
+
+    def ledger_line(self, record: dict | str) -> None:
+        os.makedirs(os.path.dirname(self.ledger), exist_ok=True)
+        _append(self.ledger, record if isinstance(record, str) else compact(record))
+
+    # --- outputs --------------------------------------------------------------
+
+    def write_index(self, lines: list[str]) -> None:
+        text = "# Combined index\n\n" + "".join(line + "\n" for line in lines)
+        with open(os.path.join(self.repo, "combined-index.md"), "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    def fan_out(self, fixture: Fixture, *, reply: bool = True) -> dict[str, Child]:
+        """The honest path: one child per shard, each replying its answer."""
+        children = {shard.worker: self.spawn(shard.worker) for shard in fixture.shards}
+        if reply:
+            for shard in fixture.shards:
+                self.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+        return children
+
+    def correct_index(self, fixture: Fixture) -> None:
+        self.write_index([f"- {shard.file}: {shard.expected}" for shard in fixture.shards])
+
+
+def assistant_message(text: str, tokens: tuple[int, int], code: str | None) -> dict:
+    content: list[dict] = [{"type": "text", "text": text}]
+    if code is not None:
+        content.append(
+            {
+                "type": "toolCall",
+                "id": "call_" + secrets.token_hex(12),
+                "name": "ipython",
+                "arguments": {"code": code},
+            }
+        )
+    return {
+        "role": "assistant",
+        "content": content,
+        "api": "openai-completions",
+        "provider": "fake",
+        "model": "fake-rlm",
+        "usage": usage(*tokens),
+        "stopReason": "toolUse" if code else "stop",
+        "timestamp": EPOCH_MS,
+        "responseId": "chatcmpl-" + secrets.token_hex(16),
+    }
+
+
+def _append(path: str, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+def _uuid7() -> str:
+    raw = secrets.token_hex(16)
+    return f"{raw[:8]}-{raw[8:12]}-7{raw[13:16]}-{raw[16:20]}-{raw[20:]}"

@@ -1,0 +1,488 @@
+"""Specification of the fixtures in fixtures/ and of fixtures/generate.py.
+
+Every expected answer is recomputed here from the shard files by an evaluator that shares no
+code with the generator: it parses the eight question phrasings with its own regexes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+GENERATOR = FIXTURES / "generate.py"
+ARTIFACT = "combined-index.md"
+
+FIXTURE_NAMES = ("json-events", "csv-metrics")
+# name -> (shard file prefix, shard file suffix, format phrase, record definition phrase)
+FIXTURE_FORMATS = {
+    "json-events": (
+        "events",
+        ".jsonl",
+        "JSON Lines: one JSON object per line",
+        "one line of a shard",
+    ),
+    "csv-metrics": (
+        "metrics",
+        ".csv",
+        "CSV files with a header row",
+        "one data row of a shard; the header row is not a record",
+    ),
+}
+COMMITTED_SHARD_COUNT = 8
+MIN_RECORDS, MAX_RECORDS = 40, 150
+
+Record = dict[str, object]
+
+
+# --------------------------------------------------------------------------- reading shards
+
+
+def read_records(path: Path) -> list[Record]:
+    """Records of a shard: JSON objects of a .jsonl file, or data rows of a .csv file."""
+    text = path.read_bytes().decode("utf-8")
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in text.splitlines()]
+    if path.suffix == ".csv":
+        return list(csv.DictReader(text.splitlines()))
+    raise ValueError(f"unknown shard format: {path.name}")
+
+
+def text_of(record: Record, field: str) -> str | None:
+    """The field's value as written: a JSON string, or the CSV cell text; None otherwise."""
+    value = record[field]
+    return value if isinstance(value, str) else None
+
+
+def number_of(record: Record, field: str) -> int:
+    """The field's integer value: a JSON integer, or a CSV cell holding an integer."""
+    value = record[field]
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise TypeError(f"{field}={value!r} is not an integer")
+    return int(value)
+
+
+def where(records: list[Record], field: str, value: str) -> list[Record]:
+    return [record for record in records if text_of(record, field) == value]
+
+
+def distinct(records: list[Record], field: str) -> int:
+    return len({json.dumps(record[field]) for record in records})
+
+
+# --------------------------------------------------------------------------- question grammar
+
+FIELD = "`([^`]+)`"
+VALUE = '"([^"]*)"'
+
+# template number -> (phrasing, answer from (records, *captured groups))
+GRAMMAR: dict[int, tuple[re.Pattern[str], Callable[..., int]]] = {
+    1: (
+        re.compile(r"How many records does this shard contain\?"),
+        lambda records: len(records),
+    ),
+    2: (
+        re.compile(rf"How many records have {FIELD} equal to {VALUE}\?"),
+        lambda records, g, v: len(where(records, g, v)),
+    ),
+    3: (
+        re.compile(rf"What is the sum of {FIELD} over all records\?"),
+        lambda records, f: sum(number_of(r, f) for r in records),
+    ),
+    4: (
+        re.compile(rf"What is the maximum value of {FIELD} over all records\?"),
+        lambda records, f: max(number_of(r, f) for r in records),
+    ),
+    5: (
+        re.compile(rf"How many distinct values of {FIELD} occur\?"),
+        lambda records, g: distinct(records, g),
+    ),
+    6: (
+        re.compile(rf"What is the sum of {FIELD} over records whose {FIELD} is {VALUE}\?"),
+        lambda records, f, g, v: sum(number_of(r, f) for r in where(records, g, v)),
+    ),
+    7: (
+        re.compile(
+            rf"What is the maximum value of {FIELD} over records whose {FIELD} is {VALUE}\?"
+        ),
+        lambda records, f, g, v: max(number_of(r, f) for r in where(records, g, v)),
+    ),
+    8: (
+        re.compile(
+            rf"How many distinct values of {FIELD} occur among records whose {FIELD} is {VALUE}\?"
+        ),
+        lambda records, h, g, v: distinct(where(records, g, v), h),
+    ),
+}
+FILTERED_TEMPLATES = {2: (0, 1), 6: (1, 2), 7: (1, 2), 8: (1, 2)}  # groups holding (g, v)
+
+
+def parse_question(question: str) -> tuple[int, tuple[str, ...]]:
+    """(template number, captured field names and values) of a question in the grammar."""
+    for template, (pattern, _) in GRAMMAR.items():
+        match = pattern.fullmatch(question)
+        if match:
+            return template, match.groups()
+    raise ValueError(f"question outside the grammar: {question!r}")
+
+
+def answer(question: str, records: list[Record]) -> int:
+    template, groups = parse_question(question)
+    return GRAMMAR[template][1](records, *groups)
+
+
+def filter_size(question: str, records: list[Record]) -> int | None:
+    """How many records the question's filter keeps, or None for unfiltered questions."""
+    template, groups = parse_question(question)
+    if template not in FILTERED_TEMPLATES:
+        return None
+    g_index, v_index = FILTERED_TEMPLATES[template]
+    return len(where(records, groups[g_index], groups[v_index]))
+
+
+# --------------------------------------------------------------------------- fixture access
+
+
+# A number "standing alone": not touching a word character, '.' or '-'. So list markers such
+# as "1." and the digits of "events-01.jsonl" / "worker-events-01" are not standalone numbers.
+def standalone(number: int) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w.-]){number}(?![\w.-])")
+
+
+STANDALONE_NUMBER = re.compile(r"(?<![\w.-])\d+(?![\w.-])")
+
+
+def load_manifest(fixture_dir: Path) -> dict:
+    return json.loads((fixture_dir / "fixture.json").read_text(encoding="utf-8"))
+
+
+def shard_entries(fixture_dir: Path) -> list[dict]:
+    return load_manifest(fixture_dir)["shards"]
+
+
+def shard_line(entry: dict) -> str:
+    return f"- `shards/{entry['file']}` | worker `{entry['worker']}` | {entry['question']}"
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under root, by relative path, with its bytes."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def committed_fixtures() -> list[tuple[str, Path]]:
+    return [(name, FIXTURES / name) for name in FIXTURE_NAMES]
+
+
+def committed_shards() -> list[tuple[Path, dict]]:
+    return [(d, entry) for _, d in committed_fixtures() for entry in shard_entries(d)]
+
+
+def run_generator(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(GENERATOR), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+class FixtureChecks(unittest.TestCase):
+    """Checks shared by the committed fixtures and freshly generated ones."""
+
+    def assert_answers_recomputed_and_distinct(self, fixture_dir: Path) -> None:
+        answers = []
+        for entry in shard_entries(fixture_dir):
+            with self.subTest(fixture=fixture_dir.name, shard=entry["file"]):
+                records = read_records(fixture_dir / "shards" / entry["file"])
+                self.assertIs(type(entry["expected"]), int)
+                self.assertEqual(entry["expected"], answer(entry["question"], records))
+                answers.append(entry["expected"])
+        self.assertEqual(len(answers), len(set(answers)), f"repeated answers: {answers}")
+
+    def assert_templates_cycle(self, fixture_dir: Path) -> None:
+        for index, entry in enumerate(shard_entries(fixture_dir)):
+            with self.subTest(fixture=fixture_dir.name, shard=entry["file"]):
+                template, _ = parse_question(entry["question"])
+                self.assertEqual(template, index % 8 + 1)
+
+
+# --------------------------------------------------------------------------- committed fixtures
+
+
+class CommittedFixtureTest(FixtureChecks):
+    def test_fixtures_directory_holds_exactly_the_known_fixtures(self):
+        found = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json"))
+        self.assertEqual(found, sorted(FIXTURE_NAMES))
+
+    def test_fixture_has_shards_dir_manifest_and_task(self):
+        for _, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                self.assertEqual(
+                    sorted(p.name for p in fixture_dir.iterdir()),
+                    ["fixture.json", "shards", "task.txt"],
+                )
+
+    def test_manifest_keys_are_name_artifact_shards_in_that_order(self):
+        for name, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                manifest = load_manifest(fixture_dir)
+                self.assertEqual(list(manifest), ["name", "artifact", "shards"])
+                self.assertEqual(manifest["name"], name)
+                self.assertEqual(manifest["artifact"], ARTIFACT)
+                for entry in manifest["shards"]:
+                    self.assertEqual(list(entry), ["file", "worker", "question", "expected"])
+
+    def test_manifest_is_two_space_indented_with_trailing_newline(self):
+        for _, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                text = (fixture_dir / "fixture.json").read_bytes().decode("utf-8")
+                self.assertEqual(text, json.dumps(json.loads(text), indent=2) + "\n")
+
+    def test_each_fixture_has_eight_shards(self):
+        for _, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                self.assertEqual(len(shard_entries(fixture_dir)), COMMITTED_SHARD_COUNT)
+
+    def test_shard_files_are_numbered_in_order(self):
+        for name, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                prefix, suffix, _, _ = FIXTURE_FORMATS[name]
+                files = [entry["file"] for entry in shard_entries(fixture_dir)]
+                self.assertEqual(files, [f"{prefix}-{i:02d}{suffix}" for i in range(1, 9)])
+
+    def test_shard_files_are_unique(self):
+        for _, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                files = [entry["file"] for entry in shard_entries(fixture_dir)]
+                self.assertEqual(len(files), len(set(files)))
+
+    def test_worker_is_worker_dash_file_stem(self):
+        for _, entry in committed_shards():
+            with self.subTest(shard=entry["file"]):
+                self.assertEqual(entry["worker"], "worker-" + Path(entry["file"]).stem)
+
+    def test_shards_dir_holds_exactly_the_listed_files(self):
+        for _, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                listed = sorted(entry["file"] for entry in shard_entries(fixture_dir))
+                present = sorted(p.name for p in (fixture_dir / "shards").iterdir())
+                self.assertEqual(present, listed)
+
+    def test_shard_files_use_newline_line_endings_without_blank_lines(self):
+        for fixture_dir, entry in committed_shards():
+            with self.subTest(shard=entry["file"]):
+                text = (fixture_dir / "shards" / entry["file"]).read_bytes().decode("utf-8")
+                self.assertNotIn("\r", text)
+                self.assertTrue(text.endswith("\n"))
+                self.assertNotIn("", text[:-1].split("\n"))
+
+    def test_jsonl_records_are_flat_objects_of_strings_and_integers(self):
+        for fixture_dir, entry in committed_shards():
+            with self.subTest(shard=entry["file"]):
+                if entry["file"].endswith(".jsonl"):
+                    for record in read_records(fixture_dir / "shards" / entry["file"]):
+                        self.assertIsInstance(record, dict)
+                        for value in record.values():
+                            self.assertIn(type(value), (str, int))
+
+    def test_csv_rows_match_the_header_and_need_no_quoting(self):
+        for fixture_dir, entry in committed_shards():
+            with self.subTest(shard=entry["file"]):
+                if entry["file"].endswith(".csv"):
+                    text = (fixture_dir / "shards" / entry["file"]).read_text(encoding="utf-8")
+                    self.assertNotIn('"', text)
+                    rows = list(csv.reader(text.splitlines()))
+                    self.assertTrue(all(len(row) == len(rows[0]) for row in rows))
+
+    def test_every_shard_has_40_to_150_records(self):
+        for fixture_dir, entry in committed_shards():
+            with self.subTest(shard=entry["file"]):
+                count = len(read_records(fixture_dir / "shards" / entry["file"]))
+                self.assertGreaterEqual(count, MIN_RECORDS)
+                self.assertLessEqual(count, MAX_RECORDS)
+
+    def test_record_counts_vary_between_shards(self):
+        for _, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                counts = {
+                    len(read_records(fixture_dir / "shards" / entry["file"]))
+                    for entry in shard_entries(fixture_dir)
+                }
+                self.assertGreaterEqual(len(counts), 4)
+
+    def test_shard_i_asks_question_template_i(self):
+        for _, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                self.assert_templates_cycle(fixture_dir)
+
+    def test_filters_keep_at_least_two_records(self):
+        for fixture_dir, entry in committed_shards():
+            with self.subTest(shard=entry["file"]):
+                records = read_records(fixture_dir / "shards" / entry["file"])
+                size = filter_size(entry["question"], records)
+                if size is not None:
+                    self.assertGreaterEqual(size, 2)
+
+    def test_expected_answers_are_positive_ints_not_bools(self):
+        for _, entry in committed_shards():
+            with self.subTest(shard=entry["file"]):
+                self.assertIs(type(entry["expected"]), int)
+                self.assertGreater(entry["expected"], 0)
+
+    def test_expected_answers_match_independent_recomputation_and_are_distinct(self):
+        for _, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                self.assert_answers_recomputed_and_distinct(fixture_dir)
+
+
+# --------------------------------------------------------------------------- task prompt
+
+
+def committed_tasks() -> list[tuple[str, str, list[dict]]]:
+    """(fixture name, task.txt text, manifest shard entries) of each committed fixture."""
+    return [
+        (name, (d / "task.txt").read_bytes().decode("utf-8"), shard_entries(d))
+        for name, d in committed_fixtures()
+    ]
+
+
+class TaskPromptTest(unittest.TestCase):
+    def test_task_describes_the_shard_count_format_and_records(self):
+        for name, task, entries in committed_tasks():
+            with self.subTest(fixture=name):
+                _, _, format_phrase, record_definition = FIXTURE_FORMATS[name]
+                self.assertIn(
+                    f"The directory `shards/` holds {len(entries)} data shards ({format_phrase}). "
+                    f"A record is {record_definition}.",
+                    task,
+                )
+
+    def test_task_lists_exactly_the_shard_lines_in_order(self):
+        for name, task, entries in committed_tasks():
+            with self.subTest(fixture=name):
+                listing = task.split("Shards, worker names and questions:\n\n")[1]
+                listing = listing.split("\n\nHow to work:")[0]
+                self.assertEqual(listing.split("\n"), [shard_line(entry) for entry in entries])
+
+    def test_task_names_artifact_and_subagent_api(self):
+        for name, task, _ in committed_tasks():
+            with self.subTest(fixture=name):
+                for needle in (ARTIFACT, "rlm(", "agent_message.send", "delete_subagent"):
+                    self.assertIn(needle, task)
+
+    def test_task_uses_newlines_and_ends_with_one(self):
+        for name, task, _ in committed_tasks():
+            with self.subTest(fixture=name):
+                self.assertNotIn("\r", task)
+                self.assertTrue(task.endswith(".\n"))
+
+    # Why the leak check below is meaningful: under this notion of "standalone", the only
+    # numbers the prompt's own wording prints are the shard count ("holds 8 data shards") and
+    # the 5 of `asyncio.sleep(5)` (list markers "1."-"4." touch a '.', file and worker names
+    # touch a '-'), and questions print none. This test pins that down, and the generator never
+    # picks an answer equal to a number the prompt prints. So the leak check runs on the whole
+    # prompt with nothing stripped, and any hit is a real leak.
+    def test_task_prints_no_standalone_number_but_shard_count_and_poll_interval(self):
+        for name, task, entries in committed_tasks():
+            with self.subTest(fixture=name):
+                printed = {int(n) for n in STANDALONE_NUMBER.findall(task)}
+                self.assertEqual(printed, {len(entries), 5})
+
+    def test_task_contains_no_expected_answer(self):
+        for name, task, entries in committed_tasks():
+            with self.subTest(fixture=name):
+                for entry in entries:
+                    self.assertIsNone(standalone(entry["expected"]).search(task), entry)
+
+    def test_leak_check_catches_a_planted_answer(self):
+        for name, task, entries in committed_tasks():
+            with self.subTest(fixture=name):
+                planted = task.replace("Every shard", f"({entries[0]['expected']}) Every shard")
+                self.assertIsNotNone(standalone(entries[0]["expected"]).search(planted))
+
+
+# --------------------------------------------------------------------------- generator
+
+
+class GeneratorTest(FixtureChecks):
+    def generate(self, *args: str) -> Path:
+        """Run the generator into a fresh temporary directory and return that directory."""
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        result = run_generator("--out", tmp.name, *args)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return Path(tmp.name)
+
+    def test_regenerating_reproduces_committed_fixtures_byte_for_byte(self):
+        out = self.generate()
+        self.assertEqual(sorted(p.name for p in out.iterdir()), sorted(FIXTURE_NAMES))
+        for name in FIXTURE_NAMES:
+            with self.subTest(fixture=name):
+                self.assertEqual(tree(out / name), tree(FIXTURES / name))
+
+    def test_twelve_shards_have_distinct_independently_confirmed_answers(self):
+        out = self.generate("--shards", "12")
+        for name in FIXTURE_NAMES:
+            with self.subTest(fixture=name):
+                self.assertEqual(len(shard_entries(out / name)), 12)
+                self.assertEqual(len(list((out / name / "shards").iterdir())), 12)
+                self.assert_templates_cycle(out / name)
+                self.assert_answers_recomputed_and_distinct(out / name)
+
+    def test_more_than_99_shards_get_three_digit_numbers(self):
+        out = self.generate("--shards", "100", "--fixture", "json-events")
+        files = [entry["file"] for entry in shard_entries(out / "json-events")]
+        self.assertEqual(files[0], "events-001.jsonl")
+        self.assertEqual(files[-1], "events-100.jsonl")
+        self.assert_answers_recomputed_and_distinct(out / "json-events")
+
+    def test_fixture_option_generates_only_that_fixture(self):
+        out = self.generate("--fixture", "csv-metrics")
+        self.assertEqual([p.name for p in out.iterdir()], ["csv-metrics"])
+
+    def test_another_seed_gives_other_data(self):
+        out = self.generate("--seed", "7", "--fixture", "json-events")
+        self.assertNotEqual(tree(out / "json-events"), tree(FIXTURES / "json-events"))
+        self.assert_answers_recomputed_and_distinct(out / "json-events")
+
+    def test_shard_count_other_than_eight_without_out_exits_2_and_writes_nothing(self):
+        before = tree(FIXTURES)
+        result = run_generator("--shards", "12")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--out", result.stderr)
+        self.assertEqual(tree(FIXTURES), before)
+
+    def test_bad_arguments_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for args in (
+                ["--shards", "0"],
+                ["--shards", "twelve"],
+                ["--shards", "100000"],
+                ["--fixture", "xml-logs"],
+                ["--seed", "-1"],
+                ["--unknown"],
+            ):
+                with self.subTest(args=args):
+                    result = run_generator("--out", tmp, *args)
+                    self.assertEqual(result.returncode, 2)
+                    self.assertIn("error", result.stderr)
+            self.assertEqual(list(Path(tmp).iterdir()), [])
+
+    def test_help_documents_every_option(self):
+        result = run_generator("--help")
+        self.assertEqual(result.returncode, 0)
+        for option in ("--out", "--shards", "--fixture", "--seed"):
+            self.assertIn(option, result.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

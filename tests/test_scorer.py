@@ -1,0 +1,378 @@
+"""Every rubric rule, with its pass and fail cases, and the cheats we know."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import unittest
+
+from builders import RunBuilder, small_fixture
+
+from artifacts import collect
+from scorer import parse_answer_lines, score
+
+FIXTURE = small_fixture()
+A, B, C = FIXTURE.shards
+
+
+class RunTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self._tmp.cleanup)
+        self.run_dir = os.path.join(self._tmp.name, "run")
+        self.build = RunBuilder(self.run_dir)
+
+    def verdict(self):
+        return score(FIXTURE, collect(self.run_dir, FIXTURE.artifact))
+
+    def codes(self, verdict) -> list[str]:
+        return [reason.code for reason in verdict.reasons]
+
+    def honest_run(self):
+        children = self.build.fan_out(FIXTURE)
+        self.build.correct_index(FIXTURE)
+        return children
+
+
+class HonestRunTest(RunTestCase):
+    def test_honest_fan_out_is_resolved(self):
+        self.honest_run()
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved, verdict.reasons)
+        self.assertEqual(self.codes(verdict), [])
+        self.assertEqual([row["delegation"] for row in verdict.shards], ["ok"] * 3)
+        self.assertEqual([row["receipt"] for row in verdict.shards], ["reply"] * 3)
+
+    def test_per_shard_table_names_file_worker_expected_answer_child_and_receipt(self):
+        children = self.honest_run()
+        row = self.verdict().shards[1]
+        self.assertEqual(
+            row,
+            {
+                "file": "b.jsonl",
+                "worker": "worker-b",
+                "expected": 22,
+                "answered": ["22"],
+                "coverage": "correct",
+                "child_id": children["worker-b"].child_id,
+                "delegation": "ok",
+                "receipt": "reply",
+            },
+        )
+
+    def test_same_artifacts_give_the_same_verdict_bytes(self):
+        self.honest_run()
+        first = json.dumps(self.verdict().to_json(), sort_keys=False)
+        second = json.dumps(self.verdict().to_json(), sort_keys=False)
+        self.assertEqual(first, second)
+
+
+class CoverageTest(RunTestCase):
+    def test_missing_artifact_fails_coverage(self):
+        self.build.fan_out(FIXTURE)
+        verdict = self.verdict()
+        self.assertFalse(verdict.coverage)
+        self.assertIn("artifact_missing", self.codes(verdict))
+        self.assertEqual(verdict.details["missing_shards"], ["a.jsonl", "b.jsonl", "c.jsonl"])
+
+    def test_missing_line_is_reported_for_its_shard(self):
+        self.build.fan_out(FIXTURE)
+        self.build.write_index(["- a.jsonl: 11", "- c.jsonl: 33"])
+        verdict = self.verdict()
+        self.assertFalse(verdict.coverage)
+        self.assertEqual(verdict.details["missing_shards"], ["b.jsonl"])
+        self.assertEqual(
+            [(r.code, r.shard) for r in verdict.reasons], [("missing_answer", "b.jsonl")]
+        )
+
+    def test_fabricated_answer_is_wrong_with_what_was_found(self):
+        self.build.fan_out(FIXTURE)
+        self.build.write_index(["- a.jsonl: 11", "- b.jsonl: 23", "- c.jsonl: 33"])
+        verdict = self.verdict()
+        self.assertFalse(verdict.coverage)
+        self.assertEqual(
+            verdict.details["wrong_answers"], {"b.jsonl": {"expected": "22", "found": ["23"]}}
+        )
+
+    def test_answers_swapped_between_shards_are_caught(self):
+        self.build.fan_out(FIXTURE)
+        self.build.write_index(["- a.jsonl: 22", "- b.jsonl: 11", "- c.jsonl: 33"])
+        verdict = self.verdict()
+        self.assertEqual(sorted(verdict.details["wrong_answers"]), ["a.jsonl", "b.jsonl"])
+
+    def test_two_different_answers_for_one_shard_is_wrong_not_right(self):
+        self.build.fan_out(FIXTURE)
+        self.build.write_index(["- a.jsonl: 11", "- a.jsonl: 12", "- b.jsonl: 22", "- c.jsonl: 33"])
+        verdict = self.verdict()
+        self.assertFalse(verdict.coverage)
+        self.assertIn("conflicting_answers", self.codes(verdict))
+        self.assertEqual(verdict.details["wrong_answers"]["a.jsonl"]["found"], ["11", "12"])
+
+    def test_the_same_line_written_twice_still_counts(self):
+        self.build.fan_out(FIXTURE)
+        self.build.write_index(["- a.jsonl: 11", "- a.jsonl: 11", "- b.jsonl: 22", "- c.jsonl: 33"])
+        self.assertTrue(self.verdict().coverage)
+
+    def test_forms_a_model_naturally_writes_are_accepted(self):
+        self.build.fan_out(FIXTURE)
+        self.build.write_index(
+            ["  - shards/a.jsonl: `11`  ", "* **`./b.jsonl`**: **22**", "+ `c.jsonl`:33"]
+        )
+        verdict = self.verdict()
+        self.assertTrue(verdict.coverage, verdict.reasons)
+
+    def test_thousands_separators_are_the_same_number(self):
+        lines = parse_answer_lines("- a.jsonl: 1,234\n- b.jsonl: 12,34\n")
+        self.assertEqual(
+            [(line.file, line.value) for line in lines], [("a.jsonl", 1234), ("b.jsonl", None)]
+        )
+
+    def test_missing_marker_line_is_a_wrong_answer(self):
+        self.build.fan_out(FIXTURE)
+        self.build.write_index(["- a.jsonl: 11", "- b.jsonl: MISSING (no reply)", "- c.jsonl: 33"])
+        verdict = self.verdict()
+        self.assertEqual(
+            verdict.details["wrong_answers"],
+            {"b.jsonl": {"expected": "22", "found": ["MISSING (no reply)"]}},
+        )
+
+    def test_lines_for_unknown_files_are_a_warning_not_a_failure(self):
+        self.honest_run()
+        with open(os.path.join(self.build.repo, "combined-index.md"), "a") as handle:
+            handle.write("- z.jsonl: 99\n")
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved)
+        self.assertEqual([w.code for w in verdict.warnings], ["extra_lines"])
+
+
+class DelegationTest(RunTestCase):
+    def test_parent_that_answers_itself_fails_delegation(self):
+        self.build.assistant("I counted every shard myself.", code="print('done')")
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertTrue(verdict.coverage)
+        self.assertFalse(verdict.delegation_evidence)
+        self.assertEqual(self.codes(verdict), ["no_spawn"])
+        self.assertFalse(verdict.resolved)
+
+    def test_helper_named_spawns_do_not_substitute_for_workers(self):
+        for shard in FIXTURE.shards:
+            child = self.build.spawn(f"helper-{shard.file}")
+            self.build.reply(child, f"{shard.file}: {shard.expected}")
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertFalse(verdict.delegation_evidence)
+        self.assertEqual(self.codes(verdict), ["missing_worker_edge"] * 3)
+
+    def test_edge_without_child_transcript_fails(self):
+        children = self.build.fan_out(FIXTURE)
+        os.remove(children["worker-c"].path)
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertFalse(verdict.delegation_evidence)
+        self.assertIn("missing_child_transcript", self.codes(verdict))
+
+    def test_child_transcript_outside_the_parents_artifacts_does_not_count(self):
+        elsewhere = os.path.join(self.run_dir, "elsewhere", "sub-0000abcd", "x.jsonl")
+        for shard in FIXTURE.shards[:2]:
+            child = self.build.spawn(shard.worker)
+            self.build.reply(child, f"{shard.file}: {shard.expected}")
+        child = self.build.spawn("worker-c", child_path=elsewhere)
+        self.build.reply(child, "c.jsonl: 33")
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertEqual(verdict.shards[2]["delegation"], "missing_child_transcript")
+        self.assertFalse(verdict.delegation_evidence)
+
+    def test_edges_of_another_parent_do_not_count(self):
+        other_parent = os.path.join(self.build.sessions, "another-root.jsonl")
+        for shard in FIXTURE.shards:
+            child = self.build.spawn(shard.worker, parent_path=other_parent)
+            self.build.reply(child, f"{shard.file}: {shard.expected}")
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertEqual(self.codes(verdict), ["no_spawn"])
+
+    def test_child_deleted_before_it_replied_fails_delegation(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.delete(children["worker-c"])
+        self.build.notice(children["worker-c"], kind="cancelled")
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertFalse(verdict.delegation_evidence)
+        self.assertEqual(verdict.shards[2]["delegation"], "deleted_before_receipt")
+        self.assertIn("deleted_before_receipt", self.codes(verdict))
+
+    def test_child_deleted_without_any_receipt_fails_delegation_and_receipts(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.delete(children["worker-c"])
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertFalse(verdict.delegation_evidence)
+        self.assertFalse(verdict.receipts)
+
+    def test_child_deleted_after_it_replied_is_cleanup_and_still_counts(self):
+        children = self.honest_run()
+        for child in children.values():
+            self.build.delete(child)
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved, verdict.reasons)
+
+    def test_retry_after_delete_counts_the_new_child(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.notice(children["worker-c"])
+        self.build.delete(children["worker-c"])
+        again = self.build.spawn("worker-c")
+        self.build.reply(again, "c.jsonl: 33")
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved, verdict.reasons)
+        self.assertEqual(verdict.shards[2]["child_id"], again.child_id)
+        self.assertEqual(verdict.details["depth1_spawns"], 4)
+        self.assertEqual(verdict.details["terminal_notices"], 1)
+
+
+class DedupTest(RunTestCase):
+    def test_worker_spawned_again_while_live_is_a_duplicate(self):
+        self.honest_run()
+        twin = self.build.spawn("worker-a")
+        self.build.reply(twin, "a.jsonl: 11")
+        verdict = self.verdict()
+        self.assertFalse(verdict.dedup)
+        self.assertEqual(verdict.details["duplicate_spawns"], 1)
+        self.assertEqual(self.codes(verdict), ["duplicate_spawn"])
+
+    def test_respawn_after_delete_is_not_a_duplicate(self):
+        children = self.honest_run()
+        self.build.delete(children["worker-a"])
+        again = self.build.spawn("worker-a")
+        self.build.reply(again, "a.jsonl: 11")
+        self.assertTrue(self.verdict().dedup)
+
+    def test_more_than_two_spawns_per_shard_exceeds_the_budget(self):
+        children = self.honest_run()
+        child = children["worker-a"]
+        for _ in range(6):
+            self.build.delete(child)
+            child = self.build.spawn("worker-a")
+            self.build.reply(child, "a.jsonl: 11")
+        verdict = self.verdict()
+        self.assertEqual(verdict.details["depth1_spawns"], 9)
+        self.assertTrue(self.verdict().delegation_evidence)
+        self.assertFalse(verdict.dedup)
+        self.assertEqual(self.codes(verdict), ["spawn_budget_exceeded"])
+
+
+class ReceiptsTest(RunTestCase):
+    def test_child_that_never_replied_and_got_no_notice_is_a_silent_drop(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertTrue(verdict.delegation_evidence)
+        self.assertFalse(verdict.receipts)
+        self.assertEqual(
+            verdict.details["children_without_receipt"],
+            [{"childId": children["worker-c"].child_id, "name": "worker-c"}],
+        )
+        self.assertEqual(self.codes(verdict), ["missing_receipt"])
+
+    def test_terminal_notice_accounts_for_a_failed_child(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.notice(children["worker-c"])
+        verdict = self.verdict()
+        self.assertTrue(verdict.receipts)
+        self.assertEqual(verdict.shards[2]["receipt"], "notice:completed_without_reply")
+
+    def test_reply_labelled_as_a_sibling_does_not_receipt_that_sibling(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        # worker-b's session sends a second reply labelled as worker-c.
+        self.build.reply(
+            children["worker-b"],
+            "c.jsonl: 33",
+            session_id=children["worker-b"].session_id,
+            label="worker-c",
+        )
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertFalse(verdict.receipts)
+        self.assertEqual(verdict.details["children_without_receipt"][0]["name"], "worker-c")
+
+    def test_helper_children_need_a_receipt_too(self):
+        self.honest_run()
+        self.build.spawn("helper")
+        verdict = self.verdict()
+        self.assertFalse(verdict.receipts)
+        self.assertEqual(verdict.details["children_without_receipt"][0]["name"], "helper")
+
+
+class EfficiencyTest(RunTestCase):
+    def test_tokens_are_raw_assistant_usage_never_child_usage_attributed(self):
+        self.build.assistant("spawning", tokens=(1000, 100), code="await rlm(...)")
+        for shard in FIXTURE.shards:
+            child = self.build.spawn(shard.worker, tokens=(200, 20))
+            self.build.usage_attributed((200, 20))
+            self.build.reply(child, f"{shard.file}: {shard.expected}")
+        self.build.correct_index(FIXTURE)
+        efficiency = self.verdict().efficiency
+        self.assertEqual(efficiency["parent"]["turns"], 1)
+        self.assertEqual(efficiency["parent"]["tokens"]["total"], 1100)
+        self.assertEqual(efficiency["children"]["tokens"]["total"], 3 * 220)
+        self.assertEqual(efficiency["total_tokens"], 1100 + 660)
+        self.assertEqual(efficiency["total_turns"], 4)
+
+
+class BadInputTest(RunTestCase):
+    def test_transcript_records_of_the_wrong_json_type_are_findings(self):
+        self.honest_run()
+        with open(self.build.parent_path, "a", encoding="utf-8") as handle:
+            handle.write('{"type":"message","message":"not an object"}\n')
+            handle.write('{"type":"custom_message","customType":"agent_message","details":"x"}\n')
+            handle.write("[1, 2, 3]\n")
+            handle.write('"a string"\n')
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved)
+        self.assertEqual(verdict.findings["counts"], {"not_an_object": 2, "wrong_type": 2})
+
+    def test_invalid_utf8_and_nul_bytes_in_a_transcript_are_findings(self):
+        self.honest_run()
+        with open(self.build.parent_path, "ab") as handle:
+            handle.write(b'{"type":"message","x":"\xff\xfe"}\n')
+            handle.write(b'{"type":"\x00"}\n')
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved)
+        self.assertEqual(verdict.findings["counts"], {"invalid_utf8": 1, "malformed_json": 1})
+
+    def test_invalid_utf8_in_the_index_still_scores_the_good_lines(self):
+        self.build.fan_out(FIXTURE)
+        with open(os.path.join(self.build.repo, "combined-index.md"), "wb") as handle:
+            handle.write(b"- a.jsonl: 11\n- \xff: 1\n- b.jsonl: 22\n- c.jsonl: 33\n")
+        verdict = self.verdict()
+        self.assertTrue(verdict.coverage)
+        self.assertEqual(verdict.findings["counts"], {"invalid_utf8": 1})
+
+    def test_symlinked_child_dir_is_not_followed(self):
+        children = self.honest_run()
+        child_dir = os.path.dirname(children["worker-a"].path)
+        moved = child_dir + "-moved"
+        os.rename(child_dir, moved)
+        os.symlink(moved, child_dir)
+        verdict = self.verdict()
+        self.assertEqual(verdict.shards[0]["delegation"], "missing_child_transcript")
+        self.assertEqual(verdict.findings["counts"], {"not_a_directory": 1})
+
+
+if __name__ == "__main__":
+    unittest.main()
