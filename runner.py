@@ -124,6 +124,9 @@ def _run(args: argparse.Namespace, interrupt: _Interrupt) -> int:
         return _emit(result, None)
     base["run_dir"] = run.root
     agent_bin = shutil.which(args.agent_bin)
+    if agent_bin is not None and os.sep in agent_bin:
+        # The agent starts in the run's repo, so a relative path must not stay relative.
+        agent_bin = os.path.abspath(agent_bin)
     base["agent"] = {"bin": args.agent_bin, "path": agent_bin, "version": None}
     if agent_bin is None:
         return _not_run(base, run, "agent_not_found", f"{args.agent_bin!r} is not an executable")

@@ -1,0 +1,813 @@
+"""simulated_agent.py, run exactly as the runner launches prime-agent, on a small fixture.
+
+Format fidelity is pinned to the captured real run shared/real-runs/main: every record type
+the stand-in writes must exist there, with the same keys in the same order at every level.
+Answers are recomputed here by an evaluator of the test's own.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+AGENT = REPO / "simulated_agent.py"
+MAIN_CAPTURE = REPO.parent / "shared" / "real-runs" / "main"
+NEEDS_CAPTURE = unittest.skipUnless(
+    MAIN_CAPTURE.is_dir(), f"the captured real runs are absent ({MAIN_CAPTURE})"
+)
+NEEDS_PROC = unittest.skipUnless(Path("/proc/self/stat").exists(), "needs Linux /proc")
+DEADLINE_S = 10
+PROTOCOL = {"name": "prime-agent.daemon", "version": 7}
+
+UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+ENTRY_ID = re.compile(r"^[0-9a-f]{8}$")
+CHILD_ID = re.compile(r"^sub-[0-9a-f]{8}$")
+RESPONSE_ID = re.compile(r"^chatcmpl-[0-9a-f]{32}$")
+TOOL_CALL_ID = re.compile(r"^call_[0-9a-f]{24}$")
+REPLY_ID = re.compile(
+    r"^agentmsg_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+)
+ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+KINDS = ("click", "view", "buy")
+REGIONS = ("eu", "us", "ap")
+# One task line per question form of the grammar, plus one question outside it.
+TASKS = [
+    ("events-01.jsonl", "How many records does this shard contain?"),
+    ("events-02.jsonl", 'How many records have `kind` equal to "click"?'),
+    ("events-03.jsonl", "What is the sum of `bytes` over all records?"),
+    ("metrics-01.csv", "What is the maximum value of `latency_ms` over all records?"),
+    ("metrics-02.csv", "How many distinct values of `region` occur?"),
+    ("events-04.jsonl", 'What is the sum of `bytes` over records whose `kind` is "click"?'),
+    (
+        "metrics-03.csv",
+        'What is the maximum value of `latency_ms` over records whose `region` is "eu"?',
+    ),
+    (
+        "events-05.jsonl",
+        'How many distinct values of `user` occur among records whose `kind` is "click"?',
+    ),
+    ("events-06.jsonl", "What is the median of `bytes`?"),
+]
+
+
+def worker(file: str) -> str:
+    return "worker-" + file.split(".")[0]
+
+
+def write_shards(shards: Path) -> None:
+    shards.mkdir(parents=True)
+    for number, (file, _) in enumerate(TASKS, start=1):
+        path = shards / file
+        if file.endswith(".csv"):
+            rows = [
+                {"host": f"h{j}", "region": REGIONS[(j + number) % 3], "latency_ms": 20 + 7 * j}
+                for j in range(3 + number)
+            ]
+            with path.open("w", newline="") as out:
+                writer = csv.DictWriter(out, ["host", "region", "latency_ms"])
+                writer.writeheader()
+                writer.writerows(rows)
+        else:
+            records = [
+                {"kind": KINDS[j * number % 3], "user": f"u{(j + number) % 4}", "bytes": 10 * j}
+                for j in range(2 + number)
+            ]
+            path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def task_prompt(tasks=TASKS) -> str:
+    lines = [
+        f"- `shards/{file}` | worker `{worker(file)}` | {question}" for file, question in tasks
+    ]
+    return "Spawn one RLM child per shard below, then write combined-index.md.\n\n" + "\n".join(
+        lines
+    )
+
+
+def expected_answer(path: Path, question: str) -> str:
+    """The test's own evaluator of the question grammar."""
+    if path.suffix == ".csv":
+        with path.open(newline="") as rows:
+            records = list(csv.DictReader(rows))
+    else:
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    where = re.search(r' (?:over|among) records whose `(\w+)` is "([^"]*)"\?$', question)
+    if where:
+        records = [r for r in records if str(r[where[1]]) == where[2]]
+        question = question[: where.start()] + "?"
+    field = re.search(r"`(\w+)`", question)
+    if question == "How many records does this shard contain?":
+        return str(len(records))
+    if equal := re.fullmatch(r'How many records have `(\w+)` equal to "([^"]*)"\?', question):
+        return str(len([r for r in records if str(r[equal[1]]) == equal[2]]))
+    if question.startswith("What is the sum of"):
+        return str(sum(int(r[field[1]]) for r in records))
+    if question.startswith("What is the maximum value of"):
+        return str(max(int(r[field[1]]) for r in records))
+    if question.startswith("How many distinct values of"):
+        return str(len({str(r[field[1]]) for r in records}))
+    return "unknown"
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    status = Path(f"/proc/{pid}/stat")
+    return status.exists() and status.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def ignores_sigterm(pid: int) -> bool:
+    ignored = re.search(r"^SigIgn:\s*([0-9a-f]+)$", Path(f"/proc/{pid}/status").read_text(), re.M)
+    return bool(int(ignored[1], 16) & 1 << (signal.SIGTERM - 1))
+
+
+def group_members(pgid: int) -> list[int]:
+    members = []
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(status.parent.name))
+    return members
+
+
+def wait_for(predicate, what: str):
+    deadline = time.monotonic() + DEADLINE_S
+    while not (result := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+    return result
+
+
+def kill_and_wait(pid: int) -> None:
+    if not process_gone(pid):
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: process_gone(pid), f"pid {pid} to end")
+
+
+def command(body: dict, command_id: str = "t-1") -> dict:
+    envelope = {"type": "command", "id": command_id, "protocol": PROTOCOL}
+    return {**envelope, "clientId": "test-client", "command": body}
+
+
+class Daemon:
+    """A client connection to the run's own socket: the hello, then one line per command."""
+
+    def __init__(self, path: Path):
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._socket.settimeout(DEADLINE_S)
+        self._socket.connect(str(path))
+        self._file = self._socket.makefile("rwb")
+        self.hello = self._read()
+
+    def send(self, message: dict | str) -> dict:
+        line = message if isinstance(message, str) else json.dumps(message)
+        self._file.write(line.encode() + b"\n")
+        self._file.flush()
+        return self._read()
+
+    def _read(self) -> dict:
+        return json.loads(self._file.readline())
+
+    def __enter__(self) -> Daemon:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._file.close()
+        self._socket.close()
+
+
+@dataclass
+class Run:
+    dir: Path
+    process: subprocess.Popen
+    prompt: str
+
+    @property
+    def repo(self) -> Path:
+        return self.dir / "repo"
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "daemon.sock"
+
+    def stderr(self) -> str:
+        return (self.dir / "stderr.txt").read_text()
+
+    def logged_pid(self, what: str) -> int | None:
+        found = re.search(rf"^simulated-agent: {what} pid=(\d+)$", self.stderr(), re.M)
+        return int(found[1]) if found else None
+
+    def stdout(self) -> list[dict]:
+        return read_jsonl(self.dir / "stdout.jsonl")
+
+    def parent_file(self) -> Path:
+        (path,) = (self.dir / "sessions").glob("*.jsonl")
+        return path
+
+    def parent(self) -> list[dict]:
+        return read_jsonl(self.parent_file())
+
+    def child_files(self) -> list[Path]:
+        root_id = self.parent()[0]["id"]
+        return sorted((self.dir / "session-artifacts" / root_id).glob("sub-*/*.jsonl"))
+
+    def ledger_files(self) -> list[Path]:
+        return sorted((self.dir / "agent-home" / "rlm-ledger").glob("*.jsonl"))
+
+    def ledger(self) -> list[dict]:
+        (path,) = self.ledger_files()
+        return read_jsonl(path)
+
+    def index(self) -> str:
+        return (self.repo / "combined-index.md").read_text()
+
+
+def messages(entries: list[dict], role: str) -> list[dict]:
+    return [
+        e["message"] for e in entries if e["type"] == "message" and e["message"]["role"] == role
+    ]
+
+
+def replies(entries: list[dict]) -> list[dict]:
+    return [
+        e
+        for e in entries
+        if e["type"] == "custom_message" and e["details"].get("fromRelationship") == "child"
+    ]
+
+
+def ipython_codes(entries: list[dict]) -> list[str]:
+    return [
+        part["arguments"]["code"]
+        for message in messages(entries, "assistant")
+        for part in message["content"]
+        if part["type"] == "toolCall"
+    ]
+
+
+def session_name(child_file: Path) -> str:
+    return next(e["name"] for e in read_jsonl(child_file) if e["type"] == "session_info")
+
+
+def correct_index(repo: Path, tasks=TASKS) -> str:
+    bullets = [f"- {f}: {expected_answer(repo / 'shards' / f, q)}\n" for f, q in tasks]
+    return "# Combined index\n\n" + "".join(bullets)
+
+
+# --- record shapes, compared with the capture ---------------------------------------------
+
+
+def key_orders(record, path=()):
+    """Every dict in a record as (path, keys in order); list items are labelled by type/role."""
+    if isinstance(record, dict):
+        yield path, tuple(record)
+        for key, value in record.items():
+            yield from key_orders(value, (*path, key))
+    elif isinstance(record, list):
+        for item in record:
+            label = (item.get("type") or item.get("role")) if isinstance(item, dict) else ""
+            yield from key_orders(item, (*path, f"[{label}]"))
+
+
+def transcript_kind(entry: dict) -> tuple:
+    if entry["type"] == "session":
+        return ("session", "child" if "parentSession" in entry else "root")
+    if entry["type"] == "message":
+        return ("message", entry["message"]["role"])
+    if entry["type"] == "custom_message":
+        return (entry["type"], entry["customType"], entry["details"].get("fromRelationship"))
+    return (entry["type"],)
+
+
+def event_kind(event: dict) -> tuple:
+    if event["type"] == "rlm_child_update":
+        return (event["type"], event["child"]["status"])
+    if isinstance(event.get("message"), dict):
+        return (event["type"], event["message"]["role"])
+    return (event["type"],)
+
+
+def shapes(records: list[dict], kind) -> dict[tuple, set]:
+    found: dict[tuple, set] = {}
+    for record in records:
+        found.setdefault(kind(record), set()).update(key_orders(record))
+    return found
+
+
+def run_records(run_dir: Path) -> dict[str, list[dict]]:
+    """A run's records by file family (a capture or a simulated run: the same layout)."""
+    artifacts = run_dir / "session-artifacts"
+    ledgers = sorted((run_dir / "agent-home" / "rlm-ledger").glob("*.jsonl"))
+    return {
+        "transcript": [
+            entry
+            for path in [*run_dir.glob("sessions/*.jsonl"), *artifacts.glob("*/sub-*/*.jsonl")]
+            for entry in read_jsonl(path)
+        ],
+        "display": [json.loads(p.read_text()) for p in artifacts.glob("*/sub-*/rlm-subagent.json")],
+        "ledger": [record for path in ledgers for record in read_jsonl(path)],
+        "stdout": read_jsonl(run_dir / "stdout.jsonl"),
+    }
+
+
+RECORD_KINDS = {
+    "transcript": transcript_kind,
+    "display": lambda record: (record["type"],),
+    "ledger": lambda record: ("ledger", record["op"]),
+    "stdout": event_kind,
+}
+
+
+class SimulatedAgentCase(unittest.TestCase):
+    """Launches the stand-in in its own process group with the runner's env and layout."""
+
+    def launch(
+        self,
+        behaviour: str = "oracle",
+        prompt: str | None = None,
+        wait: bool = True,
+        session_dir_env: bool = True,
+        cwd: str | None = None,
+    ) -> Run:
+        temp = tempfile.TemporaryDirectory()
+        self.addCleanup(temp.cleanup)
+        run_dir = Path(temp.name)
+        for name in ("sessions", "agent-home", "home", "tmp"):
+            (run_dir / name).mkdir()
+        write_shards(run_dir / "repo" / "shards")
+        prompt = task_prompt() if prompt is None else prompt
+        env = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "PRIME_AGENT_CODING_AGENT_DIR": str(run_dir / "agent-home"),
+            "HOME": str(run_dir / "home"),
+            "TMPDIR": str(run_dir / "tmp"),
+        }
+        if session_dir_env:
+            env["PRIME_AGENT_SESSION_DIR"] = str(run_dir / "sessions")
+        argv = [
+            *(sys.executable, str(AGENT), "--mode", "json"),
+            *("--daemon-socket", str(run_dir / "daemon.sock")),
+            *("--cwd", cwd or str(run_dir / "repo")),
+            *("--session-dir", str(run_dir / "sessions")),
+            *("--model", f"simulated/{behaviour}", "--", prompt),
+        ]
+        with (
+            (run_dir / "stdout.jsonl").open("wb") as stdout,
+            (run_dir / "stderr.txt").open("wb") as stderr,
+        ):
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                env=env,
+                start_new_session=True,
+            )
+        run = Run(run_dir, process, prompt)
+        self.addCleanup(self.reap, run)
+        self.addCleanup(self.shut_down_supervisor, run)
+        if wait:
+            process.wait(timeout=DEADLINE_S)
+        return run
+
+    def reap(self, run: Run) -> None:
+        """Leaves the CLI's process group empty."""
+        if run.process.poll() is None:
+            os.killpg(run.process.pid, signal.SIGKILL)
+        run.process.wait(timeout=DEADLINE_S)
+        if Path("/proc").is_dir():
+            self.assertEqual(group_members(run.process.pid), [])
+
+    def shut_down_supervisor(self, run: Run) -> None:
+        """The product's stop sequence (contract §2): hello, shutdown{force:true}, pid gone."""
+        if not run.socket.exists():
+            return
+        with Daemon(run.socket) as daemon:
+            response = daemon.send(command({"type": "shutdown", "force": True}, "t-stop"))
+        self.assertEqual(
+            response, {"id": "t-stop", "type": "response", "command": "shutdown", "success": True}
+        )
+        pid = daemon.hello["supervisorPid"]
+        wait_for(lambda: process_gone(pid), f"supervisor {pid} to exit")
+        self.assertFalse(run.socket.exists())
+
+
+class CommandLineTest(SimulatedAgentCase):
+    def run_cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(AGENT), *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_S,
+        )
+
+    def test_version_prints_one_line_and_exits_0(self):
+        done = self.run_cli("--version")
+        self.assertEqual((done.returncode, done.stdout), (0, "prime-agent 0.8.0 (simulated)\n"))
+
+    def test_file_is_an_executable_python3_script(self):
+        self.assertTrue(AGENT.read_text().startswith("#!/usr/bin/env python3\n"))
+        self.assertTrue(os.access(AGENT, os.X_OK))
+
+    def test_unknown_behaviour_exits_1_before_starting_a_supervisor(self):
+        run = self.launch("telepathy")
+        self.assertEqual(run.process.returncode, 1)
+        self.assertIn("simulated/telepathy", run.stderr())
+        self.assertFalse(run.socket.exists())
+
+    def test_unknown_provider_exits_1(self):
+        done = self.run_cli("--mode", "json", "--model", "fake/oracle", "--", "task")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn('unknown model "fake/oracle"', done.stderr)
+
+    def test_only_one_prompt_is_accepted(self):
+        done = self.run_cli("--mode", "json", "--model", "simulated/nop", "--", "one", "two")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("exactly one prompt", done.stderr)
+
+    def test_an_unknown_flag_eats_the_next_argument(self):
+        # "stray" is the extension flag's value, not a second prompt: the run gets as far as
+        # checking --cwd (contract §2).
+        args = ("--ext", "stray", "--mode", "json", "--model", "simulated/nop")
+        done = self.run_cli(*args, "--cwd", "/nonexistent/repo", "--", "task")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("--cwd /nonexistent/repo is not a directory", done.stderr)
+
+    def test_missing_cwd_exits_1(self):
+        run = self.launch(cwd="/nonexistent/repo")
+        self.assertEqual(run.process.returncode, 1)
+        self.assertIn("--cwd", run.stderr())
+        self.assertFalse(run.socket.exists())
+
+
+class SupervisorTest(SimulatedAgentCase):
+    @NEEDS_PROC
+    def test_supervisor_is_detached_and_keeps_the_cli_env(self):
+        run = self.launch("nop")
+        pid = run.logged_pid("supervisor")
+        with Daemon(run.socket) as daemon:
+            self.assertEqual(daemon.hello["supervisorPid"], pid)
+        self.assertNotEqual(os.getsid(pid), run.process.pid)
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        self.assertIn(f"PRIME_AGENT_CODING_AGENT_DIR={run.dir / 'agent-home'}".encode(), environ)
+        self.assertEqual(stat.S_IMODE(run.socket.stat().st_mode), 0o600)
+
+    @NEEDS_CAPTURE
+    def test_hello_has_the_captured_keys_in_order(self):
+        run = self.launch("nop")
+        with Daemon(run.socket) as daemon:
+            hello = daemon.hello
+        captured = json.loads((MAIN_CAPTURE / "daemon-hello.json").read_text())
+        self.assertEqual(list(key_orders(hello)), list(key_orders(captured)))
+        self.assertEqual(hello["serverCapabilities"], captured["serverCapabilities"])
+        self.assertEqual(hello["socketPath"], str(run.socket))
+
+    def test_commands_need_the_protocol_7_envelope(self):
+        run = self.launch("nop")
+        parse_error = {
+            "type": "response",
+            "command": "parse",
+            "success": False,
+            "error": "Daemon commands require protocol 7 or newer",
+        }
+        old = {
+            **command({"type": "shutdown", "force": True}),
+            "protocol": {**PROTOCOL, "version": 4},
+        }
+        with Daemon(run.socket) as daemon:
+            self.assertEqual(daemon.send({"type": "shutdown", "force": True}), parse_error)
+            self.assertEqual(daemon.send(old), parse_error)
+            self.assertEqual(daemon.send("not json"), parse_error)
+
+    def test_other_commands_are_unsupported(self):
+        run = self.launch("nop")
+        with Daemon(run.socket) as daemon:
+            response = daemon.send(command({"type": "get_state"}, "t-2"))
+        self.assertEqual(
+            response,
+            {
+                "id": "t-2",
+                "type": "response",
+                "command": "get_state",
+                "success": False,
+                "error": "unsupported in simulation",
+            },
+        )
+
+    def test_shutdown_without_force_leaves_the_supervisor_running(self):
+        run = self.launch("nop")
+        with Daemon(run.socket) as daemon:
+            self.assertTrue(daemon.send(command({"type": "shutdown"}))["success"])
+        with Daemon(run.socket) as daemon:
+            self.assertEqual(daemon.hello["supervisorPid"], run.logged_pid("supervisor"))
+
+
+class OracleTest(SimulatedAgentCase):
+    @NEEDS_CAPTURE
+    def test_records_have_the_captured_shapes(self):
+        run = self.launch()
+        ours, captured = run_records(run.dir), run_records(MAIN_CAPTURE)
+        for family, kind in RECORD_KINDS.items():
+            our_shapes, captured_shapes = shapes(ours[family], kind), shapes(captured[family], kind)
+            for record_kind, found in our_shapes.items():
+                with self.subTest(family=family, kind=record_kind):
+                    self.assertIn(record_kind, captured_shapes)
+                    self.assertEqual(found - captured_shapes[record_kind], set())
+        transcript_kinds = set(shapes(ours["transcript"], transcript_kind))
+        self.assertLessEqual(
+            {
+                ("session", "root"),
+                ("session", "child"),
+                ("model_change",),
+                ("session_info",),
+                ("message", "assistant"),
+                ("message", "toolResult"),
+                ("custom_message", "agent_message", "child"),
+                ("custom_message", "agent_message", "parent"),
+                ("child_usage_attributed",),
+            },
+            transcript_kinds,
+        )
+        stdout_kinds = set(shapes(ours["stdout"], event_kind))
+        for status in ("queued", "running", "done"):
+            self.assertIn(("rlm_child_update", status), stdout_kinds)
+
+    def test_every_line_is_compact_json(self):
+        run = self.launch()
+        paths = [
+            run.dir / "stdout.jsonl",
+            run.parent_file(),
+            *run.child_files(),
+            *run.ledger_files(),
+            *run.dir.glob("session-artifacts/*/sub-*/rlm-subagent.json"),
+        ]
+        for path in paths:
+            for line in path.read_text().splitlines():
+                compact = json.dumps(json.loads(line), separators=(",", ":"), ensure_ascii=False)
+                self.assertEqual(line, compact, path.name)
+
+    def test_ids_and_timestamps_have_the_product_shapes(self):
+        run = self.launch()
+        for path in [run.parent_file(), *run.child_files()]:
+            header, *entries = read_jsonl(path)
+            self.assertRegex(header["id"], UUID7)
+            self.assertRegex(header["timestamp"], ISO_MS)
+            previous = None
+            for entry in entries:
+                self.assertRegex(entry["id"], ENTRY_ID)
+                self.assertEqual(entry["parentId"], previous)
+                self.assertRegex(entry["timestamp"], ISO_MS)
+                previous = entry["id"]
+            for message in messages(entries, "assistant"):
+                self.assertRegex(message["responseId"], RESPONSE_ID)
+                self.assertIsInstance(message["timestamp"], int)
+                for part in message["content"][1:]:
+                    self.assertRegex(part["id"], TOOL_CALL_ID)
+        for reply in replies(run.parent()):
+            self.assertRegex(reply["details"]["id"], REPLY_ID)
+
+    def test_root_file_stem_is_not_its_header_id_and_children_live_under_it(self):
+        run = self.launch()
+        root_id = run.parent()[0]["id"]
+        self.assertNotEqual(run.parent_file().stem, root_id)
+        self.assertEqual(len(run.child_files()), len(TASKS))
+        for path in run.child_files():
+            header = read_jsonl(path)[0]
+            self.assertEqual(path.stem, header["id"])
+            self.assertRegex(path.parent.name, CHILD_ID)
+            self.assertEqual(path.parent.parent, run.dir / "session-artifacts" / root_id)
+            self.assertEqual(header["parentSession"], str(run.parent_file()))
+            self.assertEqual((header["rlmDepth"], header["cwd"]), (1, str(run.repo)))
+
+    def test_ledger_is_keyed_on_the_session_dir_env_and_lists_every_spawn(self):
+        run = self.launch()
+        sessions = os.path.realpath(run.dir / "sessions")
+        (path,) = run.ledger_files()
+        self.assertEqual(path.name, hashlib.sha256(sessions.encode()).hexdigest()[:16] + ".jsonl")
+        self.assertEqual(stat.S_IMODE(path.stat().st_mode), 0o600)
+        meta, *spawns = run.ledger()
+        self.assertEqual((meta["op"], meta["sessionsDir"]), ("meta", sessions))
+        self.assertEqual([s["name"] for s in spawns], [worker(f) for f, _ in TASKS])
+        self.assertEqual(
+            sorted(s["child"] for s in spawns), [os.path.realpath(p) for p in run.child_files()]
+        )
+        for spawn in spawns:
+            self.assertEqual(spawn["parent"], os.path.realpath(run.parent_file()))
+            self.assertEqual((spawn["op"], spawn["depth"]), ("spawn", 1))
+            self.assertEqual(Path(spawn["child"]).parent.name, spawn["childId"])
+
+    def test_ledger_key_defaults_to_the_agent_dir_sessions(self):
+        run = self.launch(session_dir_env=False)
+        default = os.path.realpath(run.dir / "agent-home" / "sessions")
+        self.assertTrue(os.path.isdir(default))
+        (path,) = run.ledger_files()
+        self.assertEqual(path.stem, hashlib.sha256(default.encode()).hexdigest()[:16])
+        self.assertEqual(run.ledger()[0]["sessionsDir"], default)
+        self.assertEqual(run.parent_file().parent, run.dir / "sessions")
+
+    def test_children_answer_every_question_form(self):
+        run = self.launch()
+        self.assertEqual(run.process.returncode, 0)
+        answers = {f: expected_answer(run.repo / "shards" / f, q) for f, q in TASKS}
+        self.assertIn("unknown", answers.values())
+        self.assertEqual(
+            sorted(r["details"]["message"] for r in replies(run.parent())),
+            sorted(f"{f}: {a}" for f, a in answers.items()),
+        )
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    def test_each_reply_matches_its_childs_receipt(self):
+        run = self.launch()
+        by_sender = {r["details"]["from"]["sessionId"]: r for r in replies(run.parent())}
+        root = run.parent()[0]
+        for path in run.child_files():
+            header, *entries = read_jsonl(path)
+            reply = by_sender[header["id"]]
+            (sent,) = messages(entries, "toolResult")[0]["details"]["sentAgentMessages"]
+            self.assertEqual(
+                (sent["id"], sent["message"]), (reply["details"]["id"], reply["details"]["message"])
+            )
+            name = reply["details"]["from"]["sessionName"]
+            self.assertEqual(
+                reply["content"],
+                f"[from child:{name}]\nAgent-to-agent message received.\n"
+                "Source: agent_message\n"
+                f"From: {name}, active {reply['details']['from']['activeSessionId']}, "
+                f"session {header['id']}, client agent\n"
+                f"To: active {reply['details']['target']['activeSessionId']}, "
+                f"session {root['id']}\n"
+                f"Message id: {sent['id']}\n\n{sent['message']}",
+            )
+            task = next(e for e in entries if e["type"] == "custom_message")
+            self.assertEqual(task["details"]["id"], "spawn:" + path.parent.name)
+            self.assertEqual(task["content"], "[task from parent]\n\n" + task["details"]["message"])
+
+    def test_child_usage_is_attributed_once_per_child_call(self):
+        run = self.launch()
+        attributed = [e for e in run.parent() if e["type"] == "child_usage_attributed"]
+        child_usages = [
+            m["usage"] for p in run.child_files() for m in messages(read_jsonl(p), "assistant")
+        ]
+        self.assertEqual(len(attributed), len(child_usages))
+        key = json.dumps
+        self.assertEqual(
+            sorted(map(key, (a["childUsage"] for a in attributed))), sorted(map(key, child_usages))
+        )
+        spawn_entry = next(
+            e
+            for e in run.parent()
+            if e["type"] == "message" and e["message"]["role"] == "assistant"
+        )
+        self.assertEqual({a["targetId"] for a in attributed}, {spawn_entry["id"]})
+
+    def test_display_files_record_the_spawning_cell_and_spawn_order(self):
+        run = self.launch()
+        spawn_code = ipython_codes(run.parent())[0]
+        spawn_at = {s["childId"]: s["at"] for s in run.ledger()[1:]}
+        for path in run.child_files():
+            display = json.loads((path.parent / "rlm-subagent.json").read_text())
+            header = read_jsonl(path)[0]
+            self.assertEqual(display["spawnCode"], spawn_code)
+            self.assertEqual((display["status"], display["sessionFile"]), ("completed", str(path)))
+            self.assertEqual(display["childId"], path.parent.name)
+            created = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(display["createdAt"] // 1000))
+            created += f".{display['createdAt'] % 1000:03d}Z"
+            self.assertLessEqual(header["timestamp"], created)
+            self.assertLessEqual(created, spawn_at[display["childId"]])
+
+    def test_stdout_has_one_message_end_per_root_model_call(self):
+        run = self.launch()
+        events = run.stdout()
+        self.assertEqual(events[0], run.parent()[0])
+        ends = [
+            e["message"]
+            for e in events
+            if e["type"] == "message_end" and e["message"]["role"] == "assistant"
+        ]
+        self.assertEqual(ends, messages(run.parent(), "assistant"))
+        self.assertTrue(all(m["usage"]["totalTokens"] > 0 for m in ends))
+        self.assertEqual(events[-1]["type"], "agent_end")
+
+    def test_usage_numbers_are_deterministic(self):
+        def usages(run: Run) -> list[dict]:
+            files = [run.parent_file(), *sorted(run.child_files(), key=session_name)]
+            return [m["usage"] for p in files for m in messages(read_jsonl(p), "assistant")]
+
+        self.assertEqual(usages(self.launch()), usages(self.launch()))
+
+
+class BehaviourTest(SimulatedAgentCase):
+    def test_nop_writes_the_header_and_one_text_reply_only(self):
+        run = self.launch("nop")
+        self.assertEqual(run.process.returncode, 0)
+        self.assertEqual(run.stdout(), [run.parent()[0]])
+        (reply,) = messages(run.parent(), "assistant")
+        self.assertEqual(reply["stopReason"], "stop")
+        self.assertEqual(len(messages(run.parent(), "user")), 1)
+        self.assertFalse((run.repo / "combined-index.md").exists())
+        self.assertFalse((run.dir / "session-artifacts").exists())
+        self.assertFalse((run.dir / "agent-home" / "rlm-ledger").exists())
+
+    def test_no_spawn_answers_in_the_root_without_ledger_or_children(self):
+        run = self.launch("no-spawn")
+        self.assertEqual(run.index(), correct_index(run.repo))
+        self.assertFalse((run.dir / "agent-home" / "rlm-ledger").exists())
+        self.assertFalse((run.dir / "session-artifacts").exists())
+        self.assertEqual(len(ipython_codes(run.parent())), 1)
+
+    def test_double_spawn_spawns_every_worker_twice_without_a_delete(self):
+        run = self.launch("double-spawn")
+        ops = [(r["op"], r.get("name")) for r in run.ledger()[1:]]
+        names = [worker(f) for f, _ in TASKS]
+        self.assertEqual(sorted(ops), sorted(("spawn", name) for name in names * 2))
+        self.assertEqual(len(run.child_files()), 2 * len(TASKS))
+        self.assertEqual(len(replies(run.parent())), 2 * len(TASKS))
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    def test_fabricate_writes_a_wrong_first_answer_despite_a_correct_reply(self):
+        run = self.launch("fabricate")
+        first_file, first_question = TASKS[0]
+        truth = expected_answer(run.repo / "shards" / first_file, first_question)
+        self.assertIn(
+            f"{first_file}: {truth}", [r["details"]["message"] for r in replies(run.parent())]
+        )
+        expected = correct_index(run.repo).replace(
+            f"- {first_file}: {truth}\n", f"- {first_file}: {int(truth) + 1}\n"
+        )
+        self.assertEqual(run.index(), expected)
+
+    def test_silent_drop_leaves_the_last_child_without_reply_or_notice(self):
+        run = self.launch("silent-drop")
+        senders = {r["details"]["from"]["sessionName"] for r in replies(run.parent())}
+        self.assertEqual(senders, {worker(f) for f, _ in TASKS[:-1]})
+        self.assertFalse(
+            any(e.get("customType") == "rlm_child_terminal_notice" for e in run.parent())
+        )
+        (silent,) = [p for p in run.child_files() if session_name(p) == worker(TASKS[-1][0])]
+        entries = read_jsonl(silent)
+        self.assertNotIn("sentAgentMessages", messages(entries, "toolResult")[0]["details"])
+        self.assertEqual(messages(entries, "assistant")[-1]["stopReason"], "stop")
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    def test_a_task_without_shard_lines_spawns_nothing(self):
+        run = self.launch("oracle", prompt="Write combined-index.md for the shards.")
+        self.assertEqual(run.process.returncode, 0)
+        self.assertEqual(messages(run.parent(), "assistant")[-1]["stopReason"], "stop")
+        self.assertFalse((run.repo / "combined-index.md").exists())
+        self.assertFalse((run.dir / "agent-home" / "rlm-ledger").exists())
+
+    @NEEDS_PROC
+    def test_hang_never_exits_and_leaves_a_grandchild_that_ignores_sigterm(self):
+        run = self.launch("hang", wait=False)
+        grandchild = wait_for(lambda: run.logged_pid("grandchild"), "the grandchild's pid")
+        self.addCleanup(kill_and_wait, grandchild)
+        self.assertEqual(len(run.ledger()), 1 + len(TASKS))
+        self.assertEqual(len(run.child_files()), len(TASKS))
+        self.assertIsNone(run.process.poll())
+        self.assertEqual(os.getpgid(grandchild), run.process.pid)
+        os.killpg(run.process.pid, signal.SIGTERM)
+        self.assertEqual(run.process.wait(timeout=DEADLINE_S), -signal.SIGTERM)
+        self.assertFalse(process_gone(grandchild))
+        self.assertTrue(ignores_sigterm(grandchild))
+
+    @NEEDS_PROC
+    def test_escape_leaves_a_detached_process_with_an_empty_environment(self):
+        run = self.launch("escape")
+        escaped = run.logged_pid("escaped")
+        self.addCleanup(kill_and_wait, escaped)
+        self.assertEqual(run.process.returncode, 0)
+        self.assertEqual(Path(f"/proc/{escaped}/environ").read_bytes(), b"")
+        self.assertNotEqual(os.getpgid(escaped), run.process.pid)
+        self.assertNotEqual(os.getsid(escaped), run.process.pid)
+        self.assertTrue(ignores_sigterm(escaped))
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+
+if __name__ == "__main__":
+    unittest.main()
