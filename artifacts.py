@@ -29,6 +29,7 @@ MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
 MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
 MAX_KEPT_PER_TRANSCRIPT = 10_000  # replies or notices kept; a real run has a few dozen
 SAFE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$")
+NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
 CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}$")
 
 
@@ -64,7 +65,10 @@ class Usage:
 def usage_of(message: dict) -> Usage:
     raw = dict_field(message, "usage")
     return Usage(
-        *(max(0, int_field(raw, key) or 0) for key in ("input", "output", "cacheRead", "cacheWrite")),
+        *(
+            max(0, int_field(raw, key) or 0)
+            for key in ("input", "output", "cacheRead", "cacheWrite")
+        ),
         max(0, int_field(raw, "totalTokens") or 0),
     )
 
@@ -186,7 +190,9 @@ def collect(
         ledger.read_ledger(path)
         for path in ledger.ledger_candidates(agent_home, env_sessions_dir, run_dir)
     )
-    text = read_text(os.path.join(run_dir, "repo", artifact), findings, max_bytes=MAX_ARTIFACT_BYTES)
+    text = read_text(
+        os.path.join(run_dir, "repo", artifact), findings, max_bytes=MAX_ARTIFACT_BYTES
+    )
     return RunArtifacts(
         run_dir=run_dir,
         parent=parent,
@@ -229,7 +235,9 @@ def pick_parent(
     if chosen is None and depth0:
         chosen = min(depth0, key=lambda item: (str(item[1].get("timestamp")), item[0]))[0]
         findings.append(
-            Finding(chosen, 1, "ambiguous_parent", f"{len(depth0)} root transcripts; took the first")
+            Finding(
+                chosen, 1, "ambiguous_parent", f"{len(depth0)} root transcripts; took the first"
+            )
         )
     return read_transcript(chosen) if chosen else None
 
@@ -251,7 +259,9 @@ def read_children(children_root: str, findings: list[Finding]) -> tuple[ChildDir
                 continue
             transcripts.append(read_transcript(os.path.realpath(item.path)))
         display_file = os.path.join(entry.path, "rlm-subagent.json")
-        display = read_json_object(display_file, findings) if os.path.lexists(display_file) else None
+        display = (
+            read_json_object(display_file, findings) if os.path.lexists(display_file) else None
+        )
         display = display or {}
         children.append(
             ChildDir(
@@ -328,10 +338,14 @@ class _TranscriptAccumulator:
             return
         if message.get("role") != "assistant":
             return
-        self.turns += 1
-        self.usage = self.usage.plus(usage_of(message))
+        usage = usage_of(message)
         stop = text_field(message, "stopReason")
         self.last_stop = stop
+        # A turn aborted before it reached the model is persisted too, with no
+        # response id and no usage (captured run endturn-oneshot); it is no call.
+        if message.get("responseId") or stop == "error" or usage.total:
+            self.turns += 1
+        self.usage = self.usage.plus(usage)
         if stop == "error":
             self.failed += 1
             if self.first_error is None:
@@ -346,8 +360,10 @@ class _TranscriptAccumulator:
         custom_type = record.get("customType")
         details = record.get("details")
         if not isinstance(details, dict):
-            if custom_type in ("agent_message", "rlm_child_terminal_notice", "rlm_child_failure"):
-                findings.append(Finding(self.path, number, "wrong_type", "details is not an object"))
+            if custom_type == "agent_message" or custom_type in NOTICE_TYPES:
+                findings.append(
+                    Finding(self.path, number, "wrong_type", "details is not an object")
+                )
             return
         at_ms = iso_to_ms(record.get("timestamp"))
         if custom_type == "agent_message":
@@ -367,22 +383,21 @@ class _TranscriptAccumulator:
                         line=number,
                     )
                 )
-        elif custom_type in ("rlm_child_terminal_notice", "rlm_child_failure"):
-            if len(self.notices) < MAX_KEPT_PER_TRANSCRIPT:
-                kind = (
-                    "failure"
-                    if custom_type == "rlm_child_failure"
-                    else text_field(details, "kind") or "unknown"
+        elif custom_type in NOTICE_TYPES and len(self.notices) < MAX_KEPT_PER_TRANSCRIPT:
+            kind = (
+                "failure"
+                if custom_type == "rlm_child_failure"
+                else text_field(details, "kind") or "unknown"
+            )
+            self.notices.append(
+                Notice(
+                    kind=kind,
+                    child_id=text_field(details, "childId"),
+                    session_name=text_field(details, "sessionName"),
+                    at_ms=at_ms,
+                    line=number,
                 )
-                self.notices.append(
-                    Notice(
-                        kind=kind,
-                        child_id=text_field(details, "childId"),
-                        session_name=text_field(details, "sessionName"),
-                        at_ms=at_ms,
-                        line=number,
-                    )
-                )
+            )
 
     def result(self, findings: list[Finding]) -> Transcript:
         header = self.header

@@ -109,8 +109,14 @@ class RunBuilder:
 
     def _append_parent(self, record: dict, entry: bool = True) -> None:
         if entry:
-            record.update(id=secrets.token_hex(4), parentId=self.last_id, timestamp=self.now())
-            self.last_id = record["id"]
+            ids = {"id": secrets.token_hex(4), "parentId": self.last_id, "timestamp": self.now()}
+            self.last_id = ids["id"]
+            # The product writes the ids last in custom_message lines, right after
+            # `type` everywhere else (captured runs, README fact 8).
+            if record["type"] == "custom_message":
+                record.update(ids)
+            else:
+                record = {"type": record.pop("type"), **ids, **record}
         _append(self.parent_path, compact(record))
 
     def user_message(self, text: str) -> None:

@@ -1,0 +1,222 @@
+"""The captured real prime-agent runs score to exactly the verdicts they must get.
+
+Each run under tests/data/real-runs was produced by prime-agent v0.8.0 driven by a
+scripted model; its `expected.json` is the verdict a correct harness reaches. A
+run is materialized into a temp dir (the `@RUN@` placeholder replaced by the
+real path, the ledger renamed to the product's key for it) and then collected
+and scored exactly as runner.py does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+import builders
+import ledger
+from artifacts import collect
+from fixture import load_manifest
+from scorer import score
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs")
+RUNS = sorted(
+    name for name in os.listdir(CORPUS) if os.path.isfile(os.path.join(CORPUS, name, "run.json"))
+)
+PLACEHOLDER = b"@RUN@"
+
+
+def materialize(name: str, parent: str) -> str:
+    """Copy a capture to `parent/name`, with real paths and the product's ledger name."""
+    root = os.path.join(os.path.realpath(parent), name)
+    shutil.copytree(os.path.join(CORPUS, name), root)
+    for directory, _, files in os.walk(root):
+        for file in files:
+            path = os.path.join(directory, file)
+            os.chmod(path, 0o644)
+            with open(path, "rb") as handle:
+                data = handle.read()
+            if PLACEHOLDER in data:
+                with open(path, "wb") as handle:
+                    handle.write(data.replace(PLACEHOLDER, root.encode()))
+    captured = os.path.join(root, "agent-home", "rlm-ledger", "LEDGER.jsonl")
+    if os.path.exists(captured):
+        with open(captured, encoding="utf-8") as handle:
+            sessions_dir = json.loads(handle.readline())["sessionsDir"]
+        key = hashlib.sha256(sessions_dir.encode()).hexdigest()[:16]
+        os.rename(captured, os.path.join(os.path.dirname(captured), key + ".jsonl"))
+    return root
+
+
+def load_json(path: str) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+class CapturedRunTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+
+    def materialized(self, name: str):
+        root = materialize(name, self.tmp)
+        fixture = load_manifest(root)
+        run = collect(root, fixture.artifact)
+        return root, fixture, run
+
+
+class CapturedVerdictTest(CapturedRunTestCase):
+    def test_the_corpus_holds_all_eight_captured_runs(self):
+        self.assertEqual(
+            RUNS,
+            [
+                "child-fail",
+                "endturn-oneshot",
+                "main",
+                "nospawn",
+                "oneshot-delete-after-reply",
+                "resident",
+                "retry",
+                "session-dir-env",
+            ],
+        )
+
+    def test_every_captured_run_gets_its_expected_verdict(self):
+        for name in RUNS:
+            with self.subTest(run=name):
+                root, fixture, run = self.materialized(name)
+                expected = load_json(os.path.join(root, "expected.json"))
+                verdict = score(fixture, run).to_json()
+                for key in ("resolved", "coverage", "delegation_evidence", "dedup", "receipts"):
+                    self.assertEqual(verdict[key], expected[key], key)
+                self.assertEqual(verdict["details"], expected["details"])
+
+    def test_captured_runs_leave_no_findings(self):
+        for name in RUNS:
+            with self.subTest(run=name):
+                _, fixture, run = self.materialized(name)
+                self.assertEqual(score(fixture, run).findings["counts"], {})
+
+    def test_parent_is_found_by_header_id_not_file_name(self):
+        for name in RUNS:
+            with self.subTest(run=name):
+                root, _, run = self.materialized(name)
+                facts = load_json(os.path.join(root, "run.json"))
+                self.assertEqual(run.parent.path, os.path.join(root, facts["parent_transcript"]))
+                self.assertEqual(run.parent.header_id, facts["parent_header_id"])
+
+    def test_ledger_is_found_where_the_product_keyed_it(self):
+        for name in RUNS:
+            with self.subTest(run=name):
+                root, _, run = self.materialized(name)
+                facts = load_json(os.path.join(root, "run.json"))
+                if facts["ledger_keyed_on"] is None:
+                    self.assertEqual(run.ledgers, ())
+                    continue
+                keyed_dir = os.path.join(root, facts["ledger_keyed_on"])
+                self.assertEqual(
+                    [item.path for item in run.ledgers],
+                    [ledger.ledger_path(os.path.join(root, "agent-home"), keyed_dir)],
+                )
+
+    def test_turns_equal_the_model_calls_the_endpoint_saw(self):
+        # One assistant message per answered request; a 500 persists one error
+        # message per three HTTP tries (contract §5 "Retries").
+        for name in RUNS:
+            with self.subTest(run=name):
+                root, fixture, run = self.materialized(name)
+                calls = set()
+                with open(os.path.join(root, "model-log.jsonl"), encoding="utf-8") as handle:
+                    for line in handle:
+                        request = json.loads(line)
+                        if request["kind"] != "aux":
+                            calls.add((request["conversation_log"], request["transcript_entry_id"]))
+                efficiency = score(fixture, run).efficiency
+                self.assertEqual(efficiency["total_turns"], len(calls))
+
+    def test_one_shot_stream_counts_only_root_calls(self):
+        root, fixture, run = self.materialized("main")
+        efficiency = score(fixture, run).efficiency
+        self.assertEqual(efficiency["stream"]["turns"], 13)
+        self.assertEqual(efficiency["parent"]["turns"], 13)
+        self.assertEqual(efficiency["children"]["turns"], 16)
+        self.assertEqual(
+            efficiency["stream"]["tokens"]["total"], efficiency["parent"]["tokens"]["total"]
+        )
+
+
+class BuilderFidelityTest(CapturedRunTestCase):
+    """The test builders write records with the same keys as the real product."""
+
+    def first(self, path: str, predicate) -> dict:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                record = json.loads(line)
+                if predicate(record):
+                    return record
+        raise AssertionError(f"no such record in {path}")
+
+    def assert_same_keys(self, built: dict, real: dict, nested: tuple[str, ...] = ()) -> None:
+        self.assertEqual(list(built), list(real))
+        for key in nested:
+            self.assertEqual(list(built[key]), list(real[key]), key)
+
+    def test_builder_records_match_the_capture(self):
+        real_root = materialize("retry", self.tmp)
+        facts = load_json(os.path.join(real_root, "run.json"))
+        real_parent = os.path.join(real_root, facts["parent_transcript"])
+        build = builders.RunBuilder(os.path.join(self.tmp, "built"))
+        build.assistant("Spawning.", code="await rlm('x', name='worker-a')")
+        child = build.spawn("worker-a")
+        build.reply(child, "a.jsonl: 11")
+        build.notice(child)
+        build.delete(child)
+
+        def is_reply(r):
+            return r.get("customType") == "agent_message"
+
+        def is_notice(r):
+            return r.get("customType") == "rlm_child_terminal_notice"
+
+        def is_assistant(r):
+            return r.get("type") == "message" and r["message"]["role"] == "assistant"
+
+        def is_header(r):
+            return r.get("type") == "session"
+
+        for predicate, nested in (
+            (is_header, ()),
+            (is_reply, ("details",)),
+            (is_notice, ()),
+            (is_assistant, ("message",)),
+        ):
+            self.assert_same_keys(
+                self.first(build.parent_path, predicate),
+                self.first(real_parent, predicate),
+                nested,
+            )
+        real_ledger = os.path.join(real_root, "agent-home", "rlm-ledger")
+        real_ledger = os.path.join(real_ledger, os.listdir(real_ledger)[0])
+        for op in ("meta", "spawn", "delete"):
+            self.assert_same_keys(
+                self.first(build.ledger, lambda r, op=op: r["op"] == op),
+                self.first(real_ledger, lambda r, op=op: r["op"] == op),
+            )
+        real_child = next(
+            os.path.join(directory, file)
+            for directory, _, files in os.walk(os.path.join(real_root, "session-artifacts"))
+            for file in files
+            if file.endswith(".jsonl")
+        )
+        self.assert_same_keys(self.first(child.path, is_header), self.first(real_child, is_header))
+        self.assert_same_keys(
+            self.first(child.path, is_reply), self.first(real_child, is_reply), ("details",)
+        )
+
+
+if __name__ == "__main__":
+    unittest.main()
