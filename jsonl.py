@@ -137,7 +137,9 @@ def _decode(raw: bytes, name: str, number: int, torn: bool, findings: list[Findi
     try:
         text = text_bytes.decode("utf-8")
     except UnicodeDecodeError as error:
-        findings.append(Finding(name, number, "invalid_utf8", f"byte {error.start}: {error.reason}"))
+        findings.append(
+            Finding(name, number, "invalid_utf8", f"byte {error.start}: {error.reason}")
+        )
         return None
     try:
         value = json.loads(text)

@@ -153,9 +153,7 @@ def child_transcripts(children: tuple[ChildDir, ...]) -> dict[str, tuple[str, Tr
 
 def receipt_of(edge: Edge, transcript: Transcript | None, parent: Transcript) -> Receipt | None:
     """The earliest reply from the child's session, or notice naming its childId (§6)."""
-    session_id = (
-        transcript.header_id if transcript and transcript.header_id else _stem(edge.child)
-    )
+    session_id = transcript.header_id if transcript and transcript.header_id else _stem(edge.child)
     candidates = [
         Receipt("reply", reply.at_ms)
         for reply in parent.replies
@@ -433,7 +431,11 @@ def _efficiency(run: RunArtifacts, edges, located, wall_time_s) -> dict:
             "failed_calls": parent.failed_calls if parent else 0,
             "tokens": parent_usage.to_json(),
         },
-        "children": {"count": len(seen), "turns": children_turns, "tokens": children_usage.to_json()},
+        "children": {
+            "count": len(seen),
+            "turns": children_turns,
+            "tokens": children_usage.to_json(),
+        },
         "total_tokens": parent_usage.total + children_usage.total,
         "total_turns": (parent.turns if parent else 0) + children_turns,
         "stream": {"turns": stream.turns, "tokens": stream.usage.to_json()} if stream else None,

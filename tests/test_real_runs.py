@@ -17,6 +17,7 @@ import tempfile
 import unittest
 
 import builders
+
 import ledger
 from artifacts import collect
 from fixture import load_manifest
@@ -139,7 +140,7 @@ class CapturedVerdictTest(CapturedRunTestCase):
                 self.assertEqual(efficiency["total_turns"], len(calls))
 
     def test_one_shot_stream_counts_only_root_calls(self):
-        root, fixture, run = self.materialized("main")
+        _, fixture, run = self.materialized("main")
         efficiency = score(fixture, run).efficiency
         self.assertEqual(efficiency["stream"]["turns"], 13)
         self.assertEqual(efficiency["parent"]["turns"], 13)
