@@ -1,6 +1,6 @@
 """simulated_agent.py, run exactly as the runner launches prime-agent, on a small fixture.
 
-Format fidelity is pinned to the captured real run shared/real-runs/main: every record type
+Format fidelity is pinned to the captured real run tests/data/real-runs/main: every record type
 the stand-in writes must exist there, with the same keys in the same order at every level.
 Answers are recomputed here by an evaluator of the test's own.
 """
@@ -25,10 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "simulated_agent.py"
-MAIN_CAPTURE = REPO.parent / "shared" / "real-runs" / "main"
-NEEDS_CAPTURE = unittest.skipUnless(
-    MAIN_CAPTURE.is_dir(), f"the captured real runs are absent ({MAIN_CAPTURE})"
-)
+MAIN_CAPTURE = REPO / "tests" / "data" / "real-runs" / "main"
 NEEDS_PROC = unittest.skipUnless(Path("/proc/self/stat").exists(), "needs Linux /proc")
 DEADLINE_S = 10
 PROTOCOL = {"name": "prime-agent.daemon", "version": 7}
@@ -478,7 +475,6 @@ class SupervisorTest(SimulatedAgentCase):
         self.assertIn(f"PRIME_AGENT_CODING_AGENT_DIR={run.dir / 'agent-home'}".encode(), environ)
         self.assertEqual(stat.S_IMODE(run.socket.stat().st_mode), 0o600)
 
-    @NEEDS_CAPTURE
     def test_hello_has_the_captured_keys_in_order(self):
         run = self.launch("nop")
         with Daemon(run.socket) as daemon:
@@ -529,7 +525,6 @@ class SupervisorTest(SimulatedAgentCase):
 
 
 class OracleTest(SimulatedAgentCase):
-    @NEEDS_CAPTURE
     def test_records_have_the_captured_shapes(self):
         run = self.launch()
         ours, captured = run_records(run.dir), run_records(MAIN_CAPTURE)

@@ -1,0 +1,311 @@
+"""End to end through runner.py with the simulated agent: verdicts, exit codes, hygiene."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNNER = os.path.join(ROOT, "runner.py")
+SIMULATED = os.path.join(ROOT, "simulated_agent.py")
+JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
+CSV_METRICS = os.path.join(ROOT, "fixtures", "csv-metrics")
+
+
+def process_gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie waiting for its new parent to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def logged_pids(run_dir: str, what: str) -> list[int]:
+    with open(os.path.join(run_dir, "stderr.txt"), encoding="utf-8", errors="replace") as handle:
+        return [int(pid) for pid in re.findall(rf"{what} pid=(\d+)", handle.read())]
+
+
+class RunnerTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+        self.out = os.path.join(self.tmp, "runs")
+        # The user's real agent dir is never read: credentials come from here.
+        self.agent_config = os.path.join(self.tmp, "agent-config")
+        os.mkdir(self.agent_config)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_AGENT_")}
+
+    def runner_argv(self, model: str, fixture: str = JSON_EVENTS, *extra: str) -> list[str]:
+        return [
+            sys.executable,
+            RUNNER,
+            "--fixture",
+            fixture,
+            "--agent-bin",
+            SIMULATED,
+            "--model",
+            model,
+            "--out",
+            self.out,
+            "--agent-config",
+            self.agent_config,
+            *extra,
+        ]
+
+    def run_runner(self, model: str, fixture: str = JSON_EVENTS, *extra: str):
+        done = subprocess.run(
+            self.runner_argv(model, fixture, *extra),
+            cwd=self.tmp,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+        )
+        result = json.loads(done.stdout)
+        return done, result
+
+    def run_dir(self, result: dict) -> str:
+        return result["run_dir"]
+
+    def codes(self, result: dict) -> list[str]:
+        return [item["code"] for item in result["reasons"]]
+
+
+class ResolvedRunTest(RunnerTestCase):
+    def test_oracle_fan_out_resolves_with_exit_0(self):
+        done, result = self.run_runner("simulated/oracle")
+        self.assertEqual(done.returncode, 0, done.stderr.decode())
+        self.assertTrue(result["resolved"])
+        self.assertTrue(result["simulated"])
+        self.assertEqual(result["status"], "scored")
+        self.assertEqual(result["exit_code"], 0)
+        self.assertEqual(result["drive"], "oneshot")
+        self.assertEqual(result["agent"]["version"], "prime-agent 0.8.0 (simulated)")
+        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
+        self.assertEqual(result["reasons"], [])
+
+    def test_csv_fixture_resolves_too(self):
+        done, result = self.run_runner("simulated/oracle", CSV_METRICS)
+        self.assertEqual(done.returncode, 0)
+        self.assertTrue(result["resolved"])
+
+    def test_stdout_is_only_the_result_json_and_result_file_holds_the_same(self):
+        done, result = self.run_runner("simulated/oracle")
+        with open(os.path.join(self.run_dir(result), "result.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle), result)
+        self.assertTrue(done.stdout.decode().lstrip().startswith("{"))
+        self.assertIn(b"8 spawns, 8 replies", done.stderr)
+
+    def test_daemon_is_shut_down_over_its_own_socket(self):
+        _, result = self.run_runner("simulated/oracle")
+        shutdown = result["cleanup"]["daemon_shutdown"]
+        self.assertTrue(shutdown["success"])
+        self.assertTrue(shutdown["exited"])
+        self.assertTrue(process_gone(shutdown["supervisor_pid"]))
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        self.assertEqual(result["cleanup"]["killed"], [])
+
+    def test_run_dir_is_an_isolated_copy_of_the_fixture_in_a_fresh_git_repo(self):
+        with open(os.path.join(self.agent_config, "models.json"), "w") as handle:
+            handle.write('{"providers": {}}\n')
+        with open(os.path.join(self.agent_config, "settings.json"), "w") as handle:
+            handle.write("{}\n")
+        _, result = self.run_runner("simulated/oracle")
+        run = self.run_dir(result)
+        repo = os.path.join(run, "repo")
+        self.assertEqual(sorted(os.listdir(repo)), [".git", "combined-index.md", "shards"])
+        log = subprocess.run(
+            ["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True, check=True
+        )
+        self.assertEqual(len(log.stdout.splitlines()), 1)
+        home = os.path.join(run, "agent-home")
+        self.assertTrue(os.path.exists(os.path.join(home, "models.json")))
+        self.assertFalse(os.path.exists(os.path.join(home, "settings.json")))
+        self.assertEqual(os.stat(os.path.join(home, "auth.json")).st_mode & 0o777, 0o600)
+        for name in ("sessions", "session-artifacts", "home", "stdout.jsonl", "stderr.txt"):
+            self.assertTrue(os.path.exists(os.path.join(run, name)), name)
+
+    def test_every_run_gets_a_new_run_dir(self):
+        _, first = self.run_runner("simulated/oracle")
+        _, second = self.run_runner("simulated/oracle")
+        self.assertNotEqual(self.run_dir(first), self.run_dir(second))
+        self.assertEqual(len(os.listdir(self.out)), 2)
+
+
+class CheatTest(RunnerTestCase):
+    def assert_unresolved(self, model: str, expected_codes: list[str]) -> dict:
+        done, result = self.run_runner(model)
+        self.assertEqual(done.returncode, 1, done.stderr.decode())
+        self.assertFalse(result["resolved"])
+        self.assertEqual(result["status"], "scored")
+        self.assertEqual(sorted(set(self.codes(result))), sorted(expected_codes))
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        return result
+
+    def test_agent_that_does_nothing_fails(self):
+        self.assert_unresolved("simulated/nop", ["artifact_missing", "no_spawn"])
+
+    def test_parent_that_answers_itself_fails_delegation(self):
+        result = self.assert_unresolved("simulated/no-spawn", ["no_spawn"])
+        self.assertTrue(result["verdict"]["coverage"])
+
+    def test_double_spawn_fails_dedup(self):
+        result = self.assert_unresolved("simulated/double-spawn", ["duplicate_spawn"])
+        self.assertEqual(result["verdict"]["details"]["duplicate_spawns"], 8)
+
+    def test_fabricated_answer_fails_coverage(self):
+        result = self.assert_unresolved("simulated/fabricate", ["wrong_answer"])
+        self.assertEqual(list(result["verdict"]["details"]["wrong_answers"]), ["events-01.jsonl"])
+
+    def test_silently_dropped_child_fails_receipts(self):
+        result = self.assert_unresolved("simulated/silent-drop", ["missing_receipt"])
+        self.assertEqual(len(result["verdict"]["details"]["children_without_receipt"]), 1)
+
+
+class HygieneTest(RunnerTestCase):
+    def test_hanging_agent_is_ended_at_the_timeout_and_still_scored(self):
+        done, result = self.run_runner("simulated/hang", JSON_EVENTS, "--timeout", "2")
+        self.assertEqual(done.returncode, 1)
+        self.assertTrue(result["agent"]["timed_out"])
+        self.assertEqual(self.codes(result)[0], "timeout")
+        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
+        run = self.run_dir(result)
+        grandchildren = logged_pids(run, "grandchild")
+        self.assertEqual(len(grandchildren), 1)
+        # The grandchild ignores SIGTERM: only SIGKILL ended it.
+        self.assertIn(grandchildren[0], result["cleanup"]["killed"])
+        for pid in grandchildren + logged_pids(run, "supervisor"):
+            self.assertTrue(process_gone(pid), pid)
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+    def test_process_that_escapes_by_setsid_and_an_empty_environment_is_ended(self):
+        done, result = self.run_runner("simulated/escape")
+        self.assertEqual(done.returncode, 0)
+        (escaped,) = logged_pids(self.run_dir(result), "escaped")
+        self.assertTrue(process_gone(escaped))
+        self.assertIn(escaped, result["cleanup"]["killed"])
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+    def test_ctrl_c_ends_the_tree_scores_what_exists_and_exits_130(self):
+        runner = subprocess.Popen(
+            self.runner_argv("simulated/hang"),
+            cwd=self.tmp,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(runner.kill)
+        deadline = time.monotonic() + 60
+        while not glob.glob(os.path.join(self.out, "*", "stderr.txt")) or not logged_pids(
+            glob.glob(os.path.join(self.out, "*"))[0], "grandchild"
+        ):
+            self.assertLess(time.monotonic(), deadline, "the agent never started")
+            time.sleep(0.05)
+        runner.send_signal(signal.SIGINT)
+        out, _ = runner.communicate(timeout=60)
+        result = json.loads(out)
+        self.assertEqual(runner.returncode, 130)
+        self.assertEqual(result["exit_code"], 130)
+        self.assertEqual(self.codes(result)[0], "interrupted")
+        self.assertFalse(result["resolved"])
+        run = self.run_dir(result)
+        self.assertTrue(os.path.exists(os.path.join(run, "result.json")))
+        for pid in logged_pids(run, "grandchild") + logged_pids(run, "supervisor"):
+            self.assertTrue(process_gone(pid), pid)
+
+
+class InvalidInputTest(RunnerTestCase):
+    def test_missing_agent_binary_exits_3_with_a_result(self):
+        argv = self.runner_argv("x/y")
+        argv[argv.index(SIMULATED)] = "no-such-agent-xyz"
+        done = subprocess.run(
+            argv,
+            env=self.env,
+            capture_output=True,
+            timeout=60,
+        )
+        self.assertEqual(done.returncode, 3)
+        result = json.loads(done.stdout)
+        self.assertEqual(result["status"], "agent_not_run")
+        self.assertEqual(self.codes(result), ["agent_not_found"])
+        with open(os.path.join(result["run_dir"], "result.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle), result)
+
+    def broken_fixture(self, mutate) -> str:
+        path = os.path.join(self.tmp, "broken")
+        shutil.copytree(JSON_EVENTS, path)
+        manifest = os.path.join(path, "fixture.json")
+        with open(manifest, encoding="utf-8") as handle:
+            data = json.load(handle)
+        text = mutate(data)
+        with open(manifest, "w", encoding="utf-8") as handle:
+            handle.write(text if isinstance(text, str) else json.dumps(data))
+        return path
+
+    def assert_invalid(self, mutate, detail: str) -> None:
+        done, result = self.run_runner("simulated/oracle", self.broken_fixture(mutate))
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(result["status"], "invalid_fixture")
+        self.assertEqual(result["reasons"][0]["code"], "invalid_fixture")
+        self.assertEqual(result["reasons"][0]["detail"], detail)
+        self.assertIn(b"invalid fixture", done.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_malformed_fixture_json_exits_2(self):
+        self.assert_invalid(lambda data: "{not json", "fixture_json_invalid")
+
+    def test_fixture_without_shards_key_exits_2(self):
+        self.assert_invalid(lambda data: data.pop("shards") and None, "fixture_key_missing")
+
+    def test_path_traversal_in_a_shard_name_exits_2(self):
+        self.assert_invalid(
+            lambda data: data["shards"][0].update(file="../../x"), "fixture_unsafe_path"
+        )
+
+    def test_non_integer_expected_answer_exits_2(self):
+        self.assert_invalid(
+            lambda data: data["shards"][0].update(expected="17"), "fixture_bad_value"
+        )
+
+    def test_duplicate_shard_file_exits_2(self):
+        self.assert_invalid(
+            lambda data: data["shards"][1].update(file=data["shards"][0]["file"]),
+            "fixture_duplicate_file",
+        )
+
+    def test_missing_shard_file_exits_2(self):
+        self.assert_invalid(
+            lambda data: data["shards"][0].update(file="absent.jsonl"), "fixture_shard_missing"
+        )
+
+    def test_help_documents_every_flag(self):
+        done = subprocess.run(
+            [sys.executable, RUNNER, "--help"], capture_output=True, text=True, timeout=60
+        )
+        self.assertEqual(done.returncode, 0)
+        for flag in ("--fixture", "--model", "--timeout", "--agent-bin", "--out", "--agent-config"):
+            self.assertIn(flag, done.stdout)
+
+    def test_missing_required_flag_is_a_usage_error(self):
+        done = subprocess.run(
+            [sys.executable, RUNNER, "--model", "x/y"], capture_output=True, timeout=60
+        )
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(b"--fixture", done.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
