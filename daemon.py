@@ -14,9 +14,13 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Callable
 
 PROTOCOL = {"name": "prime-agent.daemon", "version": 7}
 MAX_LINE_BYTES = 64 * 1024 * 1024
+MIN_SCHEMA = 18
+QUIESCENCE = "rlm_quiescence_barrier"
+POLL_S = 0.5
 
 
 class DaemonError(Exception):
@@ -65,8 +69,21 @@ class DaemonClient:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def request(self, command: dict, timeout: float) -> dict:
-        """Send one enveloped command and return its response, skipping events."""
+    def request(
+        self,
+        command: dict,
+        timeout: float,
+        *,
+        on_event: Callable[[dict], None] | None = None,
+        should_stop: Callable[[], str | None] | None = None,
+    ) -> dict:
+        """Send one enveloped command and return its response.
+
+        Everything else that arrives meanwhile (session events, status, other
+        responses) goes to `on_event`: events start after `attach` and may come
+        before the response they belong to (§8.1 "Events"). `should_stop` is
+        polled about twice a second; a reason it returns aborts the wait.
+        """
         self._counter += 1
         command_id = f"{self.client_id}-{self._counter}"
         payload = json.dumps(envelope(command_id, self.client_id, command)) + "\n"
@@ -74,27 +91,36 @@ class DaemonClient:
         try:
             self._sock.sendall(payload.encode("utf-8"))
             while True:
-                message = self._read_message(deadline)
-                if message.get("type") != "response":
-                    continue
-                if message.get("id") == command_id or message.get("command") == "parse":
+                message = self._read_message(deadline, should_stop)
+                is_response = message.get("type") == "response"
+                if is_response and (
+                    message.get("id") == command_id or message.get("command") == "parse"
+                ):
                     return message
+                if on_event is not None:
+                    on_event(message)
         except OSError as error:
             raise DaemonError("daemon_io", str(error)) from None
 
-    def _read_message(self, deadline: float) -> dict:
+    def _read_message(
+        self, deadline: float, should_stop: Callable[[], str | None] | None = None
+    ) -> dict:
         # Split on b"\n" only: str.splitlines would also break on U+2028 (§8.1).
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise DaemonError("daemon_timeout", "no complete message before the deadline")
+            if should_stop is not None:
+                reason = should_stop()
+                if reason:
+                    raise DaemonError("daemon_wait_stopped", reason)
             if len(self._buffer) > MAX_LINE_BYTES:
                 raise DaemonError("daemon_bad_message", "a message line is too long")
-            self._sock.settimeout(remaining)
+            self._sock.settimeout(min(remaining, POLL_S))
             try:
                 chunk = self._sock.recv(65536)
             except TimeoutError:
-                raise DaemonError("daemon_timeout", "no answer before the deadline") from None
+                continue
             if not chunk:
                 raise DaemonError("daemon_closed", "the daemon closed the connection")
             self._buffer += chunk
@@ -106,6 +132,46 @@ class DaemonClient:
         if not isinstance(message, dict):
             raise DaemonError("daemon_bad_message", "a message is not a JSON object")
         return message
+
+
+def check_hello(hello: dict) -> None:
+    """Refuse a daemon too old for the resident drive, naming what is missing (§8.1)."""
+    protocol = hello.get("protocol") if isinstance(hello.get("protocol"), dict) else {}
+    problems = []
+    if protocol.get("name") != PROTOCOL["name"] or protocol.get("version") != PROTOCOL["version"]:
+        problems.append(f"protocol {protocol or None!r}, need {PROTOCOL}")
+    revision = hello.get("schemaRevision")
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < MIN_SCHEMA:
+        problems.append(f"schemaRevision {revision!r}, need >= {MIN_SCHEMA}")
+    capabilities = hello.get("serverCapabilities")
+    if not isinstance(capabilities, list) or QUIESCENCE not in capabilities:
+        problems.append(f"no {QUIESCENCE!r} capability")
+    if problems:
+        version = hello.get("appVersion")
+        raise DaemonError("daemon_incompatible", f"daemon {version!r}: " + "; ".join(problems))
+
+
+def connect_when_ready(
+    socket_path: str,
+    deadline: float,
+    daemon_alive: Callable[[], bool],
+    should_stop: Callable[[], str | None],
+) -> DaemonClient:
+    """Poll the socket of a daemon we just started until it says hello (§8.2 last line)."""
+    last = "no socket yet"
+    while time.monotonic() < deadline:
+        reason = should_stop()
+        if reason:
+            raise DaemonError("daemon_wait_stopped", reason)
+        if os.path.exists(socket_path):
+            try:
+                return DaemonClient(socket_path, timeout=min(5.0, deadline - time.monotonic()))
+            except DaemonError as error:
+                last = str(error)
+        if not daemon_alive():
+            raise DaemonError("daemon_start_failed", "the daemon exited before it said hello")
+        time.sleep(0.1)
+    raise DaemonError("daemon_start_failed", f"no hello before the deadline ({last})")
 
 
 def shutdown_daemon(socket_path: str, timeout: float = 10.0) -> dict:

@@ -32,7 +32,18 @@ from fixture import MANIFEST, TASK, FixtureError, load_fixture
 from jsonl import open_regular
 
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
-DRIVE = "oneshot"
+DRIVES = ("oneshot", "resident")
+DAEMON_START_S = 30.0  # the product's own CLI gives a daemon 30 s to start (§2 exit codes)
+COMMAND_TIMEOUT_S = 120.0
+HELLO_FIELDS = ("appVersion", "protocol", "schemaRevision", "supervisorPid")
+SESSION_FIELDS = (
+    "activeSessionId",
+    "sessionId",
+    "sessionFile",
+    "workerPid",
+    "hasRunningRlmChildren",
+    "messageCount",
+)
 # Unix socket paths are limited to about 107 bytes (§2); the product also puts
 # worker sockets under $TMPDIR/prime-agent-<uid>/.
 MAX_SOCKET_PATH = 100
@@ -84,6 +95,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="dir whose auth.json and models.json are copied into the run's isolated agent home "
         "(default $PRIME_AGENT_CODING_AGENT_DIR, else ~/.prime/agent)",
     )
+    parser.add_argument(
+        "--drive",
+        choices=DRIVES,
+        default="oneshot",
+        help="oneshot: the CLI's --mode json, which stops the worker (and aborts running "
+        "children) when the parent first goes idle; resident: start the daemon, run the parent "
+        "as a resident session and wait on the RLM quiescence barrier (default oneshot)",
+    )
     args = parser.parse_args(argv)
     if not args.timeout > 0:
         parser.error("--timeout must be a positive number of seconds")
@@ -101,7 +120,7 @@ def _run(args: argparse.Namespace, interrupt: _Interrupt) -> int:
         "harness": HARNESS,
         "simulated": args.model.startswith("simulated/"),
         "model": args.model,
-        "drive": DRIVE,
+        "drive": args.drive,
         "started_at": _now(),
     }
     try:
@@ -139,7 +158,12 @@ def _run(args: argparse.Namespace, interrupt: _Interrupt) -> int:
     version = agent_version(agent_bin, env, run.repo)
     base["simulated"] = base["simulated"] or "simulated" in (version or "")
     base["agent"]["version"] = version
-    run.write_meta(dict(base, argv=run.argv(agent_bin, args.model, fixture.task)))
+    argv = (
+        run.argv(agent_bin, args.model, fixture.task)
+        if args.drive == "oneshot"
+        else run.daemon_argv(agent_bin)
+    )
+    run.write_meta(dict(base, argv=argv))
     if interrupt.signum:
         run.cleanup_tmp()
         return _not_run(
@@ -151,11 +175,18 @@ def _run(args: argparse.Namespace, interrupt: _Interrupt) -> int:
         )
     try:
         outcome = launch_and_wait(
-            run, agent_bin, args.model, fixture.task, env, args.timeout, interrupt
+            run, agent_bin, args.model, fixture.task, env, args.timeout, interrupt, args.drive
         )
     except OSError as error:
         run.cleanup_tmp()
         return _not_run(base, run, "agent_exec_failed", str(error))
+    resident = outcome["resident"]
+    stopped = outcome["timed_out"] or outcome["interrupted"]
+    if resident is not None and not resident["admitted"] and resident.get("error") and not stopped:
+        # The daemon never took the task: nothing of the agent ran.
+        error = resident["error"]
+        extra = {"resident": resident, "cleanup": outcome["cleanup"]}
+        return _not_run(base, run, error["code"], error["message"], extra=extra)
     collected = artifacts.collect(run.root, fixture.artifact, agent_home=run.agent_home)
     verdict = scorer.score(fixture, collected, wall_time_s=outcome["wall_time_s"])
     return _emit(_result(base, outcome, verdict, collected), run)
@@ -169,7 +200,16 @@ def _result(
         reasons.insert(0, {"code": "timeout", "message": "the agent did not finish in time"})
     if outcome["interrupted"]:
         reasons.insert(0, {"code": "interrupted", "message": "the runner was interrupted"})
-    resolved = verdict.resolved and not outcome["timed_out"] and not outcome["interrupted"]
+    resident = outcome["resident"]
+    daemon_error = resident.get("error") if resident else None
+    if daemon_error:
+        reasons.insert(0, {"code": "daemon_error", "message": daemon_error["message"]})
+    resolved = (
+        verdict.resolved
+        and not outcome["timed_out"]
+        and not outcome["interrupted"]
+        and not daemon_error
+    )
     if outcome["interrupted"]:
         exit_code = EXIT_SIGNAL[outcome["interrupted"]]
     else:
@@ -187,6 +227,7 @@ def _result(
         interrupted=bool(outcome["interrupted"]),
         cleanup=outcome["cleanup"],
         finished_at=_now(),
+        **({"resident": resident} if resident else {}),
         verdict=verdict.to_json(),
     )
     return result
@@ -199,9 +240,17 @@ def _first_error(collected: artifacts.RunArtifacts) -> str | None:
     return collected.parent.first_error if collected.parent else None
 
 
-def _not_run(base: dict, run: RunDir, code: str, message: str, exit_code: int = EXIT_AGENT) -> int:
+def _not_run(
+    base: dict,
+    run: RunDir,
+    code: str,
+    message: str,
+    exit_code: int = EXIT_AGENT,
+    extra: dict | None = None,
+) -> int:
     print(f"runner.py: the agent could not be run: {message}", file=sys.stderr)
     result = dict(base, status="agent_not_run", resolved=False, exit_code=exit_code)
+    result.update(extra or {})
     result["reasons"] = [{"code": code, "message": message}]
     result["finished_at"] = _now()
     return _emit(result, run)
@@ -251,6 +300,8 @@ class RunDir:
         self.tmp = os.path.join(root, "tmp")
         self.short_tmp: str | None = None
         self.socket = os.path.join(root, "daemon.sock")
+        self.wire = os.path.join(root, "daemon-wire.jsonl")
+        self.daemon_stdout = os.path.join(root, "daemon-stdout.txt")
 
     @classmethod
     def create(cls, out: str, fixture_name: str) -> RunDir:
@@ -358,6 +409,10 @@ class RunDir:
             task,
         ]
 
+    def daemon_argv(self, agent_bin: str) -> list[str]:
+        """Own the supervisor: start it ourselves on the run's socket (§8.2, last line)."""
+        return [agent_bin, "--mode", "daemon", "--daemon-socket", self.socket]
+
     def write_meta(self, meta: dict) -> None:
         _write_atomic(os.path.join(self.root, "run-meta.json"), json.dumps(meta, indent=2) + "\n")
 
@@ -415,6 +470,33 @@ class _Interrupt:
             signal.signal(signum, handler)
 
 
+class Watch:
+    """Timeout, interrupt and progress, checked while the agent runs."""
+
+    def __init__(self, run: RunDir, timeout: float, interrupt: _Interrupt):
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout
+        self.interrupt = interrupt
+        self.progress = Progress(run)
+        self.timed_out = False
+        self._last_report = self.started
+
+    def stop_reason(self) -> str | None:
+        now = time.monotonic()
+        if self.interrupt.signum:
+            return "interrupted"
+        if now >= self.deadline:
+            self.timed_out = True
+            return "timeout"
+        if now - self._last_report >= PROGRESS_EVERY_S:
+            self._last_report = now
+            self.progress.report(now - self.started)
+        return None
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+
 def launch_and_wait(
     run: RunDir,
     agent_bin: str,
@@ -423,15 +505,20 @@ def launch_and_wait(
     env: dict,
     timeout: float,
     interrupt: _Interrupt,
+    drive: str,
 ) -> dict:
     procs.become_subreaper()
-    progress = Progress(run)
-    started = time.monotonic()
-    with open(run.stdout, "wb") as out, open(run.stderr, "wb") as err:
+    watch = Watch(run, timeout, interrupt)
+    oneshot = drive == "oneshot"
+    argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
+    with (
+        open(run.stdout if oneshot else run.daemon_stdout, "wb") as out,
+        open(run.stderr, "wb") as err,
+    ):
         # Files, never pipes: a full pipe would stall the agent. Closed stdin,
         # or the CLI waits for EOF and prepends it to the prompt (§2).
         process = subprocess.Popen(
-            run.argv(agent_bin, model, task),
+            argv,
             cwd=run.repo,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -439,43 +526,197 @@ def launch_and_wait(
             stderr=err,
             start_new_session=True,
         )
-    timed_out = False
+    resident: dict | None = None
     try:
-        last_report = started
-        while True:
-            try:
-                process.wait(timeout=0.2)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            if interrupt.signum:
-                break
-            if now - started >= timeout:
-                timed_out = True
-                break
-            if now - last_report >= PROGRESS_EVERY_S:
-                last_report = now
-                progress.report(now - started)
+        if oneshot:
+            while process.poll() is None and not watch.stop_reason():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=0.2)
+        else:
+            resident = drive_resident(run, process, model, task, env, watch)
     finally:
-        wall = round(time.monotonic() - started, 3)
+        wall = round(time.monotonic() - watch.started, 3)
         cleanup = end_run(run, process)
-    progress.report(wall, final=True)
+    watch.progress.report(wall, final=True)
     return {
         "exit_code": process.returncode,
-        "timed_out": timed_out,
+        "timed_out": watch.timed_out,
         "interrupted": interrupt.signum,
         "wall_time_s": wall,
         "cleanup": cleanup,
+        "resident": resident,
         "stderr_tail": _stderr_tail(run.stderr) if process.returncode else None,
     }
+
+
+def drive_resident(
+    run: RunDir, process: subprocess.Popen, model: str, task: str, env: dict, watch: Watch
+) -> dict:
+    """Drive the parent as a resident session and wait on the RLM quiescence barrier.
+
+    One-shot `--mode json` stops the worker at the parent's first idle point and
+    aborts every running child (§1 fact 4); a resident session survives that,
+    and `wait_for_headless_completion{waitForRlmQuiescence}` returns only when
+    every admitted descendant has settled and the parent turns they triggered
+    have drained (§1 fact 5, §8.3).
+    """
+    record: dict = {"hello": None, "session": None, "commands": [], "admitted": False}
+    recorder = EventRecorder(run)
+    try:
+        start_deadline = min(watch.deadline, time.monotonic() + DAEMON_START_S)
+        client = daemon.connect_when_ready(
+            run.socket, start_deadline, lambda: process.poll() is None, watch.stop_reason
+        )
+    except daemon.DaemonError as error:
+        record["error"] = {"code": error.code, "message": str(error)}
+        recorder.close()
+        return record
+    with client:
+        hello = client.hello
+        recorder.message(hello)
+        record["hello"] = {key: hello.get(key) for key in HELLO_FIELDS}
+
+        def step(command: dict, timeout: float) -> dict:
+            began = time.monotonic()
+            response = client.request(
+                command, timeout, on_event=recorder.message, should_stop=watch.stop_reason
+            )
+            recorder.message(response)
+            record["commands"].append(
+                {
+                    "command": command["type"],
+                    "success": response.get("success") is True,
+                    "elapsed_s": round(time.monotonic() - began, 3),
+                }
+            )
+            if response.get("success") is not True:
+                raise daemon.DaemonError(
+                    "daemon_command_failed", f"{command['type']}: {response.get('error')!r}"
+                )
+            data = response.get("data")
+            return data if isinstance(data, dict) else {}
+
+        try:
+            daemon.check_hello(hello)
+            summary = step(
+                {
+                    "type": "create",
+                    "lifecycle": "resident",
+                    "config": {
+                        "cwd": run.repo,
+                        "agentDir": run.agent_home,
+                        "sessionDir": run.sessions,
+                        "model": model,
+                    },
+                    # Overlaid on the supervisor env for the new worker: the whole
+                    # run env, so the ledger is keyed on the run's sessions dir (§8.2).
+                    "launchEnv": env,
+                },
+                min(watch.remaining(), COMMAND_TIMEOUT_S),
+            )
+            session_id = summary.get("activeSessionId")
+            if not isinstance(session_id, str):
+                raise daemon.DaemonError("daemon_bad_message", "create returned no session id")
+            record["session"] = {key: summary.get(key) for key in SESSION_FIELDS}
+            recorder.start_stream(session_id, summary)
+            step(
+                {
+                    "type": "attach",
+                    "activeSessionId": session_id,
+                    "clientId": client.client_id,
+                    "capabilities": ["event_sequence"],
+                },
+                min(watch.remaining(), COMMAND_TIMEOUT_S),
+            )
+            step(
+                {"type": "prompt", "activeSessionId": session_id, "message": task},
+                min(watch.remaining(), COMMAND_TIMEOUT_S),
+            )
+            record["admitted"] = True
+            step(
+                {
+                    "type": "wait_for_headless_completion",
+                    "activeSessionId": session_id,
+                    "waitForRlmQuiescence": True,
+                },
+                watch.remaining() + 1.0,
+            )
+            state = step(
+                {"type": "get_state", "activeSessionId": session_id},
+                min(watch.remaining() + 1.0, COMMAND_TIMEOUT_S),
+            )
+            record["final_state"] = {key: state.get(key) for key in SESSION_FIELDS}
+        except daemon.DaemonError as error:
+            if error.code != "daemon_wait_stopped":
+                record["error"] = {"code": error.code, "message": str(error)}
+        finally:
+            recorder.close()
+    return record
+
+
+class EventRecorder:
+    """Write the daemon's messages to daemon-wire.jsonl and the session's events to
+    stdout.jsonl, in the shape the one-shot `--mode json` stream has (§7), so the
+    scorer reads both drives alike."""
+
+    def __init__(self, run: RunDir):
+        self.wire = open(run.wire, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.stream = None
+        self.run = run
+        self.session_id: str | None = None
+
+    def message(self, message: dict) -> None:
+        self.wire.write(json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n")
+        if (
+            self.stream is not None
+            and message.get("type") == "session_event"
+            and message.get("activeSessionId") == self.session_id
+            and isinstance(message.get("event"), dict)
+        ):
+            event = json.dumps(message["event"], separators=(",", ":"), ensure_ascii=False)
+            self.stream.write(event + "\n")
+
+    def start_stream(self, session_id: str, summary: dict) -> None:
+        """Line 1 is the root header, read from the session file the daemon named."""
+        self.session_id = session_id
+        self.stream = open(self.run.stdout, "w", encoding="utf-8")  # noqa: SIM115
+        self.stream.write(self._header_line(summary) + "\n")
+
+    def _header_line(self, summary: dict) -> str:
+        path = summary.get("sessionFile")
+        if isinstance(path, str):
+            handle = open_regular(path, path, [])
+            if handle is not None:
+                with handle:
+                    first = handle.readline(1024 * 1024).decode("utf-8", "replace").strip()
+                if first.startswith("{"):
+                    return first
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": summary.get("sessionId"),
+            "timestamp": summary.get("created"),
+            "cwd": summary.get("cwd"),
+            "rlmDepth": 0,
+        }
+        return json.dumps(header, separators=(",", ":"))
+
+    def close(self) -> None:
+        self.wire.close()
+        if self.stream is not None:
+            self.stream.close()
 
 
 def end_run(run: RunDir, process: subprocess.Popen) -> dict:
     """Shut the daemon down over its own socket, then end everything still running."""
     shutdown = daemon.shutdown_daemon(run.socket)
     supervisor = shutdown.get("supervisor_pid")
-    if shutdown.get("success") and supervisor:
+    if shutdown.get("success") and supervisor == process.pid:
+        # The resident drive's daemon is our own child: let Popen reap it.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10.0)
+        shutdown["exited"] = process.poll() is not None
+    elif shutdown.get("success") and supervisor:
         shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
     marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
     rounds = []
