@@ -16,12 +16,13 @@ import threading
 import time
 import unittest
 
+from test_real_runs import materialize
+
 import daemon
 import runner
 from artifacts import collect
 from fixture import load_manifest
 from scorer import score
-from test_real_runs import materialize
 
 CAPTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs", "resident")
 
