@@ -182,9 +182,11 @@ class ClientTest(SocketTestCase):
     def test_daemon_that_never_answers_times_out_without_hanging(self):
         self.start(SilentDaemon)
         began = time.monotonic()
-        with daemon.DaemonClient(self.socket_path, timeout=2) as client:
-            with self.assertRaises(daemon.DaemonError) as caught:
-                client.request({"type": "get_state", "activeSessionId": "x"}, timeout=0.3)
+        with (
+            daemon.DaemonClient(self.socket_path, timeout=2) as client,
+            self.assertRaises(daemon.DaemonError) as caught,
+        ):
+            client.request({"type": "get_state", "activeSessionId": "x"}, timeout=0.3)
         self.assertEqual(caught.exception.code, "daemon_timeout")
         self.assertLess(time.monotonic() - began, 5)
 
@@ -201,9 +203,11 @@ class ClientTest(SocketTestCase):
 
     def test_a_stop_request_ends_a_wait(self):
         self.start(SilentDaemon)
-        with daemon.DaemonClient(self.socket_path, timeout=2) as client:
-            with self.assertRaises(daemon.DaemonError) as caught:
-                client.request({"type": "x"}, timeout=30, should_stop=lambda: "interrupted")
+        with (
+            daemon.DaemonClient(self.socket_path, timeout=2) as client,
+            self.assertRaises(daemon.DaemonError) as caught,
+        ):
+            client.request({"type": "x"}, timeout=30, should_stop=lambda: "interrupted")
         self.assertEqual(caught.exception.code, "daemon_wait_stopped")
 
     def test_messages_are_split_on_newline_only(self):
