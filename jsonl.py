@@ -8,6 +8,7 @@ torn final line, a file that vanished or is a symlink loop.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -202,6 +203,15 @@ def iso_to_ms(value: object) -> int | None:
     """Epoch milliseconds of an ISO-8601 string such as `2026-12-02T11:14:10.194Z`."""
     if not isinstance(value, str) or not value:
         return None
+    if len(value) == 24 and value[10] == "T" and value[19] == "." and value[23] == "Z":
+        # The product's own shape, `2026-12-02T11:14:10.194Z`, parsed by slicing:
+        # a ledger can hold 100 000 of them.
+        clock = value[11:13] + value[14:16] + value[17:19] + value[20:23]
+        day = _day_ms(value[:10])
+        if day is not None and clock.isdigit() and value[13] == value[16] == ":":
+            hours, minutes, seconds = int(clock[0:2]), int(clock[2:4]), int(clock[4:6])
+            if hours < 24 and minutes < 60 and seconds < 60:
+                return day + ((hours * 60 + minutes) * 60 + seconds) * 1000 + int(clock[6:])
     text = value[:-1] + "+00:00" if value.endswith("Z") else value
     try:
         moment = datetime.fromisoformat(text)
@@ -210,6 +220,17 @@ def iso_to_ms(value: object) -> int | None:
     if moment.tzinfo is None:
         return None
     return round(moment.timestamp() * 1000)
+
+
+@functools.lru_cache(maxsize=1024)
+def _day_ms(day: str) -> int | None:
+    if not (day[:4].isdigit() and day[5:7].isdigit() and day[8:10].isdigit()):
+        return None
+    try:
+        midnight = datetime.fromisoformat(day + "T00:00:00+00:00")
+    except ValueError:
+        return None
+    return round(midnight.timestamp() * 1000)
 
 
 def text_field(record: dict, key: str) -> str | None:

@@ -11,9 +11,9 @@ import glob
 import hashlib
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from jsonl import Finding, int_field, iso_to_ms, iter_objects, text_field
+from jsonl import Finding, iso_to_ms, iter_objects, text_field
 
 # The product rejects a ledger over these limits (§4 "Strictness"); the harness
 # keeps reading up to twice the size so it can still report what is there.
@@ -158,9 +158,9 @@ def read_ledger(path: str) -> LedgerFile:
         # Only the findings added since the last line can turn the file fatal.
         fatal_seen = fatal_seen or any(f.code in FATAL_CODES for f in findings[checked:])
         checked = len(findings)
-        record = _parse_record(path, line.number, line.record, findings)
+        record = _parse_record(path, line.number, line.record, findings, fatal_seen)
         if record is not None:
-            records.append(replace(record, after_fatal=fatal_seen))
+            records.append(record)
     lines = max([lines] + [f.line for f in findings])
     if lines > PRODUCT_MAX_RECORDS:
         findings.append(
@@ -177,49 +177,58 @@ def read_ledger(path: str) -> LedgerFile:
     )
 
 
-def _parse_record(path: str, number: int, raw: dict, findings: list[Finding]):
-    def bad(code: str, detail: str) -> None:
-        findings.append(Finding(path, number, code, detail))
-
+def _parse_record(
+    path: str, number: int, raw: dict, findings: list[Finding], after_fatal: bool
+) -> LedgerRecord | None:
     version = raw.get("v")
-    if not (isinstance(version, int) and not isinstance(version, bool) and version == 1):
-        bad("bad_version", f"v is {version!r}, not 1")
-        return None
-    at = text_field(raw, "at")
-    if at is None:
-        bad("missing_at", "no string `at`")
-        return None
+    at = raw.get("at")
     op = raw.get("op")
-    if not isinstance(op, str):
-        bad("malformed_record", f"op is {type(op).__name__}, not a string")
-        return None
-    if op not in KNOWN_OPS:
-        bad("unknown_op", f"op {op!r} skipped")
-        return None
-    fields = {
-        "child_id": text_field(raw, "childId"),
-        "parent": text_field(raw, "parent"),
-        "child": text_field(raw, "child"),
-        "depth": int_field(raw, "depth"),
-        "name": text_field(raw, "name"),
-        "reason": text_field(raw, "reason"),
-        "sessions_dir": text_field(raw, "sessionsDir"),
-    }
-    problem = _malformed(op, fields)
-    if problem:
-        bad("malformed_record", f"{op}: {problem}")
-        return None
-    return LedgerRecord(path, number, op, at, iso_to_ms(at), **fields)
+    problem = None
+    if type(version) is not int or version != 1:
+        problem = ("bad_version", f"v is {version!r}, not 1")
+    elif type(at) is not str:
+        problem = ("missing_at", "no string `at`")
+    elif type(op) is not str:
+        problem = ("malformed_record", f"op is {type(op).__name__}, not a string")
+    elif op not in KNOWN_OPS:
+        problem = ("unknown_op", f"op {op!r} skipped")
+    if problem is None:
+        fields = {name: _typed(raw.get(key), kind) for name, key, kind in FIELDS}
+        malformed = _malformed(op, fields)
+        if malformed is None:
+            return LedgerRecord(
+                path, number, op, at, iso_to_ms(at), **fields, after_fatal=after_fatal
+            )
+        problem = ("malformed_record", f"{op}: {malformed}")
+    findings.append(Finding(path, number, *problem))
+    return None
+
+
+# (record attribute, ledger key, JSON type) of every field a known op may carry (§4).
+FIELDS = (
+    ("child_id", "childId", str),
+    ("parent", "parent", str),
+    ("child", "child", str),
+    ("depth", "depth", int),
+    ("name", "name", str),
+    ("reason", "reason", str),
+    ("sessions_dir", "sessionsDir", str),
+)
+REQUIRED = {
+    "meta": ("sessions_dir",),
+    "spawn": ("child_id", "parent", "child", "depth", "name"),
+    "rename": ("child_id", "child", "name"),
+    "delete": ("child_id", "child", "reason"),
+}
+
+
+def _typed(value: object, kind: type):
+    """The value when it has the JSON type the field needs (a bool is no int), else None."""
+    return value if type(value) is kind else None
 
 
 def _malformed(op: str, fields: dict) -> str | None:
-    required = {
-        "meta": ("sessions_dir",),
-        "spawn": ("child_id", "parent", "child", "depth", "name"),
-        "rename": ("child_id", "child", "name"),
-        "delete": ("child_id", "child", "reason"),
-    }[op]
-    missing = [key for key in required if fields[key] is None]
+    missing = [key for key in REQUIRED[op] if fields[key] is None]
     if missing:
         return "missing or mistyped " + ", ".join(missing)
     if op != "meta" and not CHILD_ID.match(fields["child_id"]):
@@ -293,35 +302,50 @@ def replay(ledgers: list[LedgerFile]) -> Replay:
     Key = (childId, canonical child path). A spawn replaces the edge and clears
     any deletion; rename and delete touch only an edge already spawned.
     """
-    edges: dict[tuple[str, str], Edge] = {}
+    canonical: dict[str, str] = {}
+
+    def resolve(path: str) -> str:
+        # A ledger can hold 100 000 records naming the same few files.
+        if path not in canonical:
+            canonical[path] = canonical_file(path)
+        return canonical[path]
+
+    edges: dict[tuple[str, str], dict] = {}
+    named: dict[tuple[str, str], set[tuple[str, str]]] = {}
     spawns: list[Spawn] = []
     for ledger in ledgers:
         for record in ledger.records:
             if record.op == "meta":
                 continue
-            key = (record.child_id, canonical_file(record.child))
+            key = (record.child_id, resolve(record.child))
+            edge = edges.get(key)
             if record.op == "spawn":
-                parent = canonical_file(record.parent)
+                parent = resolve(record.parent)
                 holders = tuple(
-                    edge.child_id
-                    for other, edge in edges.items()
-                    if other != key
-                    and not edge.deleted
-                    and edge.name == record.name
-                    and edge.parent == parent
+                    sorted(
+                        edges[other]["child_id"]
+                        for other in named.get((parent, record.name), ())
+                        if other != key
+                        and not edges[other]["deleted"]
+                        and edges[other]["name"] == record.name
+                    )
                 )
                 edges.pop(key, None)
-                edges[key] = Edge(
-                    child_id=record.child_id,
-                    child=key[1],
-                    parent=parent,
-                    depth=record.depth,
-                    name=record.name,
-                    spawned_at_ms=record.at_ms,
-                    ledger=record.ledger,
-                    spawn_line=record.line,
-                    suspicious=record.after_fatal,
-                )
+                edges[key] = {
+                    "child_id": record.child_id,
+                    "child": key[1],
+                    "parent": parent,
+                    "depth": record.depth,
+                    "name": record.name,
+                    "spawned_at_ms": record.at_ms,
+                    "ledger": record.ledger,
+                    "spawn_line": record.line,
+                    "suspicious": record.after_fatal,
+                    "deleted": False,
+                    "delete_reason": None,
+                    "deleted_at_ms": None,
+                }
+                named.setdefault((parent, record.name), set()).add(key)
                 spawns.append(
                     Spawn(
                         record.child_id,
@@ -334,15 +358,11 @@ def replay(ledgers: list[LedgerFile]) -> Replay:
                         holders,
                     )
                 )
-            elif key in edges and record.op == "rename":
-                edges[key] = replace(edges[key], name=record.name)
-            elif key in edges and record.op == "delete":
-                edges[key] = replace(
-                    edges[key],
-                    deleted=True,
-                    delete_reason=record.reason,
-                    deleted_at_ms=record.at_ms,
-                )
+            elif edge is not None and record.op == "rename":
+                edge["name"] = record.name
+                named.setdefault((edge["parent"], record.name), set()).add(key)
+            elif edge is not None and record.op == "delete":
+                edge.update(deleted=True, delete_reason=record.reason, deleted_at_ms=record.at_ms)
     rank = {ledger.path: index for index, ledger in enumerate(ledgers)}
-    ordered = sorted(edges.values(), key=lambda e: (rank[e.ledger], e.spawn_line))
-    return Replay(edges=tuple(ordered), spawns=tuple(spawns))
+    ordered = sorted(edges.values(), key=lambda e: (rank[e["ledger"]], e["spawn_line"]))
+    return Replay(edges=tuple(Edge(**edge) for edge in ordered), spawns=tuple(spawns))

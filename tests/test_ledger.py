@@ -7,8 +7,10 @@ import json
 import os
 import tempfile
 import unittest
+from datetime import datetime
 
 import ledger
+from jsonl import iso_to_ms
 
 SPAWN = {
     "v": 1,
@@ -237,3 +239,18 @@ class ReplayTest(TempDirTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TimestampTest(unittest.TestCase):
+    def test_product_timestamps_and_other_iso_forms_agree_with_datetime(self):
+        for text in (
+            "2026-12-02T11:14:10.194Z",
+            "2024-02-29T23:59:59.999Z",
+            "2026-12-02T11:14:10Z",
+        ):
+            expected = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
+            self.assertEqual(iso_to_ms(text), round(expected), text)
+
+    def test_impossible_or_local_timestamps_have_no_time(self):
+        for text in ("2026-02-30T11:14:10.194Z", "2026-12-02T24:00:00.000Z", "2026-12-02", 7, ""):
+            self.assertIsNone(iso_to_ms(text), text)
