@@ -1,0 +1,278 @@
+"""Bad input gets a named reason and a documented exit code, never a traceback.
+
+Run-dir cases put a file of tests/data/bad/ (or a generated one: a line of several
+megabytes, a 50 MB index, symlink loops) into a materialized captured run and
+regrade it with the scorer's CLI, the path a stored run takes. Fixture cases hand
+a broken manifest to runner.py. A fuzz test feeds seeded random mutations of the
+captured runs through the scorer within a time budget and asserts it never raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import scorer
+from artifacts import collect
+from fixture import load_manifest
+from test_real_runs import RUNS, materialize
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BAD = os.path.join(HERE, "data", "bad")
+ROOT = os.path.dirname(HERE)
+FUZZ_SEED = 20261202
+FUZZ_BUDGET_S = 12.0
+FUZZ_MAX_CASES = 400
+
+
+def regrade(run_dir: str) -> tuple[int, dict]:
+    """`scorer.py --fixture RUN RUN`, in process: exit code and verdict JSON."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = scorer.main(["--fixture", run_dir, run_dir])
+    return code, json.loads(out.getvalue())
+
+
+class RunDirCase(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.run_dir = materialize("main", tmp.name)
+        self.parent = glob.glob(os.path.join(self.run_dir, "sessions", "*.jsonl"))[0]
+        self.ledger = glob.glob(os.path.join(self.run_dir, "agent-home", "rlm-ledger", "*"))[0]
+        self.children = sorted(
+            glob.glob(os.path.join(self.run_dir, "session-artifacts", "*", "sub-*"))
+        )
+
+    def put(self, name: str, target: str, append: bool = False) -> None:
+        with open(os.path.join(BAD, name), "rb") as handle:
+            data = handle.read().replace(b"@RUN@", self.run_dir.encode())
+        with open(target, "ab" if append else "wb") as handle:
+            handle.write(data)
+
+    def assert_graded(self, exit_code: int, findings: set[str], reasons: set[str] = frozenset()):
+        code, verdict = regrade(self.run_dir)
+        self.assertEqual(code, exit_code, verdict["reasons"])
+        self.assertLessEqual(findings, set(verdict["findings"]["counts"]), verdict["findings"])
+        self.assertLessEqual(reasons, {reason["code"] for reason in verdict["reasons"]})
+        return verdict
+
+
+class AgentOutputTest(RunDirCase):
+    def test_invalid_utf8_and_nul_bytes_on_stdout(self):
+        self.put("stdout-bad-bytes.jsonl", os.path.join(self.run_dir, "stdout.jsonl"))
+        verdict = self.assert_graded(0, {"invalid_utf8", "malformed_json"})
+        self.assertEqual(verdict["efficiency"]["stream"]["tokens"]["total"], 0)
+
+    def test_transcript_records_of_every_wrong_type(self):
+        self.put("transcript-bad-lines.jsonl", self.parent, append=True)
+        self.assert_graded(0, {"invalid_utf8", "not_an_object", "wrong_type", "malformed_json"})
+
+    def test_transcript_line_of_several_megabytes_is_read(self):
+        line = {"type": "message", "message": {"role": "toolResult", "content": "x" * 5_000_000}}
+        with open(self.parent, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")
+        verdict = self.assert_graded(0, set())
+        self.assertEqual(verdict["findings"]["counts"], {})
+
+    def test_transcript_line_over_the_line_cap_is_skipped_not_loaded(self):
+        with open(self.parent, "ab") as handle:
+            handle.write(b'{"x":"' + b"y" * (33 * 1024 * 1024) + b'"}\n')
+        self.assert_graded(0, {"line_too_long"})
+
+    def test_combined_index_of_50_mb(self):
+        index = os.path.join(self.run_dir, "repo", "combined-index.md")
+        with open(index, "a", encoding="utf-8") as handle:
+            chunk = "- noise.jsonl: 1\n" * 65536
+            for _ in range(50 * 1024 * 1024 // len(chunk) + 1):
+                handle.write(chunk)
+        self.assert_graded(0, {"byte_cap"})
+
+    def test_symlink_loops_and_links_out_of_the_run_in_session_artifacts(self):
+        artifacts_root = os.path.dirname(self.children[0])
+        os.symlink("sub-0badf00d", os.path.join(artifacts_root, "sub-0badf00d"))
+        os.symlink("/", os.path.join(artifacts_root, "sub-deadbeef"))
+        child_file = glob.glob(os.path.join(self.children[0], "*.jsonl"))[0]
+        outside = os.path.join(os.path.dirname(self.run_dir), "outside.jsonl")
+        shutil.move(child_file, outside)
+        os.symlink(outside, child_file)
+        os.symlink("loop", os.path.join(self.children[1], "loop.jsonl"))
+        verdict = self.assert_graded(
+            1, {"not_a_directory", "not_a_regular_file"}, {"missing_child_transcript"}
+        )
+        self.assertFalse(verdict["delegation_evidence"])
+
+    def test_symlinked_sessions_transcript_is_not_read(self):
+        outside = os.path.join(os.path.dirname(self.run_dir), "parent.jsonl")
+        shutil.move(self.parent, outside)
+        os.symlink(outside, self.parent)
+        self.assert_graded(1, {"not_a_regular_file"}, {"parent_transcript_missing"})
+
+    def test_fifo_in_place_of_a_child_transcript_does_not_block(self):
+        os.mkfifo(os.path.join(self.children[0], "waiting.jsonl"))
+        self.assert_graded(0, {"not_a_regular_file"})
+
+
+class LedgerInputTest(RunDirCase):
+    def test_ledger_of_version_2_is_not_read_as_edges(self):
+        self.put("ledger-v2.jsonl", self.ledger)
+        verdict = self.assert_graded(1, {"bad_version"}, {"no_spawn"})
+        self.assertIn("ledger_findings", {w["code"] for w in verdict["warnings"]})
+
+    def test_torn_last_line_is_tolerated(self):
+        self.put("ledger-torn-tail.jsonl", self.ledger)
+        verdict = self.assert_graded(1, {"torn_tail"}, {"missing_worker_edge"})
+        self.assertEqual(verdict["details"]["depth1_spawns"], 1)
+        self.assertFalse(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
+
+    def test_lines_of_every_wrong_json_type(self):
+        self.put("ledger-wrong-types.jsonl", self.ledger)
+        verdict = self.assert_graded(1, {"malformed_record", "missing_at", "not_an_object"})
+        self.assertEqual(verdict["details"]["depth1_spawns"], 0)
+        self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
+
+    def test_invalid_bytes_make_the_product_reject_the_ledger(self):
+        self.put("ledger-bad-bytes.jsonl", self.ledger)
+        verdict = self.assert_graded(1, {"invalid_utf8", "malformed_json"})
+        self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
+
+    def test_ledger_over_the_products_record_limit(self):
+        with open(self.ledger, encoding="utf-8") as handle:
+            spawn = handle.read().splitlines()[1]
+        rename = json.loads(spawn)
+        rename.update(op="rename")
+        del rename["parent"], rename["depth"]
+        with open(self.ledger, "a", encoding="utf-8") as handle:
+            handle.write((json.dumps(rename) + "\n") * 100_000)
+        verdict = self.assert_graded(0, {"over_record_limit"})
+        self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
+
+
+class FixtureInputTest(unittest.TestCase):
+    CASES = {
+        "missing-key": "fixture_key_missing",
+        "duplicate-file": "fixture_duplicate_file",
+        "path-traversal": "fixture_unsafe_path",
+        "absolute-artifact": "fixture_unsafe_path",
+        "non-integer-expected": "fixture_bad_value",
+        "boolean-expected": "fixture_bad_value",
+        "not-json": "fixture_json_invalid",
+        "not-utf8": "fixture_json_invalid",
+        "not-an-object": "fixture_json_invalid",
+    }
+
+    def test_broken_manifests_exit_2_with_a_named_reason(self):
+        source = os.path.join(ROOT, "fixtures", "json-events")
+        for case, detail in self.CASES.items():
+            with self.subTest(case=case), tempfile.TemporaryDirectory() as tmp:
+                fixture_dir = os.path.join(tmp, "fixture")
+                shutil.copytree(source, fixture_dir)
+                shutil.copyfile(
+                    os.path.join(BAD, "fixtures", case + ".json"),
+                    os.path.join(fixture_dir, "fixture.json"),
+                )
+                done = subprocess.run(
+                    [sys.executable, os.path.join(ROOT, "runner.py"), "--fixture", fixture_dir]
+                    + ["--model", "x/y", "--agent-bin", "true", "--out", os.path.join(tmp, "r")],
+                    capture_output=True,
+                    timeout=60,
+                )
+                self.assertEqual(done.returncode, 2, done.stderr)
+                self.assertNotIn(b"Traceback", done.stderr)
+                result = json.loads(done.stdout)
+                self.assertEqual(result["reasons"][0]["code"], "invalid_fixture")
+                self.assertEqual(result["reasons"][0]["detail"], detail)
+
+    def test_scorer_cli_refuses_a_broken_manifest_with_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copyfile(
+                os.path.join(BAD, "fixtures", "path-traversal.json"),
+                os.path.join(tmp, "fixture.json"),
+            )
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                code = scorer.main(["--fixture", tmp, tmp])
+        self.assertEqual(code, 2)
+        self.assertEqual(json.loads(out.getvalue())["code"], "fixture_unsafe_path")
+
+
+def mutate(data: bytes, rng: random.Random) -> bytes:
+    """One edit an agent, a crash or a bad disk could make to a file."""
+    if not data:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
+    lines = data.split(b"\n")
+    choice = rng.randrange(7)
+    if choice == 0:  # flip bytes
+        raw = bytearray(data)
+        for _ in range(rng.randrange(1, 8)):
+            raw[rng.randrange(len(raw))] = rng.randrange(256)
+        return bytes(raw)
+    if choice == 1:  # truncate anywhere
+        return data[: rng.randrange(len(data))]
+    if choice == 2:  # drop a line
+        del lines[rng.randrange(len(lines))]
+    elif choice == 3:  # repeat a line
+        index = rng.randrange(len(lines))
+        lines.insert(index, lines[index])
+    elif choice == 4:  # change a JSON value's type
+        index = rng.randrange(len(lines))
+        for old, new in ((b'"', b"["), (b":1", b':"1"'), (b"{", b"[{"), (b":", b":null,")):
+            if old in lines[index]:
+                lines[index] = lines[index].replace(old, new, 1)
+                break
+    elif choice == 5:  # swap two lines
+        first, second = rng.randrange(len(lines)), rng.randrange(len(lines))
+        lines[first], lines[second] = lines[second], lines[first]
+    else:  # insert random bytes
+        index = rng.randrange(len(lines))
+        lines.insert(index, bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))))
+    return b"\n".join(lines)
+
+
+class FuzzTest(unittest.TestCase):
+    def test_seeded_mutations_of_the_captured_runs_never_raise(self):
+        rng = random.Random(FUZZ_SEED)
+        deadline = time.monotonic() + FUZZ_BUDGET_S
+        cases = 0
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = {name: materialize(name, tmp) for name in RUNS}
+            fixtures = {name: load_manifest(root) for name, root in runs.items()}
+            files = {
+                name: sorted(
+                    path
+                    for path in glob.glob(os.path.join(root, "**", "*"), recursive=True)
+                    if os.path.isfile(path) and path.endswith((".jsonl", ".json", ".md"))
+                )
+                for name, root in runs.items()
+            }
+            while cases < FUZZ_MAX_CASES and time.monotonic() < deadline:
+                name = rng.choice(RUNS)
+                path = rng.choice(files[name])
+                with open(path, "rb") as handle:
+                    original = handle.read()
+                with open(path, "wb") as handle:
+                    handle.write(mutate(original, rng))
+                try:
+                    run = collect(runs[name], fixtures[name].artifact)
+                    json.dumps(scorer.score(fixtures[name], run).to_json())
+                except Exception as error:  # noqa: BLE001 - any exception is the failure
+                    self.fail(f"case {cases}: {name} {os.path.relpath(path, tmp)}: {error!r}")
+                finally:
+                    with open(path, "wb") as handle:
+                        handle.write(original)
+                cases += 1
+        self.assertGreater(cases, 20)
+
+
+if __name__ == "__main__":
+    unittest.main()
