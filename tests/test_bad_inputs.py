@@ -22,10 +22,11 @@ import tempfile
 import time
 import unittest
 
+from test_real_runs import RUNS, materialize
+
 import scorer
 from artifacts import collect
 from fixture import load_manifest
-from test_real_runs import RUNS, materialize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BAD = os.path.join(HERE, "data", "bad")
@@ -182,8 +183,7 @@ class FixtureInputTest(unittest.TestCase):
                     os.path.join(fixture_dir, "fixture.json"),
                 )
                 done = subprocess.run(
-                    [sys.executable, os.path.join(ROOT, "runner.py"), "--fixture", fixture_dir]
-                    + ["--model", "x/y", "--agent-bin", "true", "--out", os.path.join(tmp, "r")],
+                    [sys.executable, os.path.join(ROOT, "runner.py"), "--fixture", fixture_dir, "--model", "x/y", "--agent-bin", "true", "--out", os.path.join(tmp, "r")],
                     capture_output=True,
                     timeout=60,
                 )
@@ -265,7 +265,7 @@ class FuzzTest(unittest.TestCase):
                 try:
                     run = collect(runs[name], fixtures[name].artifact)
                     json.dumps(scorer.score(fixtures[name], run).to_json())
-                except Exception as error:  # noqa: BLE001 - any exception is the failure
+                except Exception as error:
                     self.fail(f"case {cases}: {name} {os.path.relpath(path, tmp)}: {error!r}")
                 finally:
                     with open(path, "wb") as handle:
