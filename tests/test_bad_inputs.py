@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import unittest
+from typing import ClassVar
 
 from test_real_runs import RUNS, materialize
 
@@ -160,7 +161,7 @@ class LedgerInputTest(RunDirCase):
 
 
 class FixtureInputTest(unittest.TestCase):
-    CASES = {
+    CASES: ClassVar[dict[str, str]] = {
         "missing-key": "fixture_key_missing",
         "duplicate-file": "fixture_duplicate_file",
         "path-traversal": "fixture_unsafe_path",
@@ -182,8 +183,10 @@ class FixtureInputTest(unittest.TestCase):
                     os.path.join(BAD, "fixtures", case + ".json"),
                     os.path.join(fixture_dir, "fixture.json"),
                 )
+                argv = [sys.executable, os.path.join(ROOT, "runner.py"), "--fixture", fixture_dir]
+                argv += ["--model", "x/y", "--agent-bin", "true", "--out", os.path.join(tmp, "r")]
                 done = subprocess.run(
-                    [sys.executable, os.path.join(ROOT, "runner.py"), "--fixture", fixture_dir, "--model", "x/y", "--agent-bin", "true", "--out", os.path.join(tmp, "r")],
+                    argv,
                     capture_output=True,
                     timeout=60,
                 )
