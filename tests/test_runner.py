@@ -198,7 +198,7 @@ class HygieneTest(RunnerTestCase):
         self.assertIn(escaped, result["cleanup"]["killed"])
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
-    def test_ctrl_c_ends_the_tree_scores_what_exists_and_exits_130(self):
+    def interrupt_hanging_run(self, signum: int) -> tuple[subprocess.Popen, dict]:
         runner = subprocess.Popen(
             self.runner_argv("simulated/hang"),
             cwd=self.tmp,
@@ -214,17 +214,28 @@ class HygieneTest(RunnerTestCase):
         ):
             self.assertLess(time.monotonic(), deadline, "the agent never started")
             time.sleep(0.05)
-        runner.send_signal(signal.SIGINT)
+        runner.send_signal(signum)
         out, _ = runner.communicate(timeout=60)
-        result = json.loads(out)
-        self.assertEqual(runner.returncode, 130)
-        self.assertEqual(result["exit_code"], 130)
+        return runner, json.loads(out)
+
+    def assert_interrupted(self, runner: subprocess.Popen, result: dict, exit_code: int) -> None:
+        self.assertEqual(runner.returncode, exit_code)
+        self.assertEqual(result["exit_code"], exit_code)
         self.assertEqual(self.codes(result)[0], "interrupted")
         self.assertFalse(result["resolved"])
+        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
         run = self.run_dir(result)
-        self.assertTrue(os.path.exists(os.path.join(run, "result.json")))
+        with open(os.path.join(run, "result.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle), result)
         for pid in logged_pids(run, "grandchild") + logged_pids(run, "supervisor"):
             self.assertTrue(process_gone(pid), pid)
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+    def test_ctrl_c_ends_the_tree_scores_what_exists_and_exits_130(self):
+        self.assert_interrupted(*self.interrupt_hanging_run(signal.SIGINT), 130)
+
+    def test_sigterm_ends_the_tree_scores_what_exists_and_exits_143(self):
+        self.assert_interrupted(*self.interrupt_hanging_run(signal.SIGTERM), 143)
 
 
 class InvalidInputTest(RunnerTestCase):
