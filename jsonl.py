@@ -158,11 +158,9 @@ def _decode(raw: bytes, name: str, number: int, torn: bool, findings: list[Findi
 
 def read_json_object(path: str, findings: list[Finding], *, max_bytes: int = 1024 * 1024):
     """Read one small JSON object file (a display record, a manifest) or return None."""
-    handle = open_regular(path, path, findings)
-    if handle is None:
+    raw = _read_capped(path, findings, max_bytes)
+    if raw is None:
         return None
-    with handle:
-        raw = handle.read(max_bytes + 1)
     if len(raw) > max_bytes:
         findings.append(Finding(path, 0, "byte_cap", f"larger than {max_bytes} bytes"))
         return None
@@ -180,15 +178,22 @@ def read_json_object(path: str, findings: list[Finding], *, max_bytes: int = 102
     return value
 
 
-def read_text(path: str, findings: list[Finding], *, max_bytes: int) -> str | None:
-    """Read an agent-written text file up to `max_bytes`, replacing undecodable bytes."""
-    if not os.path.lexists(path):
-        return None
+def _read_capped(path: str, findings: list[Finding], max_bytes: int) -> bytes | None:
+    """Up to `max_bytes + 1` bytes of a regular file, so the caller can tell it was longer."""
     handle = open_regular(path, path, findings)
     if handle is None:
         return None
     with handle:
-        raw = handle.read(max_bytes + 1)
+        return handle.read(max_bytes + 1)
+
+
+def read_text(path: str, findings: list[Finding], *, max_bytes: int) -> str | None:
+    """Read an agent-written text file up to `max_bytes`, replacing undecodable bytes."""
+    if not os.path.lexists(path):
+        return None
+    raw = _read_capped(path, findings, max_bytes)
+    if raw is None:
+        return None
     if len(raw) > max_bytes:
         findings.append(Finding(path, 0, "byte_cap", f"only the first {max_bytes} bytes read"))
         raw = raw[:max_bytes]
