@@ -131,11 +131,23 @@ def reap(pids) -> None:
             pass
 
 
-def reap_orphans() -> None:
-    """Collect zombies re-parented to us; the agent's own Popen child is reaped by Popen."""
-    table = process_table()
-    me = os.getpid()
-    reap([info.pid for info in table.values() if info.ppid == me and info.state == "Z"])
+def reap_children(timeout: float) -> None:
+    """Collect every exited child, those re-parented to us included, for up to `timeout`.
+
+    As a subreaper we inherit the detached supervisor and whatever it forked;
+    one that exits just as the run ends must not be left for init to collect.
+    Call only once the agent's own Popen child has been reaped by Popen.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.02)
 
 
 def wait_gone(pids, timeout: float) -> set[int]:

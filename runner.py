@@ -49,6 +49,7 @@ SESSION_FIELDS = (
 MAX_SOCKET_PATH = 100
 MAX_TMPDIR = 60
 TERM_GRACE_S = 3.0
+SETTLE_S = 3.0
 PROGRESS_EVERY_S = 10.0
 STRIPPED_ENV_PREFIXES = ("PRIME_AGENT_INTERNAL_", "RLM_", "GIT_")
 STRIPPED_ENV = (
@@ -388,6 +389,8 @@ class RunDir:
             TMPDIR=self.tmp,
             PRIME_AGENT_CODING_AGENT_DIR=self.agent_home,
             PRIME_AGENT_SESSION_DIR=self.sessions,
+            # No update check at start: the same agent build for every trial.
+            PI_SKIP_VERSION_CHECK="1",
         )
         return env
 
@@ -429,20 +432,22 @@ def agent_version(agent_bin: str, env: dict, cwd: str) -> str | None:
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
     except OSError:
         return None
     try:
-        out, _ = process.communicate(timeout=15)
+        out, err = process.communicate(timeout=15)
     except subprocess.TimeoutExpired:
         _kill_group(process.pid)
         process.communicate()
         return None
     _kill_group(process.pid)
-    first = out.decode("utf-8", "replace").strip().splitlines()
-    return first[0][:200] if first and process.returncode == 0 else None
+    # prime-agent prints its version on stderr when stdin is not a terminal (it
+    # keeps stdout for the json stream), so read whichever stream has it.
+    lines = (out or err).decode("utf-8", "replace").strip().splitlines()
+    return lines[0].strip()[:200] if lines and process.returncode == 0 else None
 
 
 def _kill_group(pgid: int) -> None:
@@ -719,6 +724,10 @@ def end_run(run: RunDir, process: subprocess.Popen) -> dict:
     elif shutdown.get("success") and supervisor:
         shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
     marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+    if shutdown.get("success"):
+        # A forced shutdown ends every worker and kernel (§2); give them a moment
+        # to finish exiting before anything is signalled.
+        procs.wait_gone(procs.run_processes(process.pid, *marker), SETTLE_S)
     rounds = []
     for _ in range(3):
         remaining = procs.run_processes(process.pid, *marker)
@@ -728,7 +737,8 @@ def end_run(run: RunDir, process: subprocess.Popen) -> dict:
             break
         rounds.append(procs.end_processes(remaining, TERM_GRACE_S))
     process.poll()
-    procs.reap_orphans()
+    if process.returncode is not None:
+        procs.reap_children(SETTLE_S)
     leaked = sorted(procs.run_processes(process.pid, *marker))
     run.cleanup_tmp()
     return {

@@ -302,12 +302,26 @@ class InvalidInputTest(RunnerTestCase):
             lambda data: data["shards"][0].update(file="absent.jsonl"), "fixture_shard_missing"
         )
 
+    def test_agent_version_printed_on_stderr_is_recorded(self):
+        # The real CLI prints --version on stderr when stdin is not a terminal.
+        agent = os.path.join(self.tmp, "stderr-version-agent")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write('#!/bin/sh\n[ "$1" = --version ] && echo 0.8.0 >&2\nexit 0\n')
+        os.chmod(agent, 0o755)
+        argv = self.runner_argv("x/y")
+        argv[argv.index(SIMULATED)] = agent
+        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        result = json.loads(done.stdout)
+        self.assertEqual(result["agent"]["version"], "0.8.0")
+        self.assertFalse(result["simulated"])
+
     def test_help_documents_every_flag(self):
         done = subprocess.run(
             [sys.executable, RUNNER, "--help"], capture_output=True, text=True, timeout=60
         )
         self.assertEqual(done.returncode, 0)
-        for flag in ("--fixture", "--model", "--timeout", "--agent-bin", "--out", "--agent-config"):
+        flags = ("--fixture", "--model", "--timeout", "--agent-bin", "--out", "--agent-config")
+        for flag in (*flags, "--drive"):
             self.assertIn(flag, done.stdout)
 
     def test_missing_required_flag_is_a_usage_error(self):
