@@ -174,7 +174,7 @@ def connect_when_ready(
     raise DaemonError("daemon_start_failed", f"no hello before the deadline ({last})")
 
 
-def shutdown_daemon(socket_path: str, timeout: float = 10.0) -> dict:
+def shutdown_daemon(socket_path: str, timeout: float = 5.0) -> dict:
     """`shutdown{force:true}` on the run's own socket, then wait for the supervisor.
 
     A forced shutdown ends the workers and the supervisor; a non-forced one was

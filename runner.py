@@ -581,6 +581,11 @@ def drive_resident(
         recorder.message(hello)
         record["hello"] = {key: hello.get(key) for key in HELLO_FIELDS}
 
+        def command_timeout() -> float:
+            # A second past the run's deadline, so that when the deadline is what
+            # ends a wait the run is reported as timed out, not the daemon as mute.
+            return min(watch.remaining() + 1.0, COMMAND_TIMEOUT_S)
+
         def step(command: dict, timeout: float) -> dict:
             began = time.monotonic()
             response = client.request(
@@ -617,7 +622,7 @@ def drive_resident(
                     # run env, so the ledger is keyed on the run's sessions dir (§8.2).
                     "launchEnv": env,
                 },
-                min(watch.remaining(), COMMAND_TIMEOUT_S),
+                command_timeout(),
             )
             session_id = summary.get("activeSessionId")
             if not isinstance(session_id, str):
@@ -631,11 +636,11 @@ def drive_resident(
                     "clientId": client.client_id,
                     "capabilities": ["event_sequence"],
                 },
-                min(watch.remaining(), COMMAND_TIMEOUT_S),
+                command_timeout(),
             )
             step(
                 {"type": "prompt", "activeSessionId": session_id, "message": task},
-                min(watch.remaining(), COMMAND_TIMEOUT_S),
+                command_timeout(),
             )
             record["admitted"] = True
             step(
@@ -644,11 +649,11 @@ def drive_resident(
                     "activeSessionId": session_id,
                     "waitForRlmQuiescence": True,
                 },
-                watch.remaining() + 1.0,
+                watch.remaining() + 1.0,  # the barrier has no server timeout (§8.2)
             )
             state = step(
                 {"type": "get_state", "activeSessionId": session_id},
-                min(watch.remaining() + 1.0, COMMAND_TIMEOUT_S),
+                command_timeout(),
             )
             record["final_state"] = {key: state.get(key) for key in SESSION_FIELDS}
         except daemon.DaemonError as error:

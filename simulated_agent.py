@@ -1,12 +1,24 @@
 #!/usr/bin/env python3
-"""An executable stand-in for the prime-agent v0.8.0 CLI, run one-shot as `--mode json`.
+"""An executable stand-in for the prime-agent v0.8.0 CLI, in its two headless modes.
 
-It leaves on disk what a real one-shot fan-out run leaves (PRODUCT_CONTRACT.md §3-§9 and the
-captured runs in shared/real-runs): a detached daemon supervisor on --daemon-socket, the root
-transcript, one transcript and display file per RLM child, the spawn ledger, the --mode json
-stdout stream and the agent's combined-index.md. `--model simulated/<behaviour>` picks how the
-simulated model orchestrates (see BEHAVIOURS). The children really answer their shard's
-question, from their own task prompt.
+    simulated_agent.py --mode json --daemon-socket S --cwd DIR --session-dir DIR \\
+        --model simulated/<behaviour> -- "<task>"
+        One-shot: starts a detached daemon supervisor on S (answering `daemon_hello` and an
+        enveloped `shutdown`), runs the root session and prints the --mode json stream,
+        then returns at the root's first idle point and stops the worker (contract §1 fact 4).
+
+    simulated_agent.py --mode daemon --daemon-socket S
+        A foreground daemon speaking protocol 7 on S (contract §8), for the resident drive:
+        create{lifecycle:"resident", config:{cwd, agentDir, sessionDir, model}, launchEnv},
+        attach, prompt, prompt_and_wait, wait_for_headless_completion{waitForRlmQuiescence},
+        get_state, detach, ack_result and shutdown{force:true}. Root events go to attached
+        clients as session_event envelopes. The behaviour comes from config.model.
+
+Either way it leaves on disk what a real run leaves (PRODUCT_CONTRACT.md §3-§9 and the captured
+runs in tests/data/real-runs): the root transcript, one transcript and display file per RLM
+child, the spawn ledger and the agent's combined-index.md. `simulated/<behaviour>` picks how the
+simulated model orchestrates (listed by --help, see BEHAVIOURS). The children really answer
+their shard's question, from their own task prompt.
 
 Stdlib only, and it imports nothing from the harness: it plays the product, so it carries its
 own copy of the product's rules (for example the ledger key).
@@ -30,8 +42,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 APP_VERSION = "0.8.0"
 VERSION_LINE = f"prime-agent {APP_VERSION} (simulated)"
@@ -44,8 +58,10 @@ BEHAVIOURS = {
     "double-spawn": "every worker name is spawned twice, without a delete in between",
     "fabricate": "as oracle, but the index has a wrong answer for the first shard",
     "silent-drop": "the last child never replies and no notice arrives; the parent fills in",
-    "hang": "spawns the children, starts a SIGTERM-ignoring grandchild, never exits",
+    "hang": "spawns the children, starts a SIGTERM-ignoring grandchild, never finishes",
     "escape": "as oracle, then leaves a detached SIGTERM-ignoring process with an empty env",
+    "end-turn-early": "spawns one child per shard and ends its turn at once: one-shot tears the "
+    "children down (no index); resident answers each reply and writes the index",
 }
 
 # Daemon protocol 7, schema revision 22 (contract §8.1; serverCapabilities as in the capture).
@@ -81,6 +97,17 @@ PARSE_ERROR = {
     "success": False,
     "error": "Daemon commands require protocol 7 or newer",
 }
+# wait_for_headless_completion's data: the headless-continuation state, as captured (resident).
+HEADLESS_COMPLETION = {
+    "enabled": False,
+    "continuationsUsed": 0,
+    "turnsUsed": 0,
+    "tokensUsed": 0,
+    "limits": {"maxContinuations": 3, "maxTurns": 12, "maxTokens": 80000, "timeoutMs": 1800000},
+    "gates": {"commands": [], "maxRetries": 3, "timeoutMs": 300000},
+    "gateAttempts": {},
+}
+CONTEXT_WINDOW = 128000
 # A safety net only: the real supervisor never idles out, the harness must shut it down.
 SUPERVISOR_LIFETIME_S = 600
 ESCAPED_LIFETIME_S = 600
@@ -92,6 +119,12 @@ CHILD_CONTEXT_TOKENS = 3900  # a child's system prompt is shorter
 INDEX_FILE = "combined-index.md"
 POLL_S = 0.01  # the root's poll cells really sleep, briefly
 POLL_CELL = f"import asyncio\nawait asyncio.sleep({POLL_S})\nprint('waited')\n"
+SPAWNING = "Spawning one child per shard."
+ALL_REPORTED = "All children are done; writing the index."
+ABORTED = "Request was aborted"  # a teardown's toolResult and aborted call (contract §5)
+# Of the notices queued for a one-shot root when its worker stops, 3 of 8 arrived before it
+# was disposed (contract §6, captured endturn-oneshot).
+NOTICES_BEFORE_DISPOSAL = 3
 
 # One task line per shard, as fixtures' task.txt writes them:
 #   - `shards/events-01.jsonl` | worker `worker-events-01` | How many records ...?
@@ -163,6 +196,7 @@ class Shard:
 
 @dataclass
 class Options:
+    help: bool = False
     version: bool = False
     mode: str | None = None
     daemon_socket: str | None = None
@@ -341,20 +375,22 @@ def fabricated(answer: str) -> str:
 # --- the ledger (contract §4) -----------------------------------------------------------------
 
 
-def default_sessions_dir(agent_dir: str) -> str:
-    return os.path.join(agent_dir, "sessions")
+def worker_sessions_dir(agent_dir: str, env: Mapping[str, str]) -> str:
+    """The worker's sessions dir, which keys the ledger (contract §1 fact 1, §4, §8.2).
 
-
-def daemon_sessions_dir(agent_dir: str) -> str:
-    """The worker's sessions dir, which keys the ledger (contract §1.1, §4).
-
-    --session-dir never reaches the worker; the simulation reads no settings.json.
+    It comes from the worker's env (for a resident session: the daemon's env overlaid with
+    the create's launchEnv), else `<agentDir>/sessions`, which the worker then creates (it is
+    absent when the env var points elsewhere, contract §3, observed). `--session-dir` and a
+    create's `config.sessionDir` never reach it; the simulation reads no settings.json.
     """
-    return (
-        os.environ.get("PRIME_AGENT_SESSION_DIR")
-        or os.environ.get("PRIME_AGENT_CODING_AGENT_SESSION_DIR")
-        or default_sessions_dir(agent_dir)
+    configured = env.get("PRIME_AGENT_SESSION_DIR") or env.get(
+        "PRIME_AGENT_CODING_AGENT_SESSION_DIR"
     )
+    if configured:
+        return configured
+    default = os.path.join(agent_dir, "sessions")
+    os.makedirs(default, exist_ok=True)
+    return default
 
 
 def canonical_dir(path: str, daemon_cwd: str) -> str:
@@ -418,25 +454,30 @@ class Ledger:
 
 
 class Transcript:
-    """A session JSONL file, appended and flushed one entry at a time."""
+    """A session JSONL file, appended and flushed one entry at a time.
+
+    A resident session's worker and the daemon's shutdown both append, so appends are locked.
+    """
 
     def __init__(self, path: str, header: dict):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self.path = path
         self.last_id: str | None = None
+        self._lock = threading.Lock()
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the run
         self._write(header)
 
     def append(self, entry_type: str, fields: dict, ids_last: bool = False) -> None:
-        ids = {"id": hex_id(8), "parentId": self.last_id, "timestamp": iso(now_ms())}
-        # custom_message lines carry id/parentId/timestamp last (observed).
-        record = (
-            {"type": entry_type, **fields, **ids}
-            if ids_last
-            else {"type": entry_type, **ids, **fields}
-        )
-        self._write(record)
-        self.last_id = ids["id"]
+        with self._lock:
+            ids = {"id": hex_id(8), "parentId": self.last_id, "timestamp": iso(now_ms())}
+            # custom_message lines carry id/parentId/timestamp last (observed).
+            record = (
+                {"type": entry_type, **fields, **ids}
+                if ids_last
+                else {"type": entry_type, **ids, **fields}
+            )
+            self._write(record)
+            self.last_id = ids["id"]
 
     def _write(self, record: dict) -> None:
         self._file.write(dumps(record) + "\n")
@@ -482,25 +523,36 @@ class Session:
         }
         return self._message(message, written)
 
-    def tool_result(self, assistant: dict, stdout: str, started_ms: int, **details) -> dict:
-        call = assistant["content"][-1]
+    def aborted_message(self) -> dict:
+        """A call aborted before it reached the model: an empty text, zero usage, no
+        responseId (contract §5 Teardown, captured endturn-oneshot)."""
         message = {
-            "role": "toolResult",
-            "toolCallId": call["id"],
-            "toolName": call["name"],
-            "content": [text_part(stdout)],
-            "details": {
-                "durationMs": now_ms() - started_ms,
-                "status": "ok",
-                "stdout": stdout,
-                "stderr": "",
-                **details,
-                "kernelRestarted": False,
-            },
-            "isError": False,
+            "role": "assistant",
+            "content": [text_part("")],
+            "api": API,
+            "provider": PROVIDER,
+            "model": self.behaviour,
+            "usage": usage(0, 0),
+            "stopReason": "aborted",
+            "errorMessage": ABORTED,
             "timestamp": now_ms(),
         }
-        return self._message(message, len(stdout))
+        return self._message(message, 0)
+
+    def tool_result(self, assistant: dict, stdout: str, started_ms: int, **details) -> dict:
+        details = {
+            "durationMs": now_ms() - started_ms,
+            "status": "ok",
+            "stdout": stdout,
+            "stderr": "",
+            **details,
+            "kernelRestarted": False,
+        }
+        return self._tool_message(assistant, stdout, details, is_error=False)
+
+    def aborted_tool_result(self, assistant: dict) -> dict:
+        """A cell cut off by teardown (contract §5 Teardown, captured endturn-oneshot)."""
+        return self._tool_message(assistant, ABORTED, {}, is_error=True)
 
     def custom_message(self, custom_type: str, content: str, details: dict) -> dict:
         """Persists a custom_message; returns it as the stream shows it (role `custom`)."""
@@ -513,6 +565,19 @@ class Session:
         self.transcript.append("custom_message", fields, ids_last=True)
         self.context_chars += len(content)
         return {"role": "custom", **fields, "timestamp": now_ms()}
+
+    def _tool_message(self, assistant: dict, text: str, details: dict, is_error: bool) -> dict:
+        call = assistant["content"][-1]
+        message = {
+            "role": "toolResult",
+            "toolCallId": call["id"],
+            "toolName": call["name"],
+            "content": [text_part(text)],
+            "details": details,
+            "isError": is_error,
+            "timestamp": now_ms(),
+        }
+        return self._message(message, len(text))
 
     def _message(self, message: dict, chars: int) -> dict:
         self.transcript.append("message", {"message": message})
@@ -544,6 +609,13 @@ class Child:
     session_dir: str
     spawn_code: str
     created_ms: int
+    sends_reply: bool = True
+    cell: dict | None = None  # the assistant message whose ipython cell is running
+    settled: bool = False  # its run has ended
+
+    @property
+    def task(self) -> Shard:
+        return parse_shards(self.prompt)[0]  # the child knows only its task
 
 
 @dataclass(frozen=True)
@@ -578,18 +650,27 @@ class Attribution:
 
 
 class Stream:
-    """The --mode json stdout: the root header, then root-session events only (contract §7).
+    """The root session's events (contract §7): --mode json prints them after the header
+    line; a resident session sends them to attached clients as session_event envelopes (§8.1).
 
     message_update deltas are left out; every model call is one assistant message_end.
     """
 
-    def __init__(self, header: dict):
+    def __init__(self, sink: Callable[[dict], None]):
+        self._sink = sink
+        self._ended = False
         self._run: list[dict] = []
-        self.emit(header)
+        self.messages: list[dict] = []  # the root's context, as an attach snapshot lists it
+        self.in_run = False  # between agent_start and agent_end: the root is streaming
 
     def emit(self, event: dict) -> None:
-        sys.stdout.write(dumps(event) + "\n")
-        sys.stdout.flush()
+        if not self._ended:
+            self._sink(event)
+
+    def end(self) -> None:
+        """The one-shot stream ends at the root's first idle point; later turns are on disk
+        only (contract §7)."""
+        self._ended = True
 
     def message(self, message: dict) -> None:
         start = message
@@ -600,13 +681,21 @@ class Stream:
         self.emit({"type": "message_start", "message": start})
         self.emit({"type": "message_end", "message": message})
         self._run.append(message)
+        self.messages.append(message)
 
     def agent_start(self) -> None:
         self._run = []
+        self.in_run = True
         self.emit({"type": "agent_start"})
 
     def agent_end(self) -> None:
+        self.in_run = False
         self.emit({"type": "agent_end", "messages": self._run})
+
+
+def print_event(event: dict) -> None:
+    sys.stdout.write(dumps(event) + "\n")
+    sys.stdout.flush()
 
 
 @dataclass
@@ -620,28 +709,70 @@ class Cell:
     details: dict = field(default_factory=dict)
 
 
-class OneShotRun:
-    """The root session of a one-shot run, its children, the ledger and the stream."""
+def received(number: int, total: int) -> str:
+    """The parent's turn for one more result, reply or notice (captured runs)."""
+    return f"Received {number}/{total} shard results so far; waiting."
 
-    def __init__(self, cwd: str, sessions: str, prompt: str, behaviour: str, agent_dir: str):
+
+class Run:
+    """The root session, its children, the ledger and the root's event stream.
+
+    The one-shot CLI and a resident daemon session run the same simulated model. They differ
+    in where the root file goes and where events go (the callers' business), and in what
+    happens when the root first goes idle with children still running: the one-shot CLI
+    stops the worker there (contract §1 fact 4), a resident session lives on and calls
+    `on_idle` (§8.2, §8.3).
+    """
+
+    def __init__(
+        self,
+        *,
+        cwd: str,
+        root_file: str,
+        header: dict,
+        behaviour: str,
+        ledger: Ledger,
+        stream: Stream,
+        env: Mapping[str, str],
+        resident: bool,
+        on_idle: Callable[[], None] = lambda: None,
+    ):
         self.cwd = cwd
+        self.root_file = root_file
         self.behaviour = behaviour
-        self.prompt = prompt
+        self.ledger = ledger
+        self.stream = stream
+        self.env = env
+        self.resident = resident
+        self.on_idle = on_idle
         self.model_ref = f"{PROVIDER}/{behaviour}"
-        # The client names the root file, the worker writes a fresh header id: in one-shot
-        # runs the file stem is not the header id (contract §1.2).
-        self.root_file = os.path.join(sessions, uuid7(now_ms()) + ".jsonl")
-        header = session_header(self.cwd, now_ms())
+        # Children live beside the root's sessions dir, under its header id (contract §1 fact 3).
         self.artifacts_dir = os.path.join(
-            os.path.dirname(sessions), "session-artifacts", header["id"]
+            os.path.dirname(os.path.dirname(root_file)), "session-artifacts", header["id"]
         )
-        self.ledger = Ledger(agent_dir, daemon_sessions_dir(agent_dir), self.cwd)
-        self.stream = Stream(header)
-        self.root = open_session(self.root_file, header, behaviour, ROOT_CONTEXT_TOKENS)
+        self.root = open_session(root_file, header, behaviour, ROOT_CONTEXT_TOKENS)
         self.root.transcript.append("session_state", {"state": {"status": "active"}})
-        self.user = self.root.user_message(self.prompt)
+        self.user: dict | None = None
+        self.children: list[Child] = []
         self.attribution: Attribution | None = None
         self.answers: dict[str, str] = {}
+
+    def respond(self, prompt: str) -> None:
+        """What the simulated model makes of the prompt, to the end of all it triggers."""
+        self.user = self.root.user_message(prompt)
+        shards = parse_shards(prompt)
+        if self.behaviour == "nop":
+            self.root.assistant_message("Nothing to do here.")
+        elif not shards:
+            self.say("The task lists no shard lines (- `shards/<file>` | worker `<name>` | ...).")
+        elif self.behaviour == "no-spawn":
+            self.answer_directly(shards)
+        elif self.behaviour == "end-turn-early":
+            self.spawn_and_end_turn(shards)
+        else:
+            self.fan_out(shards)
+        if self.behaviour == "escape":
+            escape()
 
     # root turns
 
@@ -672,6 +803,21 @@ class OneShotRun:
         self.stream.message(result)
         self.stream.emit({"type": "turn_end", "message": assistant, "toolResults": [result]})
 
+    @contextlib.contextmanager
+    def spawn_turn(self, shards: list[Shard], copies: int = 1):
+        """The turn whose cell spawns one child per shard (`copies` times); yields them."""
+        code = spawn_cell(shards, copies)
+        with self.cell_turn([self.user], SPAWNING, code) as cell:
+            self.attribution = Attribution(cell.entry_id, cell.assistant["usage"])
+            children = [self.spawn_child(shard, code) for shard in shards * copies]
+            yield children
+            cell.stdout = (
+                "".join(
+                    f"{c.child_id} {c.name} {c.session_dir} {self.model_ref}\n" for c in children
+                )
+                + f"spawned {len(children)}\n"
+            )
+
     # children (contract §3, §5, §6, §9)
 
     def spawn_child(self, shard: Shard, spawn_code: str) -> Child:
@@ -682,6 +828,7 @@ class OneShotRun:
         session = open_session(path, header, self.behaviour, CHILD_CONTEXT_TOKENS)
         prompt = child_prompt(shard)
         child = Child(child_id, shard.worker, prompt, session, session_dir, spawn_code, now_ms())
+        self.children.append(child)
         self.write_display(child, "running")
         session.transcript.append("session_info", {"name": shard.worker})
         # The worker appends the spawn after the child's header and before its first prompt.
@@ -697,19 +844,22 @@ class OneShotRun:
         self.child_update(child, "running")
         return child
 
-    def run_child(self, child: Child, sends_reply: bool) -> Reply | None:
-        """The child's model: read its task, answer it in one cell, close with a text."""
-        session = child.session
-        shard = parse_shards(child.prompt)[0]  # the child knows only its task
+    def start_cell(self, child: Child) -> None:
+        """The child's first model call: one cell that answers its shard and, unless the
+        child is silent, sends the answer to the parent."""
+        shard = child.task
+        code = child_cell(shard_path(self.cwd, shard), shard, child.sends_reply)
+        child.cell = child.session.assistant_message(f"Answering {shard.file}.", code)
+        self.attribute(child.cell)
+
+    def finish_cell(self, child: Child) -> Reply | None:
+        """The child's cell runs to its end; the child closes with a text and its run ends."""
+        session, shard = child.session, child.task
         path = shard_path(self.cwd, shard)
-        first = session.assistant_message(
-            f"Answering {shard.file}.", child_cell(path, shard, sends_reply)
-        )
-        self.attribute(first)
         started = now_ms()
         answer = compute_answer(path, shard.question)
         reply = None
-        if sends_reply:
+        if child.sends_reply:
             reply = Reply(
                 "agentmsg_" + str(uuid.uuid4()), f"{shard.file}: {answer}", child, now_ms()
             )
@@ -721,10 +871,10 @@ class OneShotRun:
                 "target": {"activeSessionId": self.root.active_id, "sessionId": self.root.id},
             }
             stdout = f"{answer} {self.receipt(reply)!r}\n"
-            session.tool_result(first, stdout, started, sentAgentMessages=[sent])
+            session.tool_result(child.cell, stdout, started, sentAgentMessages=[sent])
             closing = f"Reported the answer for {shard.file} to my parent."
         else:
-            session.tool_result(first, f"{answer}\n", started)
+            session.tool_result(child.cell, f"{answer}\n", started)
             closing = f"Worked out the answer for {shard.file}."
         last = session.assistant_message(closing)
         self.attribute(last)
@@ -735,8 +885,20 @@ class OneShotRun:
             "toolUseCount": 1,
             "tokenCount": last["usage"]["totalTokens"],
         }
-        self.child_update(child, "done", progress, replied=sends_reply)
+        child.settled = True
+        self.child_update(child, "done", progress, replied=child.sends_reply)
         return reply
+
+    def run_child(self, child: Child) -> Reply | None:
+        self.start_cell(child)
+        return self.finish_cell(child)
+
+    def abort_cell(self, child: Child) -> None:
+        """Teardown stops the child mid tool call (contract §5 Teardown). Its display says
+        `completed`: that only means the run ended (§6)."""
+        child.session.aborted_tool_result(child.cell)
+        self.write_display(child, "completed")
+        child.settled = True
 
     def attribute(self, child_message: dict) -> None:
         entry = self.attribution.entry(child_message["usage"])
@@ -779,7 +941,7 @@ class OneShotRun:
             state.update(repliedSinceTask=replied, activeSessionId=child.session.active_id)
         self.stream.emit({"type": "rlm_child_update", "child": state})
 
-    # replies (contract §5, §6)
+    # replies and notices (contract §5, §6)
 
     def sender(self, child: Child) -> dict:
         return {
@@ -832,27 +994,35 @@ class OneShotRun:
         self.answers[file] = answer
         return self.root.custom_message("agent_message", content, details)
 
+    def terminal_notice(self, child: Child) -> dict:
+        """The child's run ended with no reply sent: `completed_without_reply` (contract §6)."""
+        preview = child.cell["content"][0]["text"]
+        content = (
+            f"RLM child {child.name} ({child.child_id}) completed without sending a reply. "
+            f"Last assistant text: {preview}"
+        )
+        details = {
+            "kind": "completed_without_reply",
+            "childId": child.child_id,
+            "sessionName": child.name,
+            "lastAssistantTextPreview": preview,
+        }
+        return self.root.custom_message("rlm_child_terminal_notice", content, details)
+
     # what the root's model does
 
     def fan_out(self, shards: list[Shard]) -> None:
-        """Spawn one child per shard in one cell, then write the index from the replies."""
+        """Spawn one child per shard in one cell and keep the turn alive until every reply
+        is in, then write the index from the replies."""
         copies = 2 if self.behaviour == "double-spawn" else 1
-        code = spawn_cell(shards, copies)
         self.stream.agent_start()
-        with self.cell_turn([self.user], "Spawning one child per shard.", code) as cell:
-            self.attribution = Attribution(cell.entry_id, cell.assistant["usage"])
-            children = [self.spawn_child(shard, code) for shard in shards * copies]
+        with self.spawn_turn(shards, copies) as children:
             if self.behaviour == "hang":
-                hang()
-            silent = children[-1] if self.behaviour == "silent-drop" else None
-            replies = [self.run_child(child, sends_reply=child is not silent) for child in children]
+                hang(self.env)
+            if self.behaviour == "silent-drop":
+                children[-1].sends_reply = False
+            replies = [self.run_child(child) for child in children]
             replies = [reply for reply in replies if reply is not None]
-            cell.stdout = (
-                "".join(
-                    f"{c.child_id} {c.name} {c.session_dir} {self.model_ref}\n" for c in children
-                )
-                + f"spawned {len(children)}\n"
-            )
         # Replies arrive one per model turn, each starting a new agent run (contract §6, §7).
         incoming: list[dict] = []
         for number, reply in enumerate(replies, start=1):
@@ -860,12 +1030,52 @@ class OneShotRun:
             self.stream.agent_start()
             incoming = [self.reply_entry(reply)]
             if number < len(replies):
-                self.poll_turn(incoming, f"Received {number}/{len(children)} replies; waiting.")
+                self.poll_turn(incoming, received(number, len(children)))
         known = dict(self.answers)
         if self.behaviour == "fabricate":
             known[shards[0].file] = fabricated(known[shards[0].file])
-        self.index_turns(incoming, shards, known, "All children are done; writing the index.")
+        self.index_turns(incoming, shards, known, ALL_REPORTED)
         self.stream.agent_end()
+
+    def spawn_and_end_turn(self, shards: list[Shard]) -> None:
+        """end-turn-early: spawn one child per shard, then end the turn at once (captured
+        endturn-oneshot and resident, MODE=spawn)."""
+        self.stream.agent_start()
+        with self.spawn_turn(shards) as children:
+            for child in children:
+                self.start_cell(child)
+        self.text_turn([], f"Spawned {len(children)} children. Waiting for their replies.")
+        self.stream.agent_end()
+        if not self.resident:
+            self.tear_down(children)
+            return
+        # Resident: the root idles while its children work; each reply starts a run (§8.3).
+        self.on_idle()
+        for number, child in enumerate(children, start=1):
+            incoming = [self.reply_entry(self.finish_cell(child))]
+            self.stream.agent_start()
+            if number < len(children):
+                self.text_turn(incoming, received(number, len(children)))
+            else:
+                self.index_turns(incoming, shards, dict(self.answers), ALL_REPORTED)
+            self.stream.agent_end()
+            self.on_idle()
+
+    def tear_down(self, children: list[Child]) -> None:
+        """The one-shot CLI returns at the root's first idle point and stops the worker
+        (contract §1 fact 4): every child is aborted mid tool call, and of the notices queued
+        for the root only the first few arrive, each starting a turn, the last of which is
+        aborted (captured endturn-oneshot). The stream has ended: this is on disk only (§7)."""
+        self.stream.end()
+        for child in children:
+            self.abort_cell(child)
+        noticed = children[:NOTICES_BEFORE_DISPOSAL]
+        for number, child in enumerate(noticed, start=1):
+            notice = self.terminal_notice(child)
+            if number < len(noticed):
+                self.text_turn([notice], received(number, len(children)))
+            else:
+                self.root.aborted_message()
 
     def poll_turn(self, incoming: list[dict], text: str) -> None:
         """Keeps the root's run alive while replies are outstanding, as the task asks."""
@@ -892,6 +1102,488 @@ class OneShotRun:
         self.stream.agent_start()
         self.text_turn([self.user], text)
         self.stream.agent_end()
+
+
+def one_shot_run(cwd: str, sessions: str, behaviour: str, agent_dir: str) -> Run:
+    """The root of `--mode json`: its stream goes to stdout, headed by the root header."""
+    # The client names the root file, the worker writes a fresh header id: in one-shot runs
+    # the file stem is not the header id (contract §1 fact 2).
+    root_file = os.path.join(sessions, uuid7(now_ms()) + ".jsonl")
+    header = session_header(cwd, now_ms())
+    stream = Stream(print_event)
+    stream.emit(header)
+    return Run(
+        cwd=cwd,
+        root_file=root_file,
+        header=header,
+        behaviour=behaviour,
+        # The supervisor, and so the worker, runs in --cwd with the CLI's env (contract §2).
+        ledger=Ledger(agent_dir, worker_sessions_dir(agent_dir, os.environ), cwd),
+        stream=stream,
+        env=os.environ,
+        resident=False,
+    )
+
+
+# --- the daemon (contract §8) -------------------------------------------------------------------
+
+
+class CommandError(Exception):
+    """A command the daemon refuses: its response says success:false with this error."""
+
+
+class Connection:
+    """One client's socket: newline-delimited JSON, each message written whole (§8.1)."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self._lock = threading.Lock()
+
+    def send(self, message: dict) -> None:
+        # A client that has gone misses the rest; resident sessions go on (contract §2).
+        with self._lock, contextlib.suppress(OSError):
+            self.sock.sendall((dumps(message) + "\n").encode())
+
+
+@dataclass(frozen=True)
+class Request:
+    """One enveloped command, and the connection its response goes back on (§8.1)."""
+
+    connection: Connection
+    id: object
+    client_id: object
+    command: dict
+
+    def respond(self, data: dict | None = None) -> None:
+        self._send({"success": True} if data is None else {"success": True, "data": data})
+
+    def fail(self, error: str) -> None:
+        self._send({"success": False, "error": error})
+
+    def _send(self, outcome: dict) -> None:
+        response = {"id": self.id, "type": "response", "command": self.command.get("type")}
+        self.connection.send({**response, **outcome})
+
+
+def model_info(behaviour: str) -> dict:
+    """The session's model, as a SessionSummary shows it (captured resident)."""
+    return {
+        "id": behaviour,
+        "name": f"Simulated {behaviour}",
+        "api": API,
+        "provider": PROVIDER,
+        "baseUrl": "simulated://local",
+        "reasoning": False,
+        "input": ["text"],
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+        "contextWindow": CONTEXT_WINDOW,
+        "maxTokens": 8192,
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+    }
+
+
+def no_session_actions() -> dict:
+    return {"queuedCount": 0, "steering": [], "followUps": []}
+
+
+class ResidentSession:
+    """A resident root session in the daemon (contract §8.2, §8.3).
+
+    Its worker is a thread of the daemon (so `workerPid` is the daemon's pid) that runs the
+    prompt to the end of everything it triggers. prompt_and_wait waits for the root's next
+    idle point, where children may still run; wait_for_headless_completion waits for
+    quiescence: the root idle, every child settled, the turns their replies started drained.
+    """
+
+    def __init__(self, cwd: str, agent_dir: str, session_dir: str, behaviour: str, env: dict):
+        self.lock = threading.Lock()
+        self.clients: list[Connection] = []
+        self.generation = hex_id(12)
+        self.sequence = 0
+        self.created_ms = self.last_activity_ms = now_ms()
+        self.session_dir = session_dir
+        self.prompted = False
+        self.quiescent = False
+        self.idle_waiters: list[Callable[[], None]] = []
+        self.quiescence_waiters: list[Callable[[], None]] = []
+        header = session_header(cwd, now_ms())
+        self.run = Run(
+            cwd=cwd,
+            # Without a sessionPath the file stem is the header id (§8.2, captured resident).
+            root_file=os.path.join(session_dir, header["id"] + ".jsonl"),
+            header=header,
+            behaviour=behaviour,
+            # Keyed on the worker's sessions dir, resolved against the daemon's cwd (§4).
+            ledger=Ledger(agent_dir, worker_sessions_dir(agent_dir, env), os.getcwd()),
+            stream=Stream(self.publish),
+            env=env,
+            resident=True,
+            on_idle=self.root_idle,
+        )
+        self.active_id = self.run.root.active_id
+
+    # events
+
+    def publish(self, event: dict) -> None:
+        """A root event, to every attached client as a session_event envelope (§8.1)."""
+        with self.lock:
+            self.sequence += 1
+            self.last_activity_ms = now_ms()
+            meta = {
+                "id": f"{self.active_id}:{self.sequence}",
+                "protocol": PROTOCOL,
+                "activeSessionId": self.active_id,
+                "sequence": self.sequence,
+                "cursor": self.cursor(),
+                "emittedAt": iso(self.last_activity_ms),
+            }
+            clients = list(self.clients)
+        envelope = {"type": "session_event", "activeSessionId": self.active_id, "event": event}
+        for client in clients:
+            client.send({**envelope, "meta": meta})
+
+    def cursor(self) -> dict:
+        return {"generation": self.generation, "sequence": self.sequence}
+
+    def attach(self, connection: Connection, client: dict) -> dict:
+        """Events flow to the connection from here on; returns attach's data."""
+        with self.lock:
+            if connection not in self.clients:
+                self.clients.append(connection)
+            cursor = self.cursor()
+        snapshot = {
+            "activeSessionId": self.active_id,
+            "summary": self.summary(),
+            "state": self.state(),
+            "messages": list(self.run.stream.messages),
+            "lastEventSequence": cursor["sequence"],
+            "lastEventCursor": cursor,
+            "children": [self.roster_entry(child) for child in self.run.children],
+        }
+        return {
+            "protocol": PROTOCOL,
+            "activeSessionId": self.active_id,
+            "snapshot": snapshot,
+            "replay": {"status": "complete", "toSequence": cursor["sequence"], "toCursor": cursor},
+            "lastEventSequence": cursor["sequence"],
+            "lastEventCursor": cursor,
+            "client": client,
+        }
+
+    def detach(self, connection: Connection) -> None:
+        with self.lock:
+            if connection in self.clients:
+                self.clients.remove(connection)
+
+    # the run and its barriers
+
+    def prompt(self, message: str, on_idle: Callable[[], None] | None = None) -> None:
+        """Admits the prompt and runs it in the background."""
+        with self.lock:
+            if self.prompted:
+                raise CommandError("the simulation takes one prompt per session")
+            self.prompted = True
+            if on_idle is not None:
+                self.idle_waiters.append(on_idle)
+        threading.Thread(target=self.work, args=(message,), daemon=True).start()
+
+    def work(self, message: str) -> None:
+        self.run.respond(message)
+        self.settle()
+
+    def root_idle(self) -> None:
+        """The root went idle with nothing queued: prompt_and_wait returns (§8.2)."""
+        with self.lock:
+            waiters, self.idle_waiters = self.idle_waiters, []
+        for waiter in waiters:
+            waiter()
+
+    def settle(self) -> None:
+        """Everything the prompt triggered is done: the quiescence barrier opens (§8.2)."""
+        with self.lock:
+            self.quiescent = True
+            waiters = self.idle_waiters + self.quiescence_waiters
+            self.idle_waiters, self.quiescence_waiters = [], []
+        for waiter in waiters:
+            waiter()
+
+    def wait_for_quiescence(self, then: Callable[[], None]) -> None:
+        """Calls `then` once quiescent: at once when nothing runs, never for a run that
+        never ends (there is no server timeout, §8.2)."""
+        with self.lock:
+            running = self.prompted and not self.quiescent
+            if running:
+                self.quiescence_waiters.append(then)
+        if not running:
+            then()
+
+    def archive(self) -> None:
+        """A session ended by shutdown: its transcript ends `archived` (captured resident)."""
+        self.run.root.transcript.append("session_state", {"state": {"status": "archived"}})
+
+    # what get_state and attach report (key orders as captured, resident)
+
+    def summary(self) -> dict:
+        """A SessionSummary."""
+        return {
+            "id": self.active_id,
+            "lifecycle": "resident" if self.prompted else "draft",
+            "activity": "idle" if self.quiescent else "working",
+            "isSessionActive": self.prompted and not self.quiescent,
+            "lastActivityAt": iso(self.last_activity_ms),
+            "runtimeKind": "top-level",
+            "rlmDepth": 0,
+            "activeSessionId": self.active_id,
+            "sessionId": self.run.root.id,
+            "sessionFile": self.run.root_file,
+            "cwd": self.run.cwd,
+            "model": model_info(self.run.behaviour),
+            "thinkingLevel": "off",
+            "isStreaming": self.run.stream.in_run,
+            "isCompacting": False,
+            "isBashRunning": False,
+            "hasRunningRlmChildren": any(not child.settled for child in self.run.children),
+            "isRunningTools": False,
+            "attachedClients": len(self.clients),
+            "messageCount": len(self.run.stream.messages),
+            "unfinishedActionCount": 0,
+            "sessionActions": no_session_actions(),
+            "created": iso(self.created_ms),
+            "modified": iso(self.last_activity_ms),
+            "diagnostics": [],
+            "workerState": "ready",
+            "workerPid": os.getpid(),
+        }
+
+    def state(self) -> dict:
+        """The root agent's state in an attach snapshot."""
+        return {
+            "activeSessionId": self.active_id,
+            "cwd": self.run.cwd,
+            "model": model_info(self.run.behaviour),
+            "thinkingLevel": "off",
+            "serviceTier": "default",
+            "availableThinkingLevels": ["off"],
+            "isStreaming": self.run.stream.in_run,
+            "isCompacting": False,
+            "isBashRunning": False,
+            "retryAttempt": 0,
+            "steeringMode": "one-at-a-time",
+            "followUpMode": "one-at-a-time",
+            "sessionFile": self.run.root_file,
+            "sessionId": self.run.root.id,
+            "sessionDir": self.session_dir,
+            "leafId": self.run.root.transcript.last_id,
+            "autoCompactionEnabled": True,
+            "messageCount": len(self.run.stream.messages),
+            "sessionActions": no_session_actions(),
+            "compactionCount": 0,
+            "goal": {
+                "active": False,
+                "status": "idle",
+                "tokensUsed": 0,
+                "timeUsedSeconds": 0,
+                "continuationsUsed": 0,
+            },
+            "scopedModels": [],
+            "activeToolNames": ["ipython"],
+            "contextUsage": {"tokens": 0, "contextWindow": CONTEXT_WINDOW, "percent": 0},
+            "heartbeat": None,
+        }
+
+    @staticmethod
+    def roster_entry(child: Child) -> dict:
+        """A child as get_rlm_children lists it (contract §8.2)."""
+        return {
+            "id": child.child_id,
+            "sessionName": child.name,
+            "status": "done" if child.settled else "running",
+            "sessionDir": child.session_dir,
+        }
+
+
+class Daemon:
+    """The daemon on the socket (contract §8): the detached supervisor a one-shot CLI starts,
+    or the foreground `--mode daemon`. Either hosts resident sessions itself."""
+
+    def __init__(self, socket_path: str):
+        self.socket_path = socket_path
+        self.sessions: dict[str, ResidentSession] = {}
+        self.hello = {
+            "type": "daemon_hello",
+            "socketPath": socket_path,
+            "protocol": PROTOCOL,
+            "schemaId": SCHEMA_ID,
+            "schemaRevision": SCHEMA_REVISION,
+            "appVersion": APP_VERSION,
+            "runtime": {
+                "buildId": "simulated",
+                "executablePath": sys.executable,
+                "entrypointPath": os.path.abspath(__file__),
+            },
+            "supervisorGeneration": str(uuid.uuid4()),
+            "supervisorOwnerToken": str(uuid.uuid4()),
+            "supervisorPid": os.getpid(),
+            "supervisorProcessStartId": f"proc:{int(time.monotonic() * 100)}",
+            "supervisorSocketPath": socket_path,
+        }
+
+    def serve(self, listener: socket.socket) -> NoReturn:
+        deadline = time.monotonic() + SUPERVISOR_LIFETIME_S
+        while (remaining := deadline - time.monotonic()) > 0:
+            listener.settimeout(remaining)
+            try:
+                sock, _ = listener.accept()
+            except TimeoutError:
+                break
+            threading.Thread(target=self.serve_client, args=(sock,), daemon=True).start()
+        self.stop()
+
+    def serve_client(self, sock: socket.socket) -> None:
+        """Newline-delimited JSON; the server speaks first (contract §8.1)."""
+        connection = Connection(sock)
+        connection.send(
+            {**self.hello, "clientId": hex_id(12), "serverCapabilities": SERVER_CAPABILITIES}
+        )
+        buffer = b""
+        with sock, contextlib.suppress(OSError):
+            while chunk := sock.recv(65536):
+                buffer += chunk
+                while b"\n" in buffer:  # split on \n only (contract §8.1)
+                    line, buffer = buffer.split(b"\n", 1)
+                    self.handle(connection, line)
+        for session in list(self.sessions.values()):
+            session.detach(connection)
+
+    def handle(self, connection: Connection, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and message.get("type") == "ack_result":
+            return  # no reply to ack_result was observed (contract §8.1)
+        if not (
+            isinstance(message, dict)
+            and message.get("type") == "command"
+            and message.get("protocol") == PROTOCOL
+            and isinstance(message.get("command"), dict)
+        ):
+            connection.send(PARSE_ERROR)
+            return
+        request = Request(
+            connection, message.get("id"), message.get("clientId"), message["command"]
+        )
+        kind = request.command.get("type")
+        command = DAEMON_COMMANDS.get(kind) if isinstance(kind, str) else None
+        try:
+            if command is None:
+                raise CommandError("unsupported in simulation")
+            command(self, request)
+        except CommandError as error:
+            request.fail(str(error))
+
+    def stop(self) -> NoReturn:
+        with contextlib.suppress(OSError):
+            os.unlink(self.socket_path)
+        os._exit(0)
+
+    # commands (contract §8.2)
+
+    def session_of(self, request: Request) -> ResidentSession:
+        active_id = request.command.get("activeSessionId")
+        session = self.sessions.get(active_id) if isinstance(active_id, str) else None
+        if session is None:
+            raise CommandError(f"Unknown session: {active_id}")
+        return session
+
+    def create(self, request: Request) -> None:
+        command = request.command
+        config, launch_env = command.get("config"), command.get("launchEnv", {})
+        if command.get("lifecycle", "resident") != "resident":
+            raise CommandError("the simulation hosts resident sessions only")
+        keys = ("cwd", "agentDir", "sessionDir", "model")
+        if not (isinstance(config, dict) and all(isinstance(config.get(k), str) for k in keys)):
+            raise CommandError("config needs cwd, agentDir, sessionDir and model")
+        if not (
+            isinstance(launch_env, dict) and all(isinstance(v, str) for v in launch_env.values())
+        ):
+            raise CommandError("launchEnv must map names to strings")
+        cwd, agent_dir, session_dir = (os.path.abspath(config[k]) for k in keys[:3])
+        if not os.path.isdir(cwd):
+            raise CommandError(f"cwd {cwd} is not a directory")
+        try:
+            behaviour = behaviour_of(config["model"])
+        except UsageError as error:
+            raise CommandError(str(error)) from None
+        # launchEnv is overlaid on the daemon's env for the new worker (contract §8.2).
+        env = {**os.environ, **launch_env}
+        try:
+            session = ResidentSession(cwd, agent_dir, session_dir, behaviour, env)
+        except OSError as error:
+            raise CommandError(f"cannot start the session: {error}") from None
+        self.sessions[session.active_id] = session
+        request.respond(session.summary())
+
+    def attach(self, request: Request) -> None:
+        session = self.session_of(request)
+        client = {
+            "id": request.command.get("clientId", request.client_id),
+            "capabilities": request.command.get("capabilities", []),
+        }
+        request.respond(session.attach(request.connection, client))
+
+    def detach(self, request: Request) -> None:
+        session = self.session_of(request)
+        session.detach(request.connection)
+        request.connection.send({"type": "session_detached", "activeSessionId": session.active_id})
+        request.respond()
+
+    def prompt(self, request: Request) -> None:
+        self.session_of(request).prompt(prompt_text(request))
+        request.respond()
+
+    def prompt_and_wait(self, request: Request) -> None:
+        self.session_of(request).prompt(prompt_text(request), on_idle=request.respond)
+
+    def wait_for_headless_completion(self, request: Request) -> None:
+        session = self.session_of(request)
+        if request.command.get("waitForRlmQuiescence") is not True:
+            raise CommandError("the simulation waits only with waitForRlmQuiescence:true")
+        session.wait_for_quiescence(lambda: request.respond(HEADLESS_COMPLETION))
+
+    def get_state(self, request: Request) -> None:
+        request.respond(self.session_of(request).summary())
+
+    def ack_result(self, request: Request) -> None:
+        """No reply to ack_result was observed (contract §8.1)."""
+
+    def shutdown(self, request: Request) -> None:
+        request.respond()
+        # A non-forced shutdown succeeds but the daemon lives on (contract §2, observed).
+        if request.command.get("force") is True:
+            for session in list(self.sessions.values()):
+                session.archive()
+            self.stop()
+
+
+def prompt_text(request: Request) -> str:
+    message = request.command.get("message")
+    if not isinstance(message, str):
+        raise CommandError("message must be a string")
+    return message
+
+
+DAEMON_COMMANDS: dict[str, Callable[[Daemon, Request], None]] = {
+    "create": Daemon.create,
+    "attach": Daemon.attach,
+    "detach": Daemon.detach,
+    "prompt": Daemon.prompt,
+    "prompt_and_wait": Daemon.prompt_and_wait,
+    "wait_for_headless_completion": Daemon.wait_for_headless_completion,
+    "get_state": Daemon.get_state,
+    "ack_result": Daemon.ack_result,
+    "shutdown": Daemon.shutdown,
+}
 
 
 # --- processes: the supervisor, hang and escape ----------------------------------------------
@@ -941,9 +1633,14 @@ def default_socket() -> str:
     return os.path.join(tmp, f"prime-agent-{os.getuid()}", "daemon.sock")
 
 
-def start_supervisor(socket_path: str, cwd: str) -> int:
-    """Listens on the socket (mode 0600) before detaching, so the CLI goes on only once the
-    supervisor accepts connections. It keeps the CLI's env and runs in --cwd (contract §2)."""
+def daemon_socket_path(options: Options) -> str:
+    socket_path = os.path.abspath(options.daemon_socket or default_socket())
+    os.makedirs(os.path.dirname(socket_path), mode=0o700, exist_ok=True)
+    return socket_path
+
+
+def listen(socket_path: str) -> socket.socket:
+    """The daemon socket, mode 0600 (contract §8.1)."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     umask = os.umask(0o177)
     try:
@@ -953,101 +1650,49 @@ def start_supervisor(socket_path: str, cwd: str) -> int:
     finally:
         os.umask(umask)
     listener.listen()
-    pid = detach(lambda ready: serve(listener, socket_path, cwd, ready))
+    return listener
+
+
+def start_supervisor(socket_path: str, cwd: str) -> int:
+    """Listens on the socket before detaching, so the CLI goes on only once the supervisor
+    accepts connections. It keeps the CLI's env and runs in --cwd (contract §2)."""
+    listener = listen(socket_path)
+    pid = detach(lambda ready: supervise(listener, socket_path, cwd, ready))
     listener.close()
     return pid
 
 
-def serve(listener: socket.socket, socket_path: str, cwd: str, ready) -> None:
+def supervise(listener: socket.socket, socket_path: str, cwd: str, ready) -> NoReturn:
     os.chdir(cwd)
     ready()
-    hello = {
-        "type": "daemon_hello",
-        "socketPath": socket_path,
-        "protocol": PROTOCOL,
-        "schemaId": SCHEMA_ID,
-        "schemaRevision": SCHEMA_REVISION,
-        "appVersion": APP_VERSION,
-        "runtime": {
-            "buildId": "simulated",
-            "executablePath": sys.executable,
-            "entrypointPath": os.path.abspath(__file__),
-        },
-        "supervisorGeneration": str(uuid.uuid4()),
-        "supervisorOwnerToken": str(uuid.uuid4()),
-        "supervisorPid": os.getpid(),
-        "supervisorProcessStartId": f"proc:{int(time.monotonic() * 100)}",
-        "supervisorSocketPath": socket_path,
-    }
-    deadline = time.monotonic() + SUPERVISOR_LIFETIME_S
-    while (remaining := deadline - time.monotonic()) > 0:
-        listener.settimeout(remaining)
-        try:
-            connection, _ = listener.accept()
-        except TimeoutError:
-            break
-        client = {**hello, "clientId": hex_id(12), "serverCapabilities": SERVER_CAPABILITIES}
-        threading.Thread(target=serve_client, args=(connection, client), daemon=True).start()
-    stop_supervisor(socket_path)
+    Daemon(socket_path).serve(listener)
 
 
-def serve_client(connection: socket.socket, hello: dict) -> None:
-    """Newline-delimited JSON; the server speaks first (contract §8.1)."""
-    with connection:
-        connection.sendall((dumps(hello) + "\n").encode())
-        buffer = b""
-        while chunk := connection.recv(65536):
-            buffer += chunk
-            while b"\n" in buffer:  # split on \n only (contract §8.1)
-                line, buffer = buffer.split(b"\n", 1)
-                response, stop = handle_command(line)
-                if response is not None:
-                    connection.sendall((dumps(response) + "\n").encode())
-                if stop:
-                    stop_supervisor(hello["socketPath"])
-
-
-def handle_command(line: bytes) -> tuple[dict | None, bool]:
-    """Returns the response (None for none) and whether the supervisor stops."""
-    try:
-        message = json.loads(line)
-    except ValueError:
-        message = None
-    if isinstance(message, dict) and message.get("type") == "ack_result":
-        return None, False  # no reply to ack_result was observed (contract §8.1)
-    if not (
-        isinstance(message, dict)
-        and message.get("type") == "command"
-        and message.get("protocol") == PROTOCOL
-        and isinstance(message.get("command"), dict)
-    ):
-        return PARSE_ERROR, False
-    command = message["command"]
-    response = {"id": message.get("id"), "type": "response", "command": command.get("type")}
-    if command.get("type") != "shutdown":
-        return {**response, "success": False, "error": "unsupported in simulation"}, False
-    # A non-forced shutdown succeeds but the supervisor lives on (contract §2, observed).
-    return {**response, "success": True}, command.get("force") is True
-
-
-def stop_supervisor(socket_path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(socket_path)
-    os._exit(0)
+def run_daemon(options: Options) -> NoReturn:
+    """--mode daemon: the daemon in the foreground, in the caller's process group, until
+    shutdown{force:true} (contract §8.2 "To own the supervisor")."""
+    if options.prompts:
+        raise UsageError("--mode daemon takes no prompt")
+    socket_path = daemon_socket_path(options)
+    listener = listen(socket_path)
+    log(f"daemon pid={os.getpid()}")
+    Daemon(socket_path).serve(listener)
 
 
 def ignore_sigterm() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def hang() -> None:
-    """Never returns: a grandchild in the CLI's process group that ignores SIGTERM (the
-    ignored disposition survives exec), and the CLI sleeping with default SIGTERM handling."""
+def hang(env: Mapping[str, str]) -> NoReturn:
+    """Never returns: a grandchild in the worker's process group that ignores SIGTERM (the
+    ignored disposition survives exec) and has the worker's env, and the worker sleeping
+    with default SIGTERM handling."""
     grandchild = subprocess.Popen(
         [sys.executable, "-c", "import time\nwhile True:\n    time.sleep(3600)"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=env,
         preexec_fn=ignore_sigterm,
     )
     log(f"grandchild pid={grandchild.pid}")
@@ -1078,6 +1723,12 @@ VALUE_OPTIONS = {
 }
 
 
+def help_text() -> str:
+    behaviours = "".join(f"    {name:<15} {what}\n" for name, what in BEHAVIOURS.items())
+    title = "Behaviours (--model simulated/<behaviour>, or a create's config.model):"
+    return f"{__doc__}\n{title}\n{behaviours}"
+
+
 def parse_args(argv: list[str]) -> Options:
     """Options first, then `--`, then the prompt as one argument.
 
@@ -1091,7 +1742,9 @@ def parse_args(argv: list[str]) -> Options:
         if arg == "--":
             options.prompts.extend(rest)
             break
-        if arg == "--version":
+        if arg in ("--help", "-h"):
+            options.help = True
+        elif arg == "--version":
             options.version = True
         elif arg == "--offline":
             continue  # the simulation makes no network use anyway
@@ -1120,7 +1773,7 @@ def behaviour_of(model: str | None) -> str:
 def validate(options: Options) -> str:
     behaviour = behaviour_of(options.model)
     if options.mode != "json":
-        raise UsageError("the simulation runs only as --mode json")
+        raise UsageError("the simulation runs as --mode json or --mode daemon")
     if len(options.prompts) != 1:
         raise UsageError("pass exactly one prompt after --")
     if options.cwd is not None and not os.path.isdir(options.cwd):
@@ -1131,38 +1784,28 @@ def validate(options: Options) -> str:
 def main(argv: list[str]) -> int:
     try:
         options = parse_args(argv)
+        if options.help:
+            print(help_text())
+            return 0
         if options.version:
             print(VERSION_LINE)
             return 0
+        if options.mode == "daemon":
+            run_daemon(options)
         behaviour = validate(options)
         cwd = os.path.abspath(options.cwd or ".")
-        socket_path = os.path.abspath(options.daemon_socket or default_socket())
-        os.makedirs(os.path.dirname(socket_path), mode=0o700, exist_ok=True)
-        log(f"supervisor pid={start_supervisor(socket_path, cwd)}")
+        log(f"supervisor pid={start_supervisor(daemon_socket_path(options), cwd)}")
     except UsageError as error:
         log(str(error))
         return 1
     agent_dir = os.environ.get("PRIME_AGENT_CODING_AGENT_DIR") or os.path.expanduser(
         "~/.prime/agent"
     )
-    if daemon_sessions_dir(agent_dir) == default_sessions_dir(agent_dir):
-        # The worker creates its default sessions dir; it is absent when the env var points
-        # elsewhere (contract §3, observed).
-        os.makedirs(default_sessions_dir(agent_dir), exist_ok=True)
     # --session-dir > env > <agentDir>/sessions places the root transcript (contract §2).
-    sessions_dir = os.path.abspath(options.session_dir or daemon_sessions_dir(agent_dir))
-    run = OneShotRun(cwd, sessions_dir, options.prompts[0], behaviour, agent_dir)
-    shards = parse_shards(run.prompt)
-    if behaviour == "nop":
-        run.root.assistant_message("Nothing to do here.")
-    elif not shards:
-        run.say("The task lists no shard lines (- `shards/<file>` | worker `<name>` | ...).")
-    elif behaviour == "no-spawn":
-        run.answer_directly(shards)
-    else:
-        run.fan_out(shards)
-    if behaviour == "escape":
-        escape()
+    sessions_dir = os.path.abspath(
+        options.session_dir or worker_sessions_dir(agent_dir, os.environ)
+    )
+    one_shot_run(cwd, sessions_dir, behaviour, agent_dir).respond(options.prompts[0])
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -25,10 +26,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "simulated_agent.py"
-MAIN_CAPTURE = REPO / "tests" / "data" / "real-runs" / "main"
+REAL_RUNS = REPO / "tests" / "data" / "real-runs"
+MAIN_CAPTURE = REAL_RUNS / "main"
+ENDTURN_CAPTURE = REAL_RUNS / "endturn-oneshot"
+RESIDENT_WIRE = REAL_RUNS / "resident" / "daemon-wire.jsonl"
 NEEDS_PROC = unittest.skipUnless(Path("/proc/self/stat").exists(), "needs Linux /proc")
 DEADLINE_S = 10
 PROTOCOL = {"name": "prime-agent.daemon", "version": 7}
+SHUTDOWN_DONE = {"id": "t-stop", "type": "response", "command": "shutdown", "success": True}
+ONESHOT, RESIDENT = "oneshot", "resident"
 
 UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 ENTRY_ID = re.compile(r"^[0-9a-f]{8}$")
@@ -125,6 +131,10 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def compact(record: dict) -> str:
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
 def process_gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -171,38 +181,95 @@ def command(body: dict, command_id: str = "t-1") -> dict:
     return {**envelope, "clientId": "test-client", "command": body}
 
 
-class Daemon:
-    """A client connection to the run's own socket: the hello, then one line per command."""
+class DaemonClient:
+    """A connection to the run's own socket: the hello, then commands in the v7 envelope.
+
+    Lines are split on \\n only (contract §8.1). session_event envelopes and other pushed
+    messages that arrive while a response is awaited are kept, in order.
+    """
 
     def __init__(self, path: Path):
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._socket.settimeout(DEADLINE_S)
-        self._socket.connect(str(path))
-        self._file = self._socket.makefile("rwb")
+        try:
+            self._socket.connect(str(path))
+        except OSError:
+            self._socket.close()
+            raise
+        self._file = self._socket.makefile("rwb")  # binary readline splits on b"\n" only
+        self._ids = itertools.count(1)
+        self.envelopes: list[dict] = []
+        self.pushed: list[dict] = []
         self.hello = self._read()
 
+    @property
+    def events(self) -> list[dict]:
+        return [envelope["event"] for envelope in self.envelopes]
+
     def send(self, message: dict | str) -> dict:
+        """Sends one line and returns its response (a parse error has no id)."""
+        self.post(message)
+        return self.response_to(message.get("id") if isinstance(message, dict) else None)
+
+    def post(self, message: dict | str) -> None:
+        """Sends one line without waiting for its response."""
         line = message if isinstance(message, str) else json.dumps(message)
         self._file.write(line.encode() + b"\n")
         self._file.flush()
-        return self._read()
+
+    def request(self, body: dict) -> dict:
+        """Sends a command under a fresh id and returns its response."""
+        return self.send(command(body, f"t-{next(self._ids)}"))
+
+    def call(self, body: dict) -> dict | None:
+        """A command that must succeed; returns its data."""
+        response = self.request(body)
+        if response.get("success") is not True:
+            raise AssertionError(f"{body['type']} failed: {response}")
+        return response.get("data")
+
+    def response_to(self, command_id) -> dict:
+        while True:
+            message = self._read()
+            if message.get("type") == "response" and (
+                message.get("id") == command_id or message.get("command") == "parse"
+            ):
+                return message
+            if message.get("type") == "session_event":
+                self.envelopes.append(message)
+            else:
+                self.pushed.append(message)
 
     def _read(self) -> dict:
-        return json.loads(self._file.readline())
+        line = self._file.readline()
+        if not line:
+            raise AssertionError("the daemon closed the connection")
+        return json.loads(line)
 
-    def __enter__(self) -> Daemon:
+    def close(self) -> None:
+        self._file.close()
+        self._socket.close()
+
+    def __enter__(self) -> DaemonClient:
         return self
 
     def __exit__(self, *_) -> None:
-        self._file.close()
-        self._socket.close()
+        self.close()
+
+
+def connect_when_listening(path: Path) -> DaemonClient | None:
+    try:
+        return DaemonClient(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None
 
 
 @dataclass
 class Run:
     dir: Path
-    process: subprocess.Popen
     prompt: str
+    env: dict[str, str]
+    process: subprocess.Popen | None = None
 
     @property
     def repo(self) -> Path:
@@ -242,6 +309,33 @@ class Run:
 
     def index(self) -> str:
         return (self.repo / "combined-index.md").read_text()
+
+    def create_command(self, behaviour: str, launch_env: dict | None = None) -> dict:
+        config = {
+            "cwd": str(self.repo),
+            "agentDir": str(self.dir / "agent-home"),
+            "sessionDir": str(self.dir / "sessions"),
+            "model": f"simulated/{behaviour}",
+        }
+        env = self.env if launch_env is None else launch_env
+        return {"type": "create", "lifecycle": "resident", "config": config, "launchEnv": env}
+
+
+def attach_command(active_id: str, client: DaemonClient) -> dict:
+    return {
+        "type": "attach",
+        "activeSessionId": active_id,
+        "clientId": client.hello["clientId"],
+        "capabilities": ["event_sequence"],
+    }
+
+
+def wait_command(active_id: str) -> dict:
+    return {
+        "type": "wait_for_headless_completion",
+        "activeSessionId": active_id,
+        "waitForRlmQuiescence": True,
+    }
 
 
 def messages(entries: list[dict], role: str) -> list[dict]:
@@ -341,23 +435,20 @@ RECORD_KINDS = {
 
 
 class SimulatedAgentCase(unittest.TestCase):
-    """Launches the stand-in in its own process group with the runner's env and layout."""
+    """Runs the stand-in as the runner drives prime-agent, in its own process group with the
+    runner's env and layout: one-shot (`--mode json`) or resident (`--mode daemon`, then
+    create, attach, prompt, wait_for_headless_completion, shutdown on a second connection).
+    """
 
-    def launch(
-        self,
-        behaviour: str = "oracle",
-        prompt: str | None = None,
-        wait: bool = True,
-        session_dir_env: bool = True,
-        cwd: str | None = None,
-    ) -> Run:
+    drive = ONESHOT
+
+    def make_run(self, prompt: str | None = None, session_dir_env: bool = True) -> Run:
         temp = tempfile.TemporaryDirectory()
         self.addCleanup(temp.cleanup)
         run_dir = Path(temp.name)
         for name in ("sessions", "agent-home", "home", "tmp"):
             (run_dir / name).mkdir()
         write_shards(run_dir / "repo" / "shards")
-        prompt = task_prompt() if prompt is None else prompt
         env = {
             "PATH": os.environ.get("PATH", os.defpath),
             "PRIME_AGENT_CODING_AGENT_DIR": str(run_dir / "agent-home"),
@@ -366,34 +457,77 @@ class SimulatedAgentCase(unittest.TestCase):
         }
         if session_dir_env:
             env["PRIME_AGENT_SESSION_DIR"] = str(run_dir / "sessions")
+        return Run(run_dir, task_prompt() if prompt is None else prompt, env)
+
+    def launch(
+        self,
+        behaviour: str = "oracle",
+        prompt: str | None = None,
+        wait: bool = True,
+        session_dir_env: bool = True,
+        cwd: str | None = None,
+        drive: str | None = None,
+    ) -> Run:
+        run = self.make_run(prompt, session_dir_env)
+        if (drive or self.drive) == RESIDENT:
+            return self.drive_resident(run, behaviour, wait)
         argv = [
             *(sys.executable, str(AGENT), "--mode", "json"),
-            *("--daemon-socket", str(run_dir / "daemon.sock")),
-            *("--cwd", cwd or str(run_dir / "repo")),
-            *("--session-dir", str(run_dir / "sessions")),
-            *("--model", f"simulated/{behaviour}", "--", prompt),
+            *("--daemon-socket", str(run.socket)),
+            *("--cwd", cwd or str(run.repo)),
+            *("--session-dir", str(run.dir / "sessions")),
+            *("--model", f"simulated/{behaviour}", "--", run.prompt),
         ]
+        self.start(run, argv)
+        self.addCleanup(self.shut_down_supervisor, run)
+        if wait:
+            run.process.wait(timeout=DEADLINE_S)
+        return run
+
+    def start(self, run: Run, argv: list[str], env: dict | None = None) -> None:
         with (
-            (run_dir / "stdout.jsonl").open("wb") as stdout,
-            (run_dir / "stderr.txt").open("wb") as stderr,
+            (run.dir / "stdout.jsonl").open("wb") as stdout,
+            (run.dir / "stderr.txt").open("wb") as stderr,
         ):
-            process = subprocess.Popen(
+            run.process = subprocess.Popen(
                 argv,
+                cwd=run.repo,
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=stderr,
-                env=env,
+                env=run.env if env is None else env,
                 start_new_session=True,
             )
-        run = Run(run_dir, process, prompt)
         self.addCleanup(self.reap, run)
-        self.addCleanup(self.shut_down_supervisor, run)
+
+    def start_daemon(self, run: Run, env: dict | None = None) -> DaemonClient:
+        """`--mode daemon` in the foreground; returns a connection once it answers."""
+        argv = [sys.executable, str(AGENT), "--mode", "daemon", "--daemon-socket", str(run.socket)]
+        self.start(run, argv, env)
+        self.addCleanup(self.shut_down_daemon, run)
+        client = wait_for(lambda: connect_when_listening(run.socket), "the daemon's hello")
+        self.addCleanup(client.close)
+        return client
+
+    def drive_resident(self, run: Run, behaviour: str, wait: bool = True) -> Run:
+        """The resident drive; once quiescent, stdout.jsonl is written as the runner writes
+        it (line 1 = the first line of sessionFile, then the events) and the daemon is shut
+        down."""
+        client = self.start_daemon(run)
+        session = client.call(run.create_command(behaviour))
+        active_id = session["activeSessionId"]
+        client.call(attach_command(active_id, client))
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
         if wait:
-            process.wait(timeout=DEADLINE_S)
+            client.call(wait_command(active_id))
+            header = Path(session["sessionFile"]).read_text().split("\n", 1)[0]
+            lines = [header, *(compact(event) for event in client.events)]
+            (run.dir / "stdout.jsonl").write_text("".join(line + "\n" for line in lines))
+            self.shut_down_daemon(run)
         return run
 
     def reap(self, run: Run) -> None:
-        """Leaves the CLI's process group empty."""
+        """Leaves the process group of the CLI or daemon empty."""
         if run.process.poll() is None:
             os.killpg(run.process.pid, signal.SIGKILL)
         run.process.wait(timeout=DEADLINE_S)
@@ -404,13 +538,22 @@ class SimulatedAgentCase(unittest.TestCase):
         """The product's stop sequence (contract §2): hello, shutdown{force:true}, pid gone."""
         if not run.socket.exists():
             return
-        with Daemon(run.socket) as daemon:
+        with DaemonClient(run.socket) as daemon:
             response = daemon.send(command({"type": "shutdown", "force": True}, "t-stop"))
-        self.assertEqual(
-            response, {"id": "t-stop", "type": "response", "command": "shutdown", "success": True}
-        )
+        self.assertEqual(response, SHUTDOWN_DONE)
         pid = daemon.hello["supervisorPid"]
         wait_for(lambda: process_gone(pid), f"supervisor {pid} to exit")
+        self.assertFalse(run.socket.exists())
+
+    def shut_down_daemon(self, run: Run) -> None:
+        """shutdown{force:true} on a new connection: the daemon exits 0, its socket gone."""
+        if run.process.poll() is not None:
+            return
+        with DaemonClient(run.socket) as daemon:
+            response = daemon.send(command({"type": "shutdown", "force": True}, "t-stop"))
+        self.assertEqual(response, SHUTDOWN_DONE)
+        self.assertEqual(run.process.wait(timeout=DEADLINE_S), 0)
+        self.assertTrue(process_gone(daemon.hello["supervisorPid"]))
         self.assertFalse(run.socket.exists())
 
 
@@ -427,6 +570,20 @@ class CommandLineTest(SimulatedAgentCase):
     def test_version_prints_one_line_and_exits_0(self):
         done = self.run_cli("--version")
         self.assertEqual((done.returncode, done.stdout), (0, "prime-agent 0.8.0 (simulated)\n"))
+
+    def test_help_documents_both_modes_and_every_behaviour(self):
+        done = self.run_cli("--help")
+        self.assertEqual(done.returncode, 0)
+        for text in ("--mode json", "--mode daemon", "wait_for_headless_completion"):
+            self.assertIn(text, done.stdout)
+        behaviours = re.findall(r"^    ([a-z-]+)  +\S", done.stdout, re.M)
+        self.assertEqual(
+            behaviours,
+            [
+                *("oracle", "nop", "no-spawn", "double-spawn", "fabricate", "silent-drop"),
+                *("hang", "escape", "end-turn-early"),
+            ],
+        )
 
     def test_file_is_an_executable_python3_script(self):
         self.assertTrue(AGENT.read_text().startswith("#!/usr/bin/env python3\n"))
@@ -468,7 +625,7 @@ class SupervisorTest(SimulatedAgentCase):
     def test_supervisor_is_detached_and_keeps_the_cli_env(self):
         run = self.launch("nop")
         pid = run.logged_pid("supervisor")
-        with Daemon(run.socket) as daemon:
+        with DaemonClient(run.socket) as daemon:
             self.assertEqual(daemon.hello["supervisorPid"], pid)
         self.assertNotEqual(os.getsid(pid), run.process.pid)
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -477,7 +634,7 @@ class SupervisorTest(SimulatedAgentCase):
 
     def test_hello_has_the_captured_keys_in_order(self):
         run = self.launch("nop")
-        with Daemon(run.socket) as daemon:
+        with DaemonClient(run.socket) as daemon:
             hello = daemon.hello
         captured = json.loads((MAIN_CAPTURE / "daemon-hello.json").read_text())
         self.assertEqual(list(key_orders(hello)), list(key_orders(captured)))
@@ -496,21 +653,21 @@ class SupervisorTest(SimulatedAgentCase):
             **command({"type": "shutdown", "force": True}),
             "protocol": {**PROTOCOL, "version": 4},
         }
-        with Daemon(run.socket) as daemon:
+        with DaemonClient(run.socket) as daemon:
             self.assertEqual(daemon.send({"type": "shutdown", "force": True}), parse_error)
             self.assertEqual(daemon.send(old), parse_error)
             self.assertEqual(daemon.send("not json"), parse_error)
 
     def test_other_commands_are_unsupported(self):
         run = self.launch("nop")
-        with Daemon(run.socket) as daemon:
-            response = daemon.send(command({"type": "get_state"}, "t-2"))
+        with DaemonClient(run.socket) as daemon:
+            response = daemon.send(command({"type": "get_rlm_children"}, "t-2"))
         self.assertEqual(
             response,
             {
                 "id": "t-2",
                 "type": "response",
-                "command": "get_state",
+                "command": "get_rlm_children",
                 "success": False,
                 "error": "unsupported in simulation",
             },
@@ -518,9 +675,9 @@ class SupervisorTest(SimulatedAgentCase):
 
     def test_shutdown_without_force_leaves_the_supervisor_running(self):
         run = self.launch("nop")
-        with Daemon(run.socket) as daemon:
+        with DaemonClient(run.socket) as daemon:
             self.assertTrue(daemon.send(command({"type": "shutdown"}))["success"])
-        with Daemon(run.socket) as daemon:
+        with DaemonClient(run.socket) as daemon:
             self.assertEqual(daemon.hello["supervisorPid"], run.logged_pid("supervisor"))
 
 
@@ -587,10 +744,12 @@ class OracleTest(SimulatedAgentCase):
         for reply in replies(run.parent()):
             self.assertRegex(reply["details"]["id"], REPLY_ID)
 
-    def test_root_file_stem_is_not_its_header_id_and_children_live_under_it(self):
+    def test_root_file_stem_is_the_header_id_only_when_resident_and_children_live_under_it(self):
         run = self.launch()
         root_id = run.parent()[0]["id"]
-        self.assertNotEqual(run.parent_file().stem, root_id)
+        # One-shot: the client names the file, the worker the header (contract §1 fact 2); a
+        # resident create without sessionPath names the file after the header (§8.2).
+        self.assertEqual(run.parent_file().stem == root_id, self.drive == RESIDENT)
         self.assertEqual(len(run.child_files()), len(TASKS))
         for path in run.child_files():
             header = read_jsonl(path)[0]
@@ -802,6 +961,334 @@ class BehaviourTest(SimulatedAgentCase):
         self.assertNotEqual(os.getsid(escaped), run.process.pid)
         self.assertTrue(ignores_sigterm(escaped))
         self.assertEqual(run.index(), correct_index(run.repo))
+
+
+class ResidentOracleTest(OracleTest):
+    """The same artifacts under the resident drive (contract §8.3)."""
+
+    drive = RESIDENT
+
+
+class ResidentBehaviourTest(BehaviourTest):
+    """Every behaviour leaves the same artifacts, so earns the same verdict, when resident."""
+
+    drive = RESIDENT
+
+
+def captured_wire() -> list[dict]:
+    return read_jsonl(RESIDENT_WIRE)
+
+
+def captured_response(command_type: str) -> dict:
+    return next(m for m in captured_wire() if m.get("command") == command_type)
+
+
+def assistant_texts(entries: list[dict]) -> list[str]:
+    return [message["content"][0]["text"] for message in messages(entries, "assistant")]
+
+
+def notices(entries: list[dict]) -> list[dict]:
+    return [e for e in entries if e.get("customType") == "rlm_child_terminal_notice"]
+
+
+def spawned_ids(run: Run) -> list[str]:
+    return [record["childId"] for record in run.ledger()[1:]]
+
+
+class ResidentDaemonTest(SimulatedAgentCase):
+    """`--mode daemon` speaking protocol 7 to a client of the test's own (contract §8)."""
+
+    drive = RESIDENT
+
+    def create_and_attach(self, client: DaemonClient, run: Run, behaviour: str) -> str:
+        """Returns the activeSessionId."""
+        active_id = client.call(run.create_command(behaviour))["activeSessionId"]
+        client.call(attach_command(active_id, client))
+        return active_id
+
+    def test_hello_offers_protocol_7_and_the_quiescence_barrier(self):
+        run = self.make_run()
+        hello = self.start_daemon(run).hello
+        self.assertEqual(hello["protocol"], PROTOCOL)
+        self.assertGreaterEqual(hello["schemaRevision"], 18)
+        self.assertIn("rlm_quiescence_barrier", hello["serverCapabilities"])
+        self.assertEqual(hello["supervisorPid"], run.process.pid)
+        self.assertEqual(list(key_orders(hello)), list(key_orders(captured_wire()[0])))
+        self.assertEqual(stat.S_IMODE(run.socket.stat().st_mode), 0o600)
+
+    def test_events_arrive_as_session_events_in_sequence(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        active_id = self.create_and_attach(client, run, "oracle")
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        client.call(wait_command(active_id))
+        sequences = [envelope["meta"]["sequence"] for envelope in client.envelopes]
+        self.assertEqual(sequences, sorted(set(sequences)))
+        for envelope in client.envelopes:
+            meta = envelope["meta"]
+            self.assertEqual(envelope["activeSessionId"], active_id)
+            self.assertEqual(meta["activeSessionId"], active_id)
+            self.assertEqual(meta["id"], f"{active_id}:{meta['sequence']}")
+            self.assertEqual(meta["cursor"]["sequence"], meta["sequence"])
+            self.assertRegex(meta["emittedAt"], ISO_MS)
+        parent = run.parent()
+        ends = [
+            e["message"]
+            for e in client.events
+            if e["type"] == "message_end" and e["message"]["role"] == "assistant"
+        ]
+        self.assertEqual(ends, messages(parent, "assistant"))
+        starts = [e for e in client.events if e["type"] == "agent_start"]
+        self.assertEqual(len(starts), 1 + len(replies(parent)))
+        self.assertEqual(client.events[-1]["type"], "agent_end")
+
+    def test_get_state_after_the_barrier_reports_the_settled_session(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        created = client.call(run.create_command("oracle"))
+        active_id = created["activeSessionId"]
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        client.call(wait_command(active_id))
+        state = client.call({"type": "get_state", "activeSessionId": active_id})
+        header = run.parent()[0]
+        self.assertEqual(run.parent_file(), run.dir / "sessions" / f"{header['id']}.jsonl")
+        for summary in (created, state):
+            self.assertEqual(summary["activeSessionId"], active_id)
+            self.assertEqual(summary["sessionId"], header["id"])
+            self.assertEqual(summary["sessionFile"], str(run.parent_file()))
+            self.assertEqual(summary["workerPid"], run.process.pid)
+        self.assertEqual(created["hasRunningRlmChildren"], False)
+        self.assertEqual((state["hasRunningRlmChildren"], state["isStreaming"]), (False, False))
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    def test_ledger_is_keyed_on_the_launch_env_session_dir_not_the_config(self):
+        run = self.make_run(session_dir_env=False)
+        worker_sessions = run.dir / "worker-sessions"
+        worker_sessions.mkdir()
+        client = self.start_daemon(run)
+        launch_env = {**run.env, "PRIME_AGENT_SESSION_DIR": str(worker_sessions)}
+        active_id = client.call(run.create_command("oracle", launch_env))["activeSessionId"]
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        client.call(wait_command(active_id))
+        key_dir = os.path.realpath(worker_sessions)
+        (path,) = run.ledger_files()
+        self.assertEqual(path.stem, hashlib.sha256(key_dir.encode()).hexdigest()[:16])
+        self.assertEqual(run.ledger()[0]["sessionsDir"], key_dir)
+        self.assertEqual(run.parent_file().parent, run.dir / "sessions")
+        self.assertFalse((run.dir / "agent-home" / "sessions").exists())
+
+    def test_prompt_and_wait_returns_at_the_first_idle_point_while_children_run(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        active_id = self.create_and_attach(client, run, "end-turn-early")
+        prompt = {"type": "prompt_and_wait", "activeSessionId": active_id, "message": run.prompt}
+        self.assertIsNone(client.call(prompt))
+        before_idle = list(client.events)
+        self.assertEqual(before_idle[-1]["type"], "agent_end")
+        self.assertEqual(
+            before_idle[-1]["messages"][-1]["content"][0]["text"],
+            f"Spawned {len(TASKS)} children. Waiting for their replies.",
+        )
+        statuses = {e["child"]["status"] for e in before_idle if e["type"] == "rlm_child_update"}
+        self.assertEqual(statuses, {"queued", "running"})
+        client.call(wait_command(active_id))
+        after_idle = client.events[len(before_idle) :]
+        done = [e for e in after_idle if e["type"] == "rlm_child_update"]
+        self.assertEqual([e["child"]["status"] for e in done], ["done"] * len(TASKS))
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    @NEEDS_PROC
+    def test_hang_never_reaches_quiescence_and_leaves_its_grandchild(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        active_id = self.create_and_attach(client, run, "hang")
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        grandchild = wait_for(lambda: run.logged_pid("grandchild"), "the grandchild's pid")
+        self.addCleanup(kill_and_wait, grandchild)
+        waiting = command(wait_command(active_id), "t-wait")
+        client.post(waiting)
+        state = client.call({"type": "get_state", "activeSessionId": active_id})
+        # get_state was answered after the wait was sent: the wait is still pending.
+        self.assertNotIn("t-wait", [m.get("id") for m in client.pushed])
+        self.assertEqual((state["hasRunningRlmChildren"], state["isStreaming"]), (True, True))
+        self.assertEqual(os.getpgid(grandchild), run.process.pid)
+        self.assertTrue(ignores_sigterm(grandchild))
+        environ = Path(f"/proc/{grandchild}/environ").read_bytes().split(b"\0")
+        self.assertIn(f"PRIME_AGENT_CODING_AGENT_DIR={run.dir / 'agent-home'}".encode(), environ)
+        self.shut_down_daemon(run)
+        self.assertFalse(process_gone(grandchild))
+
+    def test_forced_shutdown_on_a_second_connection_archives_and_exits(self):
+        run = self.launch("oracle")
+        self.assertEqual(run.process.returncode, 0)
+        self.assertFalse(run.socket.exists())
+        self.assertEqual(run.parent()[-1]["type"], "session_state")
+        self.assertEqual(run.parent()[-1]["state"], {"status": "archived"})
+
+    def test_commands_need_the_protocol_7_envelope(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        create = run.create_command("oracle")
+        old = {**command(create), "protocol": {**PROTOCOL, "version": 4}}
+        for message in (create, old, "not json"):
+            with self.subTest(message=message):
+                response = client.send(message)
+                self.assertEqual(
+                    response,
+                    {
+                        "type": "response",
+                        "command": "parse",
+                        "success": False,
+                        "error": "Daemon commands require protocol 7 or newer",
+                    },
+                )
+        self.assertEqual(list((run.dir / "sessions").iterdir()), [])
+
+    def test_refusals_say_why(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        active_id = client.call(run.create_command("oracle"))["activeSessionId"]
+        unknown = client.request(run.create_command("telepathy"))
+        self.assertFalse(unknown["success"])
+        self.assertIn("simulated/telepathy", unknown["error"])
+        refused = [
+            {"type": "get_rlm_children", "activeSessionId": active_id},
+            {"type": "get_state", "activeSessionId": "nobody"},
+            {"type": "wait_for_headless_completion", "activeSessionId": active_id},
+        ]
+        for body in refused:
+            with self.subTest(command=body["type"]):
+                response = client.request(body)
+                self.assertEqual(list(response), ["id", "type", "command", "success", "error"])
+                self.assertFalse(response["success"])
+        prompt = {"type": "prompt", "activeSessionId": active_id, "message": run.prompt}
+        client.call(prompt)
+        self.assertFalse(client.request(prompt)["success"])
+        client.call(wait_command(active_id))
+
+    def test_detach_stops_the_events_and_the_session_lives_on(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        active_id = self.create_and_attach(client, run, "oracle")
+        client.call({"type": "detach", "activeSessionId": active_id})
+        self.assertEqual(
+            client.pushed, [{"type": "session_detached", "activeSessionId": active_id}]
+        )
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        client.call(wait_command(active_id))
+        self.assertEqual(client.envelopes, [])
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    def test_responses_and_envelopes_have_the_captured_keys_in_order(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        created = client.request(run.create_command("end-turn-early"))
+        active_id = created["data"]["activeSessionId"]
+        attached = client.request(attach_command(active_id, client))
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        waited = client.request(wait_command(active_id))
+        for ours in (created, attached, waited):
+            with self.subTest(command=ours["command"]):
+                captured = captured_response(ours["command"])
+                self.assertEqual(list(key_orders(ours)), list(key_orders(captured)))
+        self.assertEqual(waited["data"], captured_response("wait_for_headless_completion")["data"])
+        captured_envelopes = [m for m in captured_wire() if m["type"] == "session_event"]
+        envelope_keys = {(tuple(e), tuple(e["meta"])) for e in captured_envelopes}
+        for envelope in client.envelopes:
+            self.assertIn((tuple(envelope), tuple(envelope["meta"])), envelope_keys)
+        ours = shapes(client.events, event_kind)
+        theirs = shapes([e["event"] for e in captured_envelopes], event_kind)
+        for kind, found in ours.items():
+            with self.subTest(event=kind):
+                self.assertIn(kind, theirs)
+                self.assertEqual(found - theirs[kind], set())
+
+
+class EndTurnEarlyTest(SimulatedAgentCase):
+    """A parent that ends its turn right after spawning: lost one-shot, fine resident."""
+
+    def test_one_shot_tears_the_children_down_mid_call(self):
+        run = self.launch("end-turn-early", drive=ONESHOT)
+        self.assertEqual(run.process.returncode, 0)
+        self.assertFalse((run.repo / "combined-index.md").exists())
+        self.assertEqual(replies(run.parent()), [])
+        self.assertEqual(len(run.child_files()), len(TASKS))
+        for path in run.child_files():
+            entries = read_jsonl(path)
+            (call,) = messages(entries, "assistant")
+            (result,) = messages(entries, "toolResult")
+            self.assertEqual(call["stopReason"], "toolUse")
+            self.assertEqual(result["content"], [{"type": "text", "text": "Request was aborted"}])
+            self.assertEqual((result["isError"], result["details"]), (True, {}))
+            display = json.loads((path.parent / "rlm-subagent.json").read_text())
+            self.assertEqual(display["status"], "completed")
+
+    def test_one_shot_parent_gets_three_notices_and_an_aborted_last_turn(self):
+        run = self.launch("end-turn-early", drive=ONESHOT)
+        parent = run.parent()
+        noticed = notices(parent)
+        self.assertEqual([n["details"]["childId"] for n in noticed], spawned_ids(run)[:3])
+        by_id = {path.parent.name: path for path in run.child_files()}
+        for notice in noticed:
+            details = notice["details"]
+            self.assertEqual(details["kind"], "completed_without_reply")
+            preview = assistant_texts(read_jsonl(by_id[details["childId"]]))[0]
+            self.assertEqual(details["lastAssistantTextPreview"], preview)
+            following = parent[parent.index(notice) + 1]
+            self.assertEqual(following["message"]["role"], "assistant")
+        last = messages(parent, "assistant")[-1]
+        self.assertEqual(last["stopReason"], "aborted")
+        self.assertNotIn("responseId", last)
+        self.assertEqual([part["text"] for part in last["content"]], [""])
+        self.assertEqual(
+            assistant_texts(parent)[1:-1],
+            [
+                f"Spawned {len(TASKS)} children. Waiting for their replies.",
+                f"Received 1/{len(TASKS)} shard results so far; waiting.",
+                f"Received 2/{len(TASKS)} shard results so far; waiting.",
+            ],
+        )
+
+    def test_one_shot_stream_ends_at_the_first_idle_point(self):
+        run = self.launch("end-turn-early", drive=ONESHOT)
+        events = run.stdout()
+        self.assertEqual(events[-1]["type"], "agent_end")
+        self.assertEqual(
+            events[-1]["messages"][-1]["content"][0]["text"],
+            f"Spawned {len(TASKS)} children. Waiting for their replies.",
+        )
+        self.assertEqual([e["type"] for e in events].count("agent_start"), 1)
+        statuses = {e["child"]["status"] for e in events if e["type"] == "rlm_child_update"}
+        self.assertEqual(statuses, {"queued", "running"})
+
+    def test_one_shot_records_have_the_captured_shapes(self):
+        run = self.launch("end-turn-early", drive=ONESHOT)
+        ours, captured = run_records(run.dir), run_records(ENDTURN_CAPTURE)
+        for family, kind in RECORD_KINDS.items():
+            our_shapes, captured_shapes = shapes(ours[family], kind), shapes(captured[family], kind)
+            for record_kind, found in our_shapes.items():
+                with self.subTest(family=family, kind=record_kind):
+                    self.assertIn(record_kind, captured_shapes)
+                    self.assertEqual(found - captured_shapes[record_kind], set())
+
+    def test_resident_answers_every_reply_in_its_own_run_and_writes_the_index(self):
+        run = self.launch("end-turn-early", drive=RESIDENT)
+        parent = run.parent()
+        self.assertEqual(run.index(), correct_index(run.repo))
+        self.assertEqual(len(replies(parent)), len(TASKS))
+        self.assertEqual(notices(parent), [])
+        received = [
+            f"Received {k}/{len(TASKS)} shard results so far; waiting."
+            for k in range(1, len(TASKS))
+        ]
+        self.assertEqual(
+            assistant_texts(parent)[1 : len(TASKS) + 1],
+            [f"Spawned {len(TASKS)} children. Waiting for their replies.", *received],
+        )
+        events = run.stdout()
+        self.assertEqual([e["type"] for e in events].count("agent_start"), 1 + len(TASKS))
+        for path in run.child_files():
+            self.assertEqual(messages(read_jsonl(path), "assistant")[-1]["stopReason"], "stop")
 
 
 if __name__ == "__main__":
