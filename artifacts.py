@@ -9,9 +9,10 @@ turns bad bytes into findings.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import ledger
 from jsonl import (
@@ -27,7 +28,9 @@ from jsonl import (
 
 MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
 MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
-MAX_KEPT_PER_TRANSCRIPT = 10_000  # replies or notices kept; a real run has a few dozen
+# Records of each kind kept per transcript (replies, notices, model calls, usage
+# entries, ipython calls, receipts); a real run has a few dozen of each.
+MAX_KEPT_PER_TRANSCRIPT = 10_000
 SAFE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$")
 NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
 CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}$")
@@ -63,7 +66,11 @@ class Usage:
 
 
 def usage_of(message: dict) -> Usage:
-    raw = dict_field(message, "usage")
+    return usage_from(dict_field(message, "usage"))
+
+
+def usage_from(raw: dict) -> Usage:
+    """A `usage` object as the product writes it (§5), bad values read as 0."""
     return Usage(
         *(
             max(0, int_field(raw, key) or 0)
@@ -97,6 +104,55 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class AssistantCall:
+    """One persisted assistant message, as the integrity checks compare it (§5)."""
+
+    line: int
+    stop_reason: str | None
+    has_response_id: bool
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class UsageAttribution:
+    """A `child_usage_attributed` entry: the `childUsage` it repeats (§5)."""
+
+    line: int
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class IpythonCall:
+    """An `ipython` tool call: its code's digest and when the cell ran.
+
+    The cell runs between its assistant message's entry timestamp and its
+    toolResult's; `ended_ms` is None for a cell that never returned (a run ended
+    mid-cell).
+    """
+
+    line: int
+    code_sha256: str
+    started_ms: int | None
+    ended_ms: int | None
+
+    def contains(self, at_ms: int) -> bool:
+        return (
+            self.started_ms is not None
+            and self.started_ms <= at_ms
+            and (self.ended_ms is None or at_ms <= self.ended_ms)
+        )
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    """An `agent_message.send` receipt in the sender's toolResult (§5 "Child transcripts")."""
+
+    message_id: str
+    message_sha256: str
+    line: int
+
+
+@dataclass(frozen=True)
 class Transcript:
     """What the scorer needs from one session transcript, read in one pass."""
 
@@ -105,9 +161,12 @@ class Transcript:
     cwd: str | None = None
     rlm_depth: int | None = None
     parent_session: str | None = None
+    # parentSession canonicalised as the ledger's paths are (§4 "Path").
+    parent_session_file: str | None = None
     header_at_ms: int | None = None
     session_name: str | None = None
     task_id: str | None = None
+    task_from_session_id: str | None = None
     turns: int = 0
     failed_calls: int = 0
     tool_calls: int = 0
@@ -116,7 +175,22 @@ class Transcript:
     last_stop_reason: str | None = None
     replies: tuple[Reply, ...] = ()
     notices: tuple[Notice, ...] = ()
+    assistant_calls: tuple[AssistantCall, ...] = ()
+    usage_attributions: tuple[UsageAttribution, ...] = ()
+    ipython_calls: tuple[IpythonCall, ...] = ()
+    sent_messages: tuple[SentMessage, ...] = ()
     findings: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True)
+class Display:
+    """`sub-*/rlm-subagent.json` (§6), with `sessionFile` canonicalised (§4 "Path")."""
+
+    child_id: str | None
+    session_name: str | None
+    session_file: str | None
+    spawn_code_sha256: str | None
+    status: str | None
 
 
 @dataclass(frozen=True)
@@ -126,8 +200,7 @@ class ChildDir:
     child_id: str
     path: str
     transcripts: tuple[Transcript, ...]
-    display_status: str | None
-    display_name: str | None
+    display: Display | None
 
 
 @dataclass(frozen=True)
@@ -154,6 +227,28 @@ class RunArtifacts:
     stream: Stream | None
     artifact_text: str | None
     findings: tuple[Finding, ...]
+    # `started_at` of the runner's run-meta.json; None for a run dir without one.
+    run_started_ms: int | None = None
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def relative(root: str, path: str) -> str:
+    """`path` relative to the run dir when it lies inside it, else as it is."""
+    if path == root or path.startswith(root.rstrip(os.sep) + os.sep):
+        return os.path.relpath(path, root)
+    return path
+
+
+def transcripts_by_path(children: tuple[ChildDir, ...]) -> dict[str, tuple[str, Transcript]]:
+    """Canonical transcript path -> (containing sub-* dir name, transcript)."""
+    return {
+        transcript.path: (child.child_id, transcript)
+        for child in children
+        for transcript in child.transcripts
+    }
 
 
 def collect(
@@ -193,6 +288,8 @@ def collect(
     text = read_text(
         os.path.join(run_dir, "repo", artifact), findings, max_bytes=MAX_ARTIFACT_BYTES
     )
+    meta_file = os.path.join(run_dir, "run-meta.json")
+    meta = read_json_object(meta_file, findings) if os.path.lexists(meta_file) else None
     return RunArtifacts(
         run_dir=run_dir,
         parent=parent,
@@ -204,6 +301,7 @@ def collect(
         stream=stream,
         artifact_text=text,
         findings=tuple(findings),
+        run_started_ms=iso_to_ms((meta or {}).get("started_at")),
     )
 
 
@@ -262,17 +360,36 @@ def read_children(children_root: str, findings: list[Finding]) -> tuple[ChildDir
         display = (
             read_json_object(display_file, findings) if os.path.lexists(display_file) else None
         )
-        display = display or {}
         children.append(
             ChildDir(
                 child_id=entry.name,
                 path=os.path.realpath(entry.path),
                 transcripts=tuple(transcripts),
-                display_status=text_field(display, "status"),
-                display_name=text_field(display, "sessionName"),
+                display=read_display(display) if display is not None else None,
             )
         )
     return tuple(children)
+
+
+def read_display(record: dict) -> Display:
+    code = text_field(record, "spawnCode")
+    session_file = text_field(record, "sessionFile")
+    return Display(
+        child_id=text_field(record, "childId"),
+        session_name=text_field(record, "sessionName"),
+        # Display files are not realpath'd, the ledger is: compare canonical forms (§4).
+        session_file=canonical_file(session_file) if session_file else None,
+        spawn_code_sha256=digest(code) if code is not None else None,
+        status=text_field(record, "status"),
+    )
+
+
+def canonical_file(path: str) -> str | None:
+    """ledger.canonical_file, or None for a path no file can have (a NUL byte, say)."""
+    try:
+        return ledger.canonical_file(path)
+    except (OSError, ValueError):
+        return None
 
 
 def _scan(directory: str, findings: list[Finding]) -> list[os.DirEntry]:
@@ -310,12 +427,19 @@ class _TranscriptAccumulator:
         self.header: dict = {}
         self.session_name = None
         self.task_id = None
+        self.task_from = None
         self.turns = self.failed = self.tool_calls = 0
         self.usage = Usage()
         self.first_error = None
         self.last_stop = None
         self.replies: list[Reply] = []
         self.notices: list[Notice] = []
+        self.calls: list[AssistantCall] = []
+        self.attributions: list[UsageAttribution] = []
+        self.ipython: list[IpythonCall] = []
+        self.running: dict[str, int] = {}  # toolCall id -> index in self.ipython
+        self.sent: list[SentMessage] = []
+        self.capped: set[str] = set()
 
     def add(self, number: int, record: dict, findings: list[Finding]) -> None:
         kind = record.get("type")
@@ -330,31 +454,81 @@ class _TranscriptAccumulator:
             self._custom(number, record, findings)
         elif kind == "session_info" and self.session_name is None:
             self.session_name = text_field(record, "name")
+        elif kind == "child_usage_attributed":
+            usage = usage_from(dict_field(record, "childUsage"))
+            self._keep(self.attributions, UsageAttribution(number, usage), number, findings)
+
+    def _keep(self, kept: list, item, number: int, findings: list[Finding]) -> bool:
+        """Append within the per-transcript cap; the first item past it is a finding."""
+        if len(kept) < MAX_KEPT_PER_TRANSCRIPT:
+            kept.append(item)
+            return True
+        what = type(item).__name__
+        if what not in self.capped:
+            self.capped.add(what)
+            detail = f"only the first {MAX_KEPT_PER_TRANSCRIPT} of {what} kept"
+            findings.append(Finding(self.path, number, "kept_cap", detail))
+        return False
 
     def _message(self, number: int, record: dict, findings: list[Finding]) -> None:
         message = record.get("message")
         if not isinstance(message, dict):
             findings.append(Finding(self.path, number, "wrong_type", "message is not an object"))
             return
-        if message.get("role") != "assistant":
+        role = message.get("role")
+        if role == "toolResult":
+            self._tool_result(number, record, message, findings)
+            return
+        if role != "assistant":
             return
         usage = usage_of(message)
         stop = text_field(message, "stopReason")
         self.last_stop = stop
         # A turn aborted before it reached the model is persisted too, with no
         # response id and no usage (captured run endturn-oneshot); it is no call.
-        if message.get("responseId") or stop == "error" or usage.total:
+        has_response_id = bool(message.get("responseId"))
+        if has_response_id or stop == "error" or usage.total:
             self.turns += 1
         self.usage = self.usage.plus(usage)
+        self._keep(
+            self.calls, AssistantCall(number, stop, has_response_id, usage), number, findings
+        )
         if stop == "error":
             self.failed += 1
             if self.first_error is None:
                 self.first_error = text_field(message, "errorMessage") or "model call failed"
         content = message.get("content")
-        if isinstance(content, list):
-            self.tool_calls += sum(
-                1 for part in content if isinstance(part, dict) and part.get("type") == "toolCall"
-            )
+        if not isinstance(content, list):
+            return
+        started_ms = iso_to_ms(record.get("timestamp"))
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "toolCall":
+                continue
+            self.tool_calls += 1
+            code = text_field(dict_field(part, "arguments"), "code")
+            call_id = text_field(part, "id")
+            if part.get("name") == "ipython" and code is not None and call_id:
+                call = IpythonCall(number, digest(code), started_ms, None)
+                if self._keep(self.ipython, call, number, findings):
+                    self.running[call_id] = len(self.ipython) - 1
+
+    def _tool_result(
+        self, number: int, record: dict, message: dict, findings: list[Finding]
+    ) -> None:
+        """Closes the ipython call's window; keeps the receipts of messages it sent."""
+        index = self.running.pop(text_field(message, "toolCallId") or "", None)
+        if index is not None:
+            ended = iso_to_ms(record.get("timestamp"))
+            self.ipython[index] = replace(self.ipython[index], ended_ms=ended)
+        sent = dict_field(message, "details").get("sentAgentMessages")
+        for item in sent if isinstance(sent, list) else ():
+            if not isinstance(item, dict):
+                continue
+            message_id, text = text_field(item, "id"), text_field(item, "message")
+            if message_id and text is not None:
+                # Normalised as the parent-side reply is: trimmed, capped (§6).
+                kept = SentMessage(message_id, digest(text.strip()[:MAX_REPLY_CHARS]), number)
+                self._keep(self.sent, kept, number, findings)
 
     def _custom(self, number: int, record: dict, findings: list[Finding]) -> None:
         custom_type = record.get("customType")
@@ -368,48 +542,50 @@ class _TranscriptAccumulator:
         at_ms = iso_to_ms(record.get("timestamp"))
         if custom_type == "agent_message":
             relationship = details.get("fromRelationship")
+            sender = dict_field(details, "from")
             if relationship == "parent" and self.task_id is None:
                 self.task_id = text_field(details, "id")
-            elif relationship == "child" and len(self.replies) < MAX_KEPT_PER_TRANSCRIPT:
-                sender = dict_field(details, "from")
+                self.task_from = text_field(sender, "sessionId")
+            elif relationship == "child":
                 message = text_field(details, "message") or ""
-                self.replies.append(
-                    Reply(
-                        reply_id=text_field(details, "id"),
-                        from_session_id=text_field(sender, "sessionId"),
-                        from_session_name=text_field(sender, "sessionName"),
-                        message=message.strip()[:MAX_REPLY_CHARS],
-                        at_ms=at_ms,
-                        line=number,
-                    )
+                reply = Reply(
+                    reply_id=text_field(details, "id"),
+                    from_session_id=text_field(sender, "sessionId"),
+                    from_session_name=text_field(sender, "sessionName"),
+                    message=message.strip()[:MAX_REPLY_CHARS],
+                    at_ms=at_ms,
+                    line=number,
                 )
-        elif custom_type in NOTICE_TYPES and len(self.notices) < MAX_KEPT_PER_TRANSCRIPT:
+                self._keep(self.replies, reply, number, findings)
+        elif custom_type in NOTICE_TYPES:
             kind = (
                 "failure"
                 if custom_type == "rlm_child_failure"
                 else text_field(details, "kind") or "unknown"
             )
-            self.notices.append(
-                Notice(
-                    kind=kind,
-                    child_id=text_field(details, "childId"),
-                    session_name=text_field(details, "sessionName"),
-                    at_ms=at_ms,
-                    line=number,
-                )
+            notice = Notice(
+                kind=kind,
+                child_id=text_field(details, "childId"),
+                session_name=text_field(details, "sessionName"),
+                at_ms=at_ms,
+                line=number,
             )
+            self._keep(self.notices, notice, number, findings)
 
     def result(self, findings: list[Finding]) -> Transcript:
         header = self.header
+        parent_session = text_field(header, "parentSession")
         return Transcript(
             path=self.path,
             header_id=text_field(header, "id"),
             cwd=text_field(header, "cwd"),
             rlm_depth=int_field(header, "rlmDepth"),
-            parent_session=text_field(header, "parentSession"),
+            parent_session=parent_session,
+            parent_session_file=canonical_file(parent_session) if parent_session else None,
             header_at_ms=iso_to_ms(header.get("timestamp")),
             session_name=self.session_name,
             task_id=self.task_id,
+            task_from_session_id=self.task_from,
             turns=self.turns,
             failed_calls=self.failed,
             tool_calls=self.tool_calls,
@@ -418,6 +594,10 @@ class _TranscriptAccumulator:
             last_stop_reason=self.last_stop,
             replies=tuple(self.replies),
             notices=tuple(self.notices),
+            assistant_calls=tuple(self.calls),
+            usage_attributions=tuple(self.attributions),
+            ipython_calls=tuple(self.ipython),
+            sent_messages=tuple(self.sent),
             findings=tuple(findings),
         )
 

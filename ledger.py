@@ -45,14 +45,20 @@ FATAL_CODES = frozenset(
 def canonical_dir(path: str) -> str:
     """`path.resolve` then realpath when the dir exists (§4 "Path")."""
     absolute = os.path.abspath(path)
-    return os.path.realpath(absolute) if os.path.exists(absolute) else absolute
+    try:
+        return os.path.realpath(absolute) if os.path.exists(absolute) else absolute
+    except ValueError:  # a NUL byte: no such dir can exist
+        return absolute
 
 
 def canonical_file(path: str) -> str:
     """realpath(file), falling back to realpath(dirname)/basename (§4 "Path")."""
-    if os.path.exists(path):
-        return os.path.realpath(path)
-    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    try:
+        if os.path.exists(path):
+            return os.path.realpath(path)
+        return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    except ValueError:  # a NUL byte, written by hand: it names no file
+        return path
 
 
 def ledger_key(sessions_dir: str) -> str:

@@ -3,7 +3,9 @@
 The rubric (README "What the verdict checks"):
 - coverage: every shard's line in the combined answer holds its expected integer;
 - delegation evidence: every shard's worker has a depth-1 ledger edge from the
-  parent whose child transcript exists, not deleted before its receipt;
+  parent whose child transcript exists, not deleted before its receipt; the
+  shard's answer came back in a reply from that child; and the records of every
+  child agree with each other (integrity.py);
 - dedup: no worker name spawned while an earlier child of that name was live, and
   at most two depth-1 spawns per shard;
 - receipts: every depth-1 child has a reply or a terminal notice in the parent;
@@ -24,7 +26,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
-from artifacts import ChildDir, RunArtifacts, Transcript, Usage, collect
+import integrity
+from artifacts import RunArtifacts, Transcript, Usage, collect, relative, transcripts_by_path
 from fixture import Fixture, FixtureError, Shard, load_manifest
 from ledger import Edge
 
@@ -45,10 +48,11 @@ MESSAGES = {
     "duplicate_spawn": "a worker name was spawned while an earlier child of that name was live",
     "spawn_budget_exceeded": "more depth-1 spawns than twice the number of shards",
     "missing_receipt": "a child has neither a reply nor a terminal notice in the parent",
+    "unsourced_answer": "the shard's answer is in no reply from its worker's child",
+    **integrity.MESSAGES,
 }
 WARNINGS = {
     "extra_lines": "the combined answer has lines for files that are not shards",
-    "orphan_child_dir": "a sub-* dir under the parent's artifacts has no ledger edge",
     "ledger_findings": "the ledger has lines the product would reject or skip",
     "ambiguous_parent": "several root transcripts exist; the one the stream announced was used",
 }
@@ -120,6 +124,7 @@ def parse_answer_lines(text: str) -> list[AnswerLine]:
 class ShardAnswer:
     status: str  # correct | missing | wrong | conflicting
     found: tuple[str, ...]
+    value: int | None = None  # the one integer the index gives the shard, if it gives one
 
 
 def judge_answers(shard: Shard, lines: list[AnswerLine]) -> ShardAnswer:
@@ -130,7 +135,9 @@ def judge_answers(shard: Shard, lines: list[AnswerLine]) -> ShardAnswer:
     values = {line.value if line.value is not None else line.answer for line in mine}
     if len(values) > 1:
         return ShardAnswer("conflicting", found)
-    return ShardAnswer("correct" if values == {shard.expected} else "wrong", found)
+    (value,) = values
+    written = value if isinstance(value, int) else None
+    return ShardAnswer("correct" if value == shard.expected else "wrong", found, written)
 
 
 # --- delegation and receipts --------------------------------------------------
@@ -140,15 +147,6 @@ def judge_answers(shard: Shard, lines: list[AnswerLine]) -> ShardAnswer:
 class Receipt:
     kind: str  # reply | notice:<kind>
     at_ms: int | None
-
-
-def child_transcripts(children: tuple[ChildDir, ...]) -> dict[str, tuple[str, Transcript]]:
-    """Canonical transcript path -> (containing sub-* dir name, transcript)."""
-    table = {}
-    for child in children:
-        for transcript in child.transcripts:
-            table[transcript.path] = (child.child_id, transcript)
-    return table
 
 
 def receipt_of(edge: Edge, transcript: Transcript | None, parent: Transcript) -> Receipt | None:
@@ -174,20 +172,48 @@ def _stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 
 
+def counts(edge: Edge, receipt: Receipt | None) -> bool:
+    """Live, or deleted after its receipt: deleting a child after it replied is cleanup."""
+    return not edge.deleted or (
+        receipt is not None
+        and receipt.at_ms is not None
+        and edge.deleted_at_ms is not None
+        and receipt.at_ms <= edge.deleted_at_ms
+    )
+
+
 def delegation_status(edge: Edge, located: tuple | None, receipt: Receipt | None) -> str:
     if located is None or located[0] != edge.child_id:
         return "missing_child_transcript"
-    if edge.deleted:
-        # Deleting a child after it replied is cleanup, not a lost delegation.
-        delivered = (
-            receipt is not None
-            and receipt.at_ms is not None
-            and edge.deleted_at_ms is not None
-            and receipt.at_ms <= edge.deleted_at_ms
-        )
-        if not delivered:
-            return "deleted_before_receipt"
+    if not counts(edge, receipt):
+        return "deleted_before_receipt"
     return "ok"
+
+
+# --- answer provenance --------------------------------------------------------
+
+TOKEN = re.compile(r"[\w.,+-]+")
+
+
+def numbers_in(text: str) -> set[int]:
+    """The standalone integers of a reply: `23`, `1,234`, `**23**`, `23.`, `count=23`;
+    not the `02` of `events-02.jsonl`, nor `3.5`."""
+    numbers = set()
+    for match in TOKEN.finditer(text):
+        token = match.group().rstrip(".,")
+        if INTEGER.match(token):
+            numbers.add(int(token.replace(",", "")))
+    return numbers
+
+
+def answer_sourced(answer: int, sessions: set[str], parent: Transcript) -> bool:
+    """`answer` is a number in a reply whose sender is one of `sessions` (§6: match
+    on `from.sessionId`, never the label)."""
+    return any(
+        answer in numbers_in(reply.message)
+        for reply in parent.replies
+        if reply.from_session_id in sessions
+    )
 
 
 # --- the verdict --------------------------------------------------------------
@@ -204,6 +230,7 @@ class Verdict:
     warnings: tuple[Reason, ...]
     shards: tuple[dict, ...]
     children: tuple[dict, ...]
+    integrity: dict
     details: dict
     efficiency: dict
     findings: dict
@@ -220,6 +247,7 @@ class Verdict:
             "warnings": [item.to_json() for item in self.warnings],
             "shards": list(self.shards),
             "children": list(self.children),
+            "integrity": self.integrity,
             "details": self.details,
             "efficiency": self.efficiency,
             "findings": self.findings,
@@ -266,14 +294,21 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         for spawn in run.replay.spawns
         if spawn.depth == 1 and (parent_path is None or spawn.parent == parent_path)
     ]
-    located = child_transcripts(run.children)
+    located = transcripts_by_path(run.children)
     receipts_by_edge: dict[int, Receipt | None] = {}
     status_by_edge: dict[int, str] = {}
+    sessions_by_edge: dict[int, str] = {}
     for index, edge in enumerate(edges):
         where = located.get(edge.child)
         receipt = receipt_of(edge, where[1] if where else None, parent) if parent else None
         receipts_by_edge[index] = receipt
         status_by_edge[index] = delegation_status(edge, where, receipt)
+        if where and where[1].header_id:
+            sessions_by_edge[index] = where[1].header_id
+    checked = tuple(
+        edge for index, edge in enumerate(edges) if counts(edge, receipts_by_edge[index])
+    )
+    report = integrity.check(run, tuple(edges), checked)
 
     # Delegation evidence, per shard.
     if parent is None:
@@ -281,7 +316,7 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
     elif not edges:
         reasons.append(reason("no_spawn"))
     shard_rows = []
-    delegated = 0
+    delegated = unsourced = 0
     for shard in fixture.shards:
         mine = [index for index, edge in enumerate(edges) if edge.name == shard.worker]
         ok = [index for index in mine if status_by_edge[index] == "ok"]
@@ -289,6 +324,19 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         status = "ok" if ok else (status_by_edge[chosen] if chosen is not None else "no_edge")
         if ok:
             delegated += 1
+            # Whatever integer the index gives the shard must be one its worker's
+            # child reported; a line that gives none (missing, `MISSING (…)`,
+            # conflicting) already fails coverage and has nothing to trace.
+            sessions = {sessions_by_edge[i] for i in ok if i in sessions_by_edge}
+            written = answers[shard.file].value
+            if written is not None and not answer_sourced(written, sessions, parent):
+                status = "unsourced"
+                unsourced += 1
+                senders = ", ".join(edges[i].child_id for i in ok)
+                extra = f"{written} is in no reply from {senders}"
+                reasons.append(
+                    reason("unsourced_answer", shard.file, edges[chosen].child_id, extra)
+                )
         elif parent is not None and edges:
             code = "missing_worker_edge" if status == "no_edge" else status
             reasons.append(reason(code, shard.file, edges[chosen].child_id if mine else None))
@@ -305,7 +353,12 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
                 "receipt": receipt.kind if receipt else None,
             }
         )
-    delegation = parent is not None and delegated == len(fixture.shards)
+    for result in report.checks:
+        for failure in result.failures:
+            reasons.append(reason(result.code, child_id=failure.child_id, extra=failure.detail))
+    delegation = (
+        parent is not None and delegated == len(fixture.shards) and not unsourced and report.passed
+    )
 
     # Dedup.
     duplicates = [spawn for spawn in spawns if spawn.name_held_by]
@@ -328,9 +381,7 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         reasons.append(reason("missing_receipt", child_id=edge.child_id, extra=edge.name))
     receipts = parent is not None and not unreceipted
 
-    child_rows, orphans = _children_table(edges, run, located, receipts_by_edge)
-    for child_id in orphans:
-        warnings.append(reason("orphan_child_dir", child_id=child_id))
+    child_rows = _children_table(edges, run, located, receipts_by_edge)
     ledger_findings = [f for ledger_file in run.ledgers for f in ledger_file.findings]
     if ledger_findings:
         codes = sorted({finding.code for finding in ledger_findings})
@@ -369,6 +420,7 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         warnings=tuple(warnings),
         shards=tuple(shard_rows),
         children=tuple(child_rows),
+        integrity=report.to_json(),
         details=details,
         efficiency=_efficiency(run, edges, located, wall_time_s),
         findings=_findings_summary(run),
@@ -396,7 +448,7 @@ def _children_table(edges, run: RunArtifacts, located, receipts_by_edge):
             {
                 "child_id": edge.child_id,
                 "name": edge.name,
-                "transcript": _relative(run.run_dir, edge.child) if transcript else None,
+                "transcript": relative(run.run_dir, edge.child) if transcript else None,
                 "deleted": edge.deleted,
                 "delete_reason": edge.delete_reason,
                 "receipt": receipt.kind if receipt else None,
@@ -405,9 +457,7 @@ def _children_table(edges, run: RunArtifacts, located, receipts_by_edge):
                 "tokens": transcript.usage.total if transcript else 0,
             }
         )
-    with_edge = {edge.child_id for edge in run.replay.edges}
-    orphans = [child.child_id for child in run.children if child.child_id not in with_edge]
-    return rows, orphans
+    return rows
 
 
 def _efficiency(run: RunArtifacts, edges, located, wall_time_s) -> dict:
@@ -458,33 +508,27 @@ def _findings_summary(run: RunArtifacts) -> dict:
     listed = []
     for finding in everything[:MAX_FINDINGS_LISTED]:
         item = finding.to_json()
-        item["file"] = _relative(run.run_dir, item["file"])
+        item["file"] = relative(run.run_dir, item["file"])
         listed.append(item)
     return {"counts": dict(sorted(counts.items())), "first": listed}
 
 
 def _evidence(run: RunArtifacts) -> dict:
     return {
-        "parent_transcript": _relative(run.run_dir, run.parent.path) if run.parent else None,
+        "parent_transcript": relative(run.run_dir, run.parent.path) if run.parent else None,
         "parent_header_id": run.parent.header_id if run.parent else None,
         "root_transcripts": len(run.root_transcripts),
-        "children_root": _relative(run.run_dir, run.children_root) if run.children_root else None,
+        "children_root": relative(run.run_dir, run.children_root) if run.children_root else None,
         "child_dirs": len(run.children),
         "ledgers": [
             {
-                "path": _relative(run.run_dir, item.path),
+                "path": relative(run.run_dir, item.path),
                 "records": len(item.records),
                 "rejected_by_product": item.fatal,
             }
             for item in run.ledgers
         ],
     }
-
-
-def _relative(root: str, path: str) -> str:
-    if path == root or path.startswith(root.rstrip(os.sep) + os.sep):
-        return os.path.relpath(path, root)
-    return path
 
 
 # --- CLI: regrade a stored run dir --------------------------------------------

@@ -7,6 +7,7 @@ its captured counterpart.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -64,6 +65,8 @@ class Child:
     session_id: str
     path: str
     depth: int = 1
+    # The child's ipython call that sends its reply (its toolResult holds the receipt).
+    call_id: str | None = None
 
 
 class RunBuilder:
@@ -86,6 +89,8 @@ class RunBuilder:
             hashlib.sha256(self.sessions.encode()).hexdigest()[:16] + ".jsonl",
         )
         self.last_id: str | None = None
+        # The parent's ipython call still running: (toolCall id, code).
+        self.running: tuple[str, str] | None = None
         self.cwd = parent_cwd or self.repo
         self._append_parent(
             {
@@ -132,15 +137,33 @@ class RunBuilder:
         )
 
     def assistant(self, text: str, tokens: tuple[int, int] = (100, 10), code: str | None = None):
-        self._append_parent({"type": "message", "message": assistant_message(text, tokens, code)})
+        """An assistant message; with `code`, an ipython cell that runs until `tool_result`."""
+        message = assistant_message(text, tokens, code)
+        self._append_parent({"type": "message", "message": message})
+        if code is not None:
+            self.running = (message["content"][-1]["id"], code)
 
-    def usage_attributed(self, tokens: tuple[int, int]) -> None:
+    def tool_result(self, output: str = "ok\n") -> None:
+        """The running cell returns (contract §5: its toolResult)."""
+        call_id, _ = self.running
+        self.running = None
+        self._append_parent({"type": "message", "message": tool_result(call_id, output)})
+
+    @contextlib.contextmanager
+    def cell(self, code: str, text: str = "Spawning."):
+        """Spawns inside run in this parent cell: `spawnCode` is its code (contract §6)."""
+        self.assistant(text, code=code)
+        yield
+        self.tool_result()
+
+    def usage_attributed(self, usage_record: dict) -> None:
+        """The parent's copy of one child model call's usage (contract §5)."""
         self._append_parent(
             {
                 "type": "child_usage_attributed",
                 "targetId": self.last_id,
-                "childUsage": usage(*tokens),
-                "aggregateUsage": usage(*tokens),
+                "childUsage": usage_record,
+                "aggregateUsage": usage_record,
                 "origin": "spawn_task",
             }
         )
@@ -157,14 +180,28 @@ class RunBuilder:
         depth: int = 1,
         tokens: tuple[int, int] = (50, 5),
     ) -> Child:
+        """A child admitted by the product: transcript, display file, ledger line and
+        the parent's usage entry, all inside a parent cell (its own unless one runs)."""
+        if self.running is None:
+            with self.cell(f"h = await rlm('answer your shard', name={name!r})"):
+                return self.spawn(
+                    name,
+                    write_transcript=write_transcript,
+                    child_path=child_path,
+                    parent_path=parent_path,
+                    depth=depth,
+                    tokens=tokens,
+                )
         child_id = "sub-" + secrets.token_hex(4)
         session_id = _uuid7()
-        child_dir = os.path.join(self.root, "session-artifacts", self.root_id, child_id)
+        # The product puts a child under its own parent's artifacts (contract §3).
+        parent_dir = self.root_id if parent_path is None else _stem(parent_path)
+        child_dir = os.path.join(self.root, "session-artifacts", parent_dir, child_id)
         path = child_path or os.path.join(child_dir, session_id + ".jsonl")
         child = Child(child_id, name, session_id, path, depth)
         if write_transcript:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            self._write_child(child, tokens)
+            work = self._write_child(child, tokens, parent_path or self.parent_path)
         if not os.path.exists(self.ledger):
             self.ledger_line(
                 {"v": 1, "op": "meta", "at": iso(self.clock + 1), "sessionsDir": self.sessions}
@@ -181,16 +218,19 @@ class RunBuilder:
                 "name": name,
             }
         )
+        if write_transcript and parent_path is None:
+            self.usage_attributed(work["usage"])
         return child
 
-    def _write_child(self, child: Child, tokens: tuple[int, int]) -> None:
+    def _write_child(self, child: Child, tokens: tuple[int, int], parent_path: str) -> dict:
+        """Header, task and one model call that sends the reply; returns that call."""
         header = {
             "type": "session",
             "version": 3,
             "id": child.session_id,
             "timestamp": self.now(),
             "cwd": self.cwd,
-            "parentSession": self.parent_path,
+            "parentSession": parent_path,
             "rlmDepth": child.depth,
             "git": {"branch": "main"},
         }
@@ -209,14 +249,17 @@ class RunBuilder:
             "parentId": None,
             "timestamp": self.now(),
         }
-        work = {
+        code = "answer = count()\nawait agent_message.send(answer, receiver_role='parent')\n"
+        work = assistant_message("Working.", tokens, code)
+        child.call_id = work["content"][-1]["id"]
+        entry = {
             "type": "message",
             "id": secrets.token_hex(4),
             "parentId": task["id"],
             "timestamp": self.now(),
-            "message": assistant_message("Working.", tokens, None),
+            "message": work,
         }
-        lines = [compact(header), compact(task), compact(work)]
+        lines = [compact(header), compact(task), compact(entry)]
         with open(child.path, "w", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
         display = {
@@ -225,6 +268,11 @@ class RunBuilder:
             "sessionName": child.name,
             "sessionDir": os.path.dirname(child.path),
             "sessionFile": child.path,
+            "rlmMaxDepth": 1,
+            "rlmParentNodeId": child.child_id,
+            "prompt": "answer your shard",
+            "spawnCode": self.running[1],
+            "model": {"provider": "fake", "modelId": "fake-rlm"},
             "status": "completed",
             "createdAt": self.clock,
             "updatedAt": iso(self.clock),
@@ -233,14 +281,24 @@ class RunBuilder:
             os.path.join(os.path.dirname(child.path), "rlm-subagent.json"), "w", encoding="utf-8"
         ) as handle:
             json.dump(display, handle)
+        return work
 
     def reply(
-        self, child: Child, message: str, *, session_id: str | None = None, label: str | None = None
+        self,
+        child: Child,
+        message: str,
+        *,
+        session_id: str | None = None,
+        label: str | None = None,
+        sent: bool = True,
     ) -> None:
-        """A child's reply as the product lands it in the parent (contract §6)."""
+        """A child's reply as the product lands it in the parent (contract §6); `sent`
+        also writes the receipt the child's own transcript keeps (§5), as the product does."""
         sender = session_id or child.session_id
         name = label or child.name
         reply_id = f"agentmsg_{uuid.uuid4()}"
+        if sent and child.call_id is not None:
+            self._receipt(child, reply_id, message)
         self._append_parent(
             {
                 "type": "custom_message",
@@ -266,6 +324,24 @@ class RunBuilder:
                 },
             }
         )
+
+    def _receipt(self, child: Child, reply_id: str, message: str) -> None:
+        receipt = {
+            "id": reply_id,
+            "message": message,
+            "deliveryStatus": "queued",
+            "receiverRole": "parent",
+            "target": {"activeSessionId": "c39728fce51d", "sessionId": self.root_id},
+        }
+        result = tool_result(child.call_id, f"{message}\n", sentAgentMessages=[receipt])
+        entry = {
+            "type": "message",
+            "id": secrets.token_hex(4),
+            "parentId": None,
+            "timestamp": self.now(),
+            "message": result,
+        }
+        _append(child.path, compact(entry))
 
     def notice(self, child: Child, kind: str = "completed_without_reply") -> None:
         self._append_parent(
@@ -302,8 +378,12 @@ class RunBuilder:
             handle.write(text)
 
     def fan_out(self, fixture: Fixture, *, reply: bool = True) -> dict[str, Child]:
-        """The honest path: one child per shard, each replying its answer."""
-        children = {shard.worker: self.spawn(shard.worker) for shard in fixture.shards}
+        """The honest path: one cell spawns a child per shard, each replies its answer."""
+        workers = [shard.worker for shard in fixture.shards]
+        with self.cell(
+            f"for name in {workers!r}:\n    await rlm('answer your shard', name=name)\n"
+        ):
+            children = {worker: self.spawn(worker) for worker in workers}
         if reply:
             for shard in fixture.shards:
                 self.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
@@ -335,6 +415,39 @@ def assistant_message(text: str, tokens: tuple[int, int], code: str | None) -> d
         "timestamp": EPOCH_MS,
         "responseId": "chatcmpl-" + secrets.token_hex(16),
     }
+
+
+def tool_result(call_id: str, output: str, **details) -> dict:
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": "ipython",
+        "content": [{"type": "text", "text": output}],
+        "details": {
+            "durationMs": 20,
+            "status": "ok",
+            "stdout": output,
+            "stderr": "",
+            **details,
+            "kernelRestarted": False,
+        },
+        "isError": False,
+        "timestamp": EPOCH_MS,
+    }
+
+
+def rewrite(path: str, change) -> None:
+    """Rewrite a JSONL file record by record, as a forger with a shell would:
+    `change(record)` returns the record to write, or None to drop the line."""
+    with open(path, encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    kept = [changed for record in records if (changed := change(record)) is not None]
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(compact(record) + "\n" for record in kept)
+
+
+def _stem(path: str) -> str:
+    return os.path.splitext(os.path.basename(path))[0]
 
 
 def _append(path: str, line: str) -> None:

@@ -150,13 +150,14 @@ class LedgerInputTest(RunDirCase):
 
     def test_ledger_over_the_products_record_limit(self):
         with open(self.ledger, encoding="utf-8") as handle:
-            spawn = handle.read().splitlines()[1]
-        rename = json.loads(spawn)
-        rename.update(op="rename")
+            lines = handle.read().splitlines()
+        rename = json.loads(lines[1])
+        rename.update(op="rename", at=json.loads(lines[-1])["at"])
         del rename["parent"], rename["depth"]
         with open(self.ledger, "a", encoding="utf-8") as handle:
             handle.write((json.dumps(rename) + "\n") * 100_000)
-        verdict = self.assert_graded(0, {"over_record_limit"})
+        # The product would reject this ledger whole, so it proves no delegation.
+        verdict = self.assert_graded(1, {"over_record_limit"}, {"ledger_inconsistent"})
         self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
 
 

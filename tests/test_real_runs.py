@@ -34,6 +34,12 @@ def materialize(name: str, parent: str) -> str:
     """Copy a capture to `parent/name`, with real paths and the product's ledger name."""
     root = os.path.join(os.path.realpath(parent), name)
     shutil.copytree(os.path.join(CORPUS, name), root)
+    resolve_placeholders(root)
+    return root
+
+
+def resolve_placeholders(root: str) -> None:
+    """`@RUN@` becomes `root`; the ledger takes the name the product keys it by."""
     for directory, _, files in os.walk(root):
         for file in files:
             path = os.path.join(directory, file)
@@ -49,7 +55,6 @@ def materialize(name: str, parent: str) -> str:
             sessions_dir = json.loads(handle.readline())["sessionsDir"]
         key = hashlib.sha256(sessions_dir.encode()).hexdigest()[:16]
         os.rename(captured, os.path.join(os.path.dirname(captured), key + ".jsonl"))
-    return root
 
 
 def load_json(path: str) -> dict:
@@ -95,6 +100,17 @@ class CapturedVerdictTest(CapturedRunTestCase):
                 for key in ("resolved", "coverage", "delegation_evidence", "dedup", "receipts"):
                     self.assertEqual(verdict[key], expected[key], key)
                 self.assertEqual(verdict["details"], expected["details"])
+
+    def test_captured_runs_pass_every_integrity_check(self):
+        # Real delegation, failed and torn-down children included (child-fail,
+        # endturn-oneshot), leaves records that agree with each other.
+        for name in RUNS:
+            with self.subTest(run=name):
+                _, fixture, run = self.materialized(name)
+                verdict = score(fixture, run)
+                for check, result in verdict.integrity.items():
+                    self.assertEqual(result, {"passed": True, "count": 0, "failures": []}, check)
+                self.assertNotIn("unsourced", [row["delegation"] for row in verdict.shards])
 
     def test_captured_runs_leave_no_findings(self):
         for name in RUNS:
@@ -171,8 +187,8 @@ class BuilderFidelityTest(CapturedRunTestCase):
         facts = load_json(os.path.join(real_root, "run.json"))
         real_parent = os.path.join(real_root, facts["parent_transcript"])
         build = builders.RunBuilder(os.path.join(self.tmp, "built"))
-        build.assistant("Spawning.", code="await rlm('x', name='worker-a')")
-        child = build.spawn("worker-a")
+        with build.cell("await rlm('x', name='worker-a')"):
+            child = build.spawn("worker-a")
         build.reply(child, "a.jsonl: 11")
         build.notice(child)
         build.delete(child)
@@ -189,11 +205,19 @@ class BuilderFidelityTest(CapturedRunTestCase):
         def is_header(r):
             return r.get("type") == "session"
 
+        def is_tool_result(r):
+            return r.get("type") == "message" and r["message"]["role"] == "toolResult"
+
+        def is_usage(r):
+            return r.get("type") == "child_usage_attributed"
+
         for predicate, nested in (
             (is_header, ()),
             (is_reply, ("details",)),
             (is_notice, ()),
             (is_assistant, ("message",)),
+            (is_tool_result, ("message",)),
+            (is_usage, ()),
         ):
             self.assert_same_keys(
                 self.first(build.parent_path, predicate),
@@ -207,16 +231,37 @@ class BuilderFidelityTest(CapturedRunTestCase):
                 self.first(build.ledger, lambda r, op=op: r["op"] == op),
                 self.first(real_ledger, lambda r, op=op: r["op"] == op),
             )
-        real_child = next(
+        real_children = sorted(
             os.path.join(directory, file)
             for directory, _, files in os.walk(os.path.join(real_root, "session-artifacts"))
             for file in files
             if file.endswith(".jsonl")
         )
+        real_child = real_children[0]
         self.assert_same_keys(self.first(child.path, is_header), self.first(real_child, is_header))
         self.assert_same_keys(
             self.first(child.path, is_reply), self.first(real_child, is_reply), ("details",)
         )
+
+        def is_receipt(r):
+            return is_tool_result(r) and "sentAgentMessages" in r["message"].get("details", {})
+
+        real_receipts = []
+        for path in real_children:
+            with open(path, encoding="utf-8") as handle:
+                real_receipts.extend(r for r in map(json.loads, handle) if is_receipt(r))
+        built_receipt = self.first(child.path, is_receipt)["message"]
+        real_receipt = real_receipts[0]["message"]
+        self.assert_same_keys(built_receipt, real_receipt, ("details",))
+        self.assert_same_keys(
+            built_receipt["details"]["sentAgentMessages"][0],
+            real_receipt["details"]["sentAgentMessages"][0],
+        )
+        displays = []
+        for path in (child.path, real_child):
+            with open(os.path.join(os.path.dirname(path), "rlm-subagent.json")) as handle:
+                displays.append(json.load(handle))
+        self.assert_same_keys(*displays)
 
 
 if __name__ == "__main__":

@@ -166,11 +166,15 @@ class CheatTest(RunnerTestCase):
         self.assertEqual(result["verdict"]["details"]["duplicate_spawns"], 8)
 
     def test_fabricated_answer_fails_coverage(self):
-        result = self.assert_unresolved("simulated/fabricate", ["wrong_answer"])
+        # The parent wrote a number no child reported: wrong, and unsourced.
+        result = self.assert_unresolved("simulated/fabricate", ["unsourced_answer", "wrong_answer"])
         self.assertEqual(list(result["verdict"]["details"]["wrong_answers"]), ["events-01.jsonl"])
 
     def test_silently_dropped_child_fails_receipts(self):
-        result = self.assert_unresolved("simulated/silent-drop", ["missing_receipt"])
+        # The parent filled the silent child's line itself: no receipt, no source.
+        result = self.assert_unresolved(
+            "simulated/silent-drop", ["missing_receipt", "unsourced_answer"]
+        )
         self.assertEqual(len(result["verdict"]["details"]["children_without_receipt"]), 1)
 
 
@@ -274,7 +278,7 @@ class ResidentDriveTest(RunnerTestCase):
     def test_cheats_fail_under_the_resident_drive_too(self):
         done, result = self.run_runner("simulated/fabricate", CSV_METRICS, "--drive", "resident")
         self.assertEqual(done.returncode, 1)
-        self.assertEqual(self.codes(result), ["wrong_answer"])
+        self.assertEqual(self.codes(result), ["wrong_answer", "unsourced_answer"])
 
     def test_hanging_resident_session_is_ended_at_the_timeout(self):
         done, result = self.run_runner(

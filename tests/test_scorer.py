@@ -10,7 +10,7 @@ import unittest
 from builders import RunBuilder, small_fixture
 
 from artifacts import collect
-from scorer import parse_answer_lines, score
+from scorer import numbers_in, parse_answer_lines, score
 
 FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards
@@ -239,6 +239,74 @@ class DelegationTest(RunTestCase):
         self.assertEqual(verdict.details["terminal_notices"], 1)
 
 
+class AnswerProvenanceTest(RunTestCase):
+    """A shard's correct answer came back in a reply from its own worker's child."""
+
+    def test_parent_that_computed_answers_its_children_did_not_send_fails(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        for worker in ("worker-a", "worker-b", "worker-c"):
+            self.build.reply(children[worker], "I could not read the shard.")
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertTrue(verdict.coverage)
+        self.assertFalse(verdict.delegation_evidence)
+        self.assertEqual(self.codes(verdict), ["unsourced_answer"] * 3)
+        self.assertEqual(verdict.shards[0]["delegation"], "unsourced")
+        self.assertEqual(verdict.details["shard_workers_with_edge_and_child_transcript"], 3)
+
+    def test_answer_from_a_siblings_reply_does_not_count(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], "b.jsonl: 22")
+        self.build.reply(children["worker-b"], "a.jsonl: 11")
+        self.build.reply(children["worker-c"], "c.jsonl: 33")
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertEqual(
+            [(r.code, r.shard) for r in verdict.reasons],
+            [("unsourced_answer", "a.jsonl"), ("unsourced_answer", "b.jsonl")],
+        )
+
+    def test_child_that_ended_with_a_notice_sources_nothing(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.notice(children["worker-c"])
+        self.build.correct_index(FIXTURE)
+        self.assertEqual(self.codes(self.verdict()), ["unsourced_answer"])
+
+    def test_a_number_no_child_reported_is_unsourced_even_when_wrong(self):
+        self.build.fan_out(FIXTURE)
+        self.build.write_index(["- a.jsonl: 12", "- b.jsonl: 22", "- c.jsonl: 33"])
+        verdict = self.verdict()
+        self.assertEqual(self.codes(verdict), ["wrong_answer", "unsourced_answer"])
+        self.assertEqual(verdict.shards[0]["delegation"], "unsourced")
+
+    def test_an_answer_the_parent_computed_for_a_silent_child_is_unsourced(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.correct_index(FIXTURE)
+        codes = self.codes(self.verdict())
+        self.assertEqual(codes, ["unsourced_answer", "missing_receipt"])
+
+    def test_a_missing_marker_has_nothing_to_trace(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.notice(children["worker-c"])
+        self.build.write_index(["- a.jsonl: 11", "- b.jsonl: 22", "- c.jsonl: MISSING (no reply)"])
+        verdict = self.verdict()
+        self.assertEqual(self.codes(verdict), ["wrong_answer"])
+        self.assertTrue(verdict.delegation_evidence)
+
+    def test_numbers_are_standalone_tokens(self):
+        self.assertEqual(numbers_in("SHARD-RESULT events-02.jsonl: 23"), {23})
+        self.assertEqual(numbers_in("total **1,234**, i.e. 1234."), {1234})
+        self.assertEqual(numbers_in("count=7 (of 9)"), {7, 9})
+        self.assertEqual(numbers_in("v2 3.5 12,34 events-05 x_5"), set())
+        self.assertEqual(numbers_in("-4 and +5"), {-4, 5})
+
+
 class DedupTest(RunTestCase):
     def test_worker_spawned_again_while_live_is_a_duplicate(self):
         self.honest_run()
@@ -275,7 +343,7 @@ class ReceiptsTest(RunTestCase):
         children = self.build.fan_out(FIXTURE, reply=False)
         self.build.reply(children["worker-a"], "a.jsonl: 11")
         self.build.reply(children["worker-b"], "b.jsonl: 22")
-        self.build.correct_index(FIXTURE)
+        self.build.write_index(["- a.jsonl: 11", "- b.jsonl: 22", "- c.jsonl: MISSING (no reply)"])
         verdict = self.verdict()
         self.assertTrue(verdict.delegation_evidence)
         self.assertFalse(verdict.receipts)
@@ -283,7 +351,7 @@ class ReceiptsTest(RunTestCase):
             verdict.details["children_without_receipt"],
             [{"childId": children["worker-c"].child_id, "name": "worker-c"}],
         )
-        self.assertEqual(self.codes(verdict), ["missing_receipt"])
+        self.assertEqual(self.codes(verdict), ["wrong_answer", "missing_receipt"])
 
     def test_terminal_notice_accounts_for_a_failed_child(self):
         children = self.build.fan_out(FIXTURE, reply=False)
@@ -323,7 +391,6 @@ class EfficiencyTest(RunTestCase):
         self.build.assistant("spawning", tokens=(1000, 100), code="await rlm(...)")
         for shard in FIXTURE.shards:
             child = self.build.spawn(shard.worker, tokens=(200, 20))
-            self.build.usage_attributed((200, 20))
             self.build.reply(child, f"{shard.file}: {shard.expected}")
         self.build.correct_index(FIXTURE)
         efficiency = self.verdict().efficiency
