@@ -51,125 +51,174 @@ def dumps(record: dict) -> str:
     return json.dumps(record, separators=(",", ":"))
 
 
-def entry(kind: str, number: int, **fields) -> str:
-    stamp = (
-        f"2026-12-02T11:{number // 60000 % 60:02d}:{number // 1000 % 60:02d}.{number % 1000:03d}Z"
-    )
-    return dumps(
-        {"type": kind, "id": f"{number:08x}", "parentId": None, "timestamp": stamp, **fields}
-    )
+def iso(ms: int) -> str:
+    seconds, millis = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
-def assistant(number: int, text: str) -> str:
-    message = {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "api": "openai-completions",
-        "provider": "bench",
-        "model": "bench",
-        "usage": USAGE,
-        "stopReason": "stop",
-        "timestamp": 1796210044111,
-        "responseId": f"chatcmpl-{number:032x}",
-    }
-    return entry("message", number, message=message)
+class Transcript:
+    """Writes one session transcript in the product's record shapes, on a fake clock."""
 
+    def __init__(self, path: str, header: dict, clock_ms: int):
+        self.handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.clock = clock_ms
+        self.number = 0
+        record = {"type": "session", "version": 3, "id": header.pop("id")}
+        record.update(timestamp=iso(clock_ms), **header)
+        self.handle.write(dumps(record) + "\n")
 
-def tool_result(number: int, output: str) -> str:
-    message = {
-        "role": "toolResult",
-        "toolCallId": f"call_{number:024x}",
-        "toolName": "ipython",
-        "content": [{"type": "text", "text": output}],
-        "isError": False,
-        "timestamp": 1796210044111,
-    }
-    return entry("message", number, message=message)
+    def entry(self, kind: str, at_ms: int | None = None, **fields) -> str:
+        self.clock = at_ms if at_ms is not None else self.clock + 1
+        self.number += 1
+        entry_id = f"{self.number:08x}"
+        self.handle.write(
+            dumps({"type": kind, "id": entry_id, "parentId": None, "timestamp": iso(self.clock)})[
+                :-1
+            ]
+            + ","
+            + dumps(fields)[1:]
+            + "\n"
+        )
+        return entry_id
 
+    def assistant(self, text: str, call: tuple[str, str] | None = None, at_ms=None) -> str:
+        content = [{"type": "text", "text": text}]
+        if call:
+            content.append(
+                {
+                    "type": "toolCall",
+                    "id": call[0],
+                    "name": "ipython",
+                    "arguments": {"code": call[1]},
+                }
+            )
+        self.responses = getattr(self, "responses", 0) + 1
+        message = {
+            "role": "assistant",
+            "content": content,
+            "api": "openai-completions",
+            "provider": "bench",
+            "model": "bench",
+            "usage": USAGE,
+            "stopReason": "toolUse" if call else "stop",
+            "timestamp": self.clock,
+            "responseId": "chatcmpl-"
+            + hashlib.md5(f"{self.handle.name}{self.number}".encode()).hexdigest(),
+        }
+        return self.entry("message", at_ms, message=message)
 
-def header(session_id: str, cwd: str, parent: str | None = None) -> str:
-    record = {
-        "type": "session",
-        "version": 3,
-        "id": session_id,
-        "timestamp": "2026-12-02T11:00:00.000Z",
-    }
-    record["cwd"] = cwd
-    if parent:
-        record["parentSession"] = parent
-    record["rlmDepth"] = 1 if parent else 0
-    return dumps(record)
+    def tool_result(self, call_id: str, output: str, sent: list | None = None, at_ms=None):
+        details = {"status": "ok", "sentAgentMessages": sent} if sent else {"status": "ok"}
+        message = {
+            "role": "toolResult",
+            "toolCallId": call_id,
+            "toolName": "ipython",
+            "content": [{"type": "text", "text": output}],
+            "details": details,
+            "isError": False,
+            "timestamp": self.clock,
+        }
+        self.entry("message", at_ms, message=message)
+
+    def close(self) -> None:
+        self.handle.close()
 
 
 def make_run(root: str, children: int, output_bytes: int, ledger_records: int, polls: int):
-    """Write a run dir; returns (fixture manifest path, list of JSONL files)."""
+    """Write an honest run dir (it scores resolved, every integrity check passing).
+
+    Returns the fixture manifest path and the JSONL files the floor reads.
+    """
     repo, sessions = os.path.join(root, "repo"), os.path.join(root, "sessions")
     home = os.path.join(root, "agent-home")
     for path in (repo, sessions, os.path.join(home, "rlm-ledger")):
         os.makedirs(path)
-    parent = os.path.join(sessions, "01a23676-21ac-7333-b829-3ac088ac78fd.jsonl")
-    artifacts_dir = os.path.join(root, "session-artifacts", ROOT_ID)
+    sessions = os.path.realpath(sessions)
+    repo = os.path.realpath(repo)
+    parent_path = os.path.join(sessions, "01a23676-21ac-7333-b829-3ac088ac78fd.jsonl")
+    artifacts_dir = os.path.join(os.path.dirname(sessions), "session-artifacts", ROOT_ID)
     filler = "x" * output_bytes
-    shards, spawns, files = [], [], [parent]
+    start = 1_796_210_000_000
+    parent = Transcript(parent_path, {"id": ROOT_ID, "cwd": repo, "rlmDepth": 0}, start)
+    spawn_code = "for shard in shards:\n    await rlm(task(shard), name=worker(shard))\n"
+    parent.assistant("Spawning.", ("call_spawn", spawn_code), at_ms=start + 10)
+    shards, spawns, files = [], [], [parent_path]
     for index in range(children):
         child_id = f"sub-{index:08x}"
         session_id = f"01a23676-{index:04x}-7000-8000-{index:012x}"
+        worker = f"worker-{index:04d}"
+        at_ms = start + 20 + index * 5
         child_dir = os.path.join(artifacts_dir, child_id)
         os.makedirs(child_dir)
-        child = os.path.join(child_dir, session_id + ".jsonl")
-        files.append(child)
-        with open(child, "w", encoding="utf-8") as handle:
-            handle.write(header(session_id, repo, parent) + "\n")
-            task = {"id": f"spawn:{child_id}", "message": "t", "fromRelationship": "parent"}
-            handle.write(
-                entry("custom_message", 1, customType="agent_message", details=task) + "\n"
-            )
-            for turn in range(2):
-                handle.write(assistant(turn * 2 + 2, "working") + "\n")
-                handle.write(tool_result(turn * 2 + 3, filler) + "\n")
+        child_path = os.path.join(child_dir, session_id + ".jsonl")
+        files.append(child_path)
+        header = {"id": session_id, "cwd": repo, "parentSession": parent_path, "rlmDepth": 1}
+        child = Transcript(child_path, header, at_ms - 3)
+        child.entry("session_info", name=worker)
+        task = {
+            "id": f"spawn:{child_id}",
+            "message": "t",
+            "from": {"sessionId": ROOT_ID, "activeSessionId": "c39728fce51d"},
+            "fromRelationship": "parent",
+        }
+        child.entry("custom_message", customType="agent_message", content="t", details=task)
+        reply = {"id": f"agentmsg_{index:08d}", "message": f"s{index:04d}.jsonl: {index}"}
+        child.assistant("Answering.", (f"call_c{index}", "await agent_message.send(...)"))
+        child.tool_result(f"call_c{index}", filler, sent=[reply])
+        child.assistant("Done.")
+        child.close()
+        display = {
+            "type": "rlm_subagent",
+            "childId": child_id,
+            "sessionName": worker,
+            "sessionDir": child_dir,
+            "sessionFile": child_path,
+            "spawnCode": spawn_code,
+            "status": "completed",
+            "createdAt": at_ms - 1,
+        }
         with open(os.path.join(child_dir, "rlm-subagent.json"), "w", encoding="utf-8") as handle:
-            handle.write(
-                dumps({"type": "rlm_subagent", "childId": child_id, "status": "completed"})
+            handle.write(dumps(display))
+        for _ in range(2):
+            parent.entry(
+                "child_usage_attributed",
+                targetId="00000001",
+                childUsage=USAGE,
+                aggregateUsage=USAGE,
+                origin="spawn_task",
             )
-        worker = f"worker-{index:04d}"
         shards.append(
             {"file": f"s{index:04d}.jsonl", "worker": worker, "question": "q", "expected": index}
         )
-        spawns.append((child_id, child, worker, session_id))
-    with open(parent, "w", encoding="utf-8") as handle:
-        handle.write(header(ROOT_ID, repo) + "\n")
-        number = 1
-        for turn in range(polls):
-            handle.write(assistant(number, f"poll {turn}") + "\n")
-            handle.write(tool_result(number + 1, filler[: output_bytes // 10]) + "\n")
-            number += 2
-        for _, _, worker, session_id in spawns:
-            details = {
-                "id": f"agentmsg_{number}",
-                "message": f"{worker}: {number}",
-                "from": {"sessionId": session_id, "sessionName": worker},
-                "fromRelationship": "child",
-            }
-            handle.write(
-                entry("custom_message", number, customType="agent_message", details=details) + "\n"
-            )
-            number += 1
-    ledger_name = hashlib.sha256(os.path.realpath(sessions).encode()).hexdigest()[:16] + ".jsonl"
+        spawns.append((child_id, child_path, worker, session_id, at_ms, reply))
+    clock = start + 40 + children * 5
+    parent.tool_result("call_spawn", "spawned", at_ms=clock)
+    for turn in range(polls):
+        parent.assistant(f"poll {turn}", (f"call_p{turn}", "await asyncio.sleep(2)"))
+        parent.tool_result(f"call_p{turn}", filler[: output_bytes // 10])
+    for _, _, worker, session_id, _, reply in spawns:
+        details = {
+            **reply,
+            "from": {"sessionId": session_id, "sessionName": worker},
+            "fromRelationship": "child",
+        }
+        parent.entry("custom_message", customType="agent_message", content="r", details=details)
+    parent.close()
+    ledger_name = hashlib.sha256(sessions.encode()).hexdigest()[:16] + ".jsonl"
     ledger = os.path.join(home, "rlm-ledger", ledger_name)
     files.append(ledger)
     with open(ledger, "w", encoding="utf-8") as handle:
-        at = "2026-12-02T11:14:10.194Z"
-        handle.write(
-            dumps({"v": 1, "op": "meta", "at": at, "sessionsDir": os.path.realpath(sessions)})
-            + "\n"
-        )
-        for child_id, child, worker, _ in spawns:
-            record = {"v": 1, "op": "spawn", "at": at, "childId": child_id, "parent": parent}
-            handle.write(dumps({**record, "child": child, "depth": 1, "name": worker}) + "\n")
+        first = iso(spawns[0][4])
+        handle.write(dumps({"v": 1, "op": "meta", "at": first, "sessionsDir": sessions}) + "\n")
+        for child_id, child_path, worker, _, at_ms, _ in spawns:
+            record = {"v": 1, "op": "spawn", "at": iso(at_ms), "childId": child_id}
+            record.update(parent=parent_path, child=child_path, depth=1, name=worker)
+            handle.write(dumps(record) + "\n")
+        last = iso(spawns[-1][4])
         for index in range(max(0, ledger_records - children - 1)):
-            child_id, child, worker, _ = spawns[index % children]
-            record = {"v": 1, "op": "rename", "at": at, "childId": child_id, "child": child}
-            handle.write(dumps({**record, "name": worker}) + "\n")
+            child_id, child_path, worker, _, _, _ = spawns[index % children]
+            record = {"v": 1, "op": "rename", "at": last, "childId": child_id}
+            handle.write(dumps({**record, "child": child_path, "name": worker}) + "\n")
     with open(os.path.join(repo, "combined-index.md"), "w", encoding="utf-8") as handle:
         handle.writelines(f"- {shard['file']}: {shard['expected']}\n" for shard in shards)
     manifest = os.path.join(root, "fixture.json")
