@@ -169,6 +169,10 @@ class Transcript:
     task_from_session_id: str | None = None
     turns: int = 0
     failed_calls: int = 0
+    # Aborted by a teardown with no response id and no usage: the transcript cannot
+    # tell whether the request reached the model (it did not in the captured
+    # endturn-oneshot run; it did in a later real run), so it is counted apart.
+    aborted_calls: int = 0
     tool_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     first_error: str | None = None
@@ -428,7 +432,7 @@ class _TranscriptAccumulator:
         self.session_name = None
         self.task_id = None
         self.task_from = None
-        self.turns = self.failed = self.tool_calls = 0
+        self.turns = self.failed = self.aborted = self.tool_calls = 0
         self.usage = Usage()
         self.first_error = None
         self.last_stop = None
@@ -484,11 +488,13 @@ class _TranscriptAccumulator:
         usage = usage_of(message)
         stop = text_field(message, "stopReason")
         self.last_stop = stop
-        # A turn aborted before it reached the model is persisted too, with no
-        # response id and no usage (captured run endturn-oneshot); it is no call.
+        # A turn aborted by a teardown is persisted too, with no response id and
+        # no usage; it is counted as aborted, not as a call.
         has_response_id = bool(message.get("responseId"))
         if has_response_id or stop == "error" or usage.total:
             self.turns += 1
+        elif stop == "aborted":
+            self.aborted += 1
         self.usage = self.usage.plus(usage)
         self._keep(
             self.calls, AssistantCall(number, stop, has_response_id, usage), number, findings
@@ -588,6 +594,7 @@ class _TranscriptAccumulator:
             task_from_session_id=self.task_from,
             turns=self.turns,
             failed_calls=self.failed,
+            aborted_calls=self.aborted,
             tool_calls=self.tool_calls,
             usage=self.usage,
             first_error=self.first_error,

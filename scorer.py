@@ -465,7 +465,7 @@ def _efficiency(run: RunArtifacts, edges, located, wall_time_s) -> dict:
     # child_usage_attributed entries repeat child usage and are never added (§5).
     parent = run.parent
     children_usage = Usage()
-    children_turns = 0
+    children_turns = children_aborted = 0
     seen: set[str] = set()
     for edge in edges:
         where = located.get(edge.child)
@@ -473,17 +473,20 @@ def _efficiency(run: RunArtifacts, edges, located, wall_time_s) -> dict:
             seen.add(edge.child)
             children_usage = children_usage.plus(where[1].usage)
             children_turns += where[1].turns
+            children_aborted += where[1].aborted_calls
     parent_usage = parent.usage if parent else Usage()
     stream = run.stream
     return {
         "parent": {
             "turns": parent.turns if parent else 0,
             "failed_calls": parent.failed_calls if parent else 0,
+            "aborted_calls": parent.aborted_calls if parent else 0,
             "tokens": parent_usage.to_json(),
         },
         "children": {
             "count": len(seen),
             "turns": children_turns,
+            "aborted_calls": children_aborted,
             "tokens": children_usage.to_json(),
         },
         "total_tokens": parent_usage.total + children_usage.total,

@@ -155,6 +155,11 @@ class CapturedVerdictTest(CapturedRunTestCase):
                 efficiency = score(fixture, run).efficiency
                 self.assertEqual(efficiency["total_turns"], len(calls))
 
+    def test_a_turn_aborted_by_teardown_is_counted_apart(self):
+        _, fixture, run = self.materialized("endturn-oneshot")
+        parent = score(fixture, run).efficiency["parent"]
+        self.assertEqual((parent["turns"], parent["aborted_calls"]), (4, 1))
+
     def test_one_shot_stream_counts_only_root_calls(self):
         _, fixture, run = self.materialized("main")
         efficiency = score(fixture, run).efficiency
