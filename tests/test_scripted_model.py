@@ -1,0 +1,592 @@
+"""The scripted model plays prime-agent's model (contract §11), and its checks hold.
+
+Requests are built in the shapes the product sends (captured runs and contract §9, §11):
+the system prompt carries `Working directory:`, `Conversation log:`, `Recursive agent
+depth: N` and, for a child, `You are a child agent spawned by <parent id>`; a child's first
+user message starts `[task from parent]`; a reply arrives as `[from child:<name>]…<payload>`
+and a terminal notice as `RLM child <name> (<childId>) completed without sending a reply`.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import glob
+import http.client
+import inspect
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import unittest
+from types import SimpleNamespace
+
+import scripted
+import scripted_model
+from scripted_model import ScriptedModelServer, decide, read_request
+from simulated_agent import Shard
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = [os.path.join(ROOT, "fixtures", name) for name in ("json-events", "csv-metrics")]
+FIXTURE = FIXTURES[0]
+CAPTURES = os.path.join(ROOT, "tests", "data", "real-runs")
+PARENT_ID = "01a236e9-5adc-756a-b902-5f45a940ae96"
+PARENT_LOG = "/runs/r1/sessions/01a236e9-5025-7768-b8a6-526c5f07cf93.jsonl"
+TOOLS = [{"type": "function", "function": {"name": "ipython", "parameters": {"type": "object"}}}]
+RESPONSE_ID = re.compile(r"^chatcmpl-[0-9a-f]{32}$")
+
+
+def task_text(fixture: str = FIXTURE) -> str:
+    with open(os.path.join(fixture, "task.txt"), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def manifest(fixture: str = FIXTURE) -> list[dict]:
+    with open(os.path.join(fixture, "fixture.json"), encoding="utf-8") as handle:
+        return json.load(handle)["shards"]
+
+
+def system_prompt(cwd: str, log: str, depth: int) -> str:
+    prompt = (
+        "You are an expert coding assistant.\n\n"
+        f"Working directory: {cwd}\nConversation log: {log}\nRecursive agent depth: {depth}\n"
+    )
+    if depth:
+        prompt += f"\nYou are a child agent spawned by {PARENT_ID}. Task prompts are labeled.\n"
+    return prompt
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def assistant(text: str, code: str | None = None) -> dict:
+    message: dict = {"role": "assistant", "content": text}
+    if code is not None:
+        arguments = json.dumps({"code": code})
+        call = {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "ipython", "arguments": arguments},
+        }
+        message["tool_calls"] = [call]
+    return message
+
+
+def tool(text: str) -> dict:
+    return {"role": "tool", "content": text, "tool_call_id": "call_1"}
+
+
+def reply(worker: str, payload: str) -> dict:
+    return user(
+        f"[from child:{worker}]\nAgent-to-agent message received.\nSource: agent_message\n"
+        f"From: {worker}, active 0a3c5af64cb9, session 01a23678-6443, client agent\n"
+        f"Message id: agentmsg_1\n\n{payload}"
+    )
+
+
+def notice(worker: str) -> dict:
+    return user(f"RLM child {worker} (sub-b5202204) completed without sending a reply")
+
+
+def body(script: str, messages: list[dict], tools: bool = True, stream: bool = True) -> dict:
+    request = {"model": script, "messages": messages, "stream": stream}
+    if stream:
+        request["stream_options"] = {"include_usage": True}
+    if tools:
+        request["tools"] = TOOLS
+    return request
+
+
+def parent_body(script: str, later: list[dict], cwd: str = FIXTURE) -> dict:
+    system = {"role": "system", "content": system_prompt(cwd, PARENT_LOG, 0)}
+    return body(script, [system, user(task_text()), *later])
+
+
+def spawned(script: str = "fanout") -> list[dict]:
+    """The parent's first turn and its result: the spawn cell, as the model sent it."""
+    code = decide(read_request(parent_body(script, []))).code
+    return [assistant("Spawning one child per shard.", code), tool("spawned [...]\n")]
+
+
+def child_body(script: str, shard: dict, number: int, count: int, cwd: str, later=()) -> dict:
+    task = scripted_model.CHILD_PROMPT.format(number=number, count=count, **shard)
+    log = f"/runs/r1/session-artifacts/{PARENT_ID}/sub-0433f012/{shard['worker']}.jsonl"
+    system = {"role": "system", "content": system_prompt(cwd, log, 1)}
+    return body(script, [system, user(f"[task from parent]\n\n{task}"), *later])
+
+
+def run_cell(code: str, namespace: dict) -> dict:
+    """Runs an ipython cell the way the kernel does: top-level await allowed."""
+    compiled = compile(code, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = eval(compiled, namespace)
+        if inspect.iscoroutine(result):
+            asyncio.run(result)
+    return namespace
+
+
+class FakeRlm:
+    """`rlm` in the kernel: refuses a name already taken under the parent (contract §9)."""
+
+    def __init__(self):
+        self.attempts: list[tuple[str, str]] = []
+        self.names: list[str] = []
+
+    async def __call__(self, prompt: str, name: str) -> SimpleNamespace:
+        self.attempts.append((name, prompt))
+        if name in self.names:
+            raise RuntimeError(f'Agent name "{name}" is unavailable')
+        self.names.append(name)
+        return SimpleNamespace(name=name, rlm_child_id=f"sub-{len(self.names):08x}")
+
+
+class FakeAgentMessage:
+    def __init__(self):
+        self.sent: list[tuple[str, str]] = []
+
+    async def send(self, text: str, receiver_role: str) -> dict:
+        self.sent.append((text, receiver_role))
+        return {"deliveryStatus": "queued"}
+
+
+# --- the wire ----------------------------------------------------------------------------------
+
+
+def post(base_url: str, payload: dict) -> tuple[int, str, bytes]:
+    host, port = base_url.removeprefix("http://").split("/")[0].split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        connection.request(
+            "POST",
+            "/v1/chat/completions",
+            json.dumps(payload),
+            {"Content-Type": "application/json"},
+        )
+        response = connection.getresponse()
+        return response.status, response.getheader("Content-Type"), response.read()
+    finally:
+        connection.close()
+
+
+def sse_events(data: bytes) -> list[str]:
+    events = data.decode().split("\n\n")
+    assert events[-1] == "", "the stream ends with a blank line"
+    return [event.removeprefix("data: ") for event in events[:-1]]
+
+
+class ServerTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="scripted-model-")
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.log = os.path.join(self.dir, "model-log.jsonl")
+        self.server = ScriptedModelServer(self.log).start()
+        self.addCleanup(self.server.stop)
+
+    def logged(self) -> list[dict]:
+        with open(self.log, encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle]
+
+
+class WireFormatTest(ServerTest):
+    def test_stream_is_role_text_tool_call_finish_usage_then_done(self):
+        request = parent_body("fanout", [])
+        status, content_type, data = post(self.server.base_url, request)
+        self.assertEqual((status, content_type), (200, "text/event-stream"))
+        events = sse_events(data)
+        self.assertEqual(events[-1], "[DONE]")
+        chunks = [json.loads(event) for event in events[:-1]]
+        self.assertEqual(len({chunk["id"] for chunk in chunks}), 1)
+        self.assertRegex(chunks[0]["id"], RESPONSE_ID)
+        self.assertEqual(chunks[0]["choices"][0]["delta"]["role"], "assistant")
+        self.assertEqual(
+            chunks[1]["choices"][0]["delta"]["content"], "Spawning one child per shard."
+        )
+        calls = [
+            c["choices"][0]["delta"]["tool_calls"][0]
+            for c in chunks
+            if c["choices"] and "tool_calls" in c["choices"][0]["delta"]
+        ]
+        self.assertGreater(len(calls), 1, "the arguments are streamed in pieces")
+        self.assertEqual({call["index"] for call in calls}, {0})
+        self.assertEqual((calls[0]["type"], calls[0]["function"]["name"]), ("function", "ipython"))
+        arguments = "".join(call["function"]["arguments"] for call in calls)
+        self.assertEqual(json.loads(arguments), {"code": decide(read_request(request)).code})
+        self.assertEqual(chunks[-2]["choices"][0]["finish_reason"], "tool_calls")
+        self.assertEqual(chunks[-1]["choices"], [])
+        usage = chunks[-1]["usage"]
+        self.assertEqual(usage["total_tokens"], usage["prompt_tokens"] + usage["completion_tokens"])
+        [record] = self.logged()
+        self.assertEqual(record["response_id"], chunks[0]["id"])
+        self.assertEqual(record["usage"], usage)
+        self.assertEqual(
+            (record["kind"], record["decision"], record["depth"], record["conversation_log"]),
+            ("parent", "spawn_children", 0, PARENT_LOG),
+        )
+
+    def test_without_streaming_the_reply_is_one_chat_completion(self):
+        request = parent_body("fanout", [])
+        request["stream"] = False
+        status, content_type, data = post(self.server.base_url, request)
+        self.assertEqual((status, content_type), (200, "application/json"))
+        reply_json = json.loads(data)
+        self.assertEqual(reply_json["object"], "chat.completion")
+        self.assertRegex(reply_json["id"], RESPONSE_ID)
+        [choice] = reply_json["choices"]
+        self.assertEqual(choice["finish_reason"], "tool_calls")
+        arguments = choice["message"]["tool_calls"][0]["function"]["arguments"]
+        self.assertIn(scripted_model.SPAWN_MARKER, json.loads(arguments)["code"])
+        self.assertIn("total_tokens", reply_json["usage"])
+
+    def test_side_call_without_tools_gets_plain_text(self):
+        request = body("fanout", [user("Summarize the session.")], tools=False)
+        _, _, data = post(self.server.base_url, request)
+        chunks = [json.loads(event) for event in sse_events(data)[:-1]]
+        self.assertEqual(chunks[1]["choices"][0]["delta"], {"content": "OK."})
+        self.assertEqual(chunks[-2]["choices"][0]["finish_reason"], "stop")
+        self.assertFalse(
+            any("tool_calls" in c["choices"][0]["delta"] for c in chunks if c["choices"])
+        )
+        self.assertEqual(self.logged()[0]["kind"], "aux")
+
+    def test_failing_child_gets_http_500_and_no_response_id(self):
+        shards = manifest()
+        request = child_body("child-fail", shards[-1], len(shards), len(shards), FIXTURE)
+        status, _, data = post(self.server.base_url, request)
+        self.assertEqual(status, 500)
+        self.assertEqual(json.loads(data)["error"]["type"], "server_error")
+        [record] = self.logged()
+        self.assertEqual((record["http_status"], record["response_id"]), (500, None))
+        self.assertEqual(
+            (record["kind"], record["depth"], record["shard"]), ("child", 1, shards[-1]["file"])
+        )
+        self.assertEqual(record["spawned_by"], PARENT_ID)
+
+    def test_unknown_script_is_404(self):
+        status, _, _ = post(self.server.base_url, parent_body("nonesuch", []))
+        self.assertEqual(status, 404)
+
+    def test_concurrent_requests_each_get_a_log_line_and_a_unique_response_id(self):
+        shards = manifest()
+        requests = [
+            child_body("fanout", s, n, len(shards), FIXTURE) for n, s in enumerate(shards, 1)
+        ]
+        served: list[str] = []
+
+        def send(request: dict) -> None:
+            _, _, data = post(self.server.base_url, request)
+            served.append(json.loads(sse_events(data)[0])["id"])
+
+        threads = [threading.Thread(target=send, args=(r,)) for r in requests * 3]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        records = self.logged()
+        self.assertEqual(sorted(r["seq"] for r in records), list(range(1, len(threads) + 1)))
+        self.assertEqual(len(set(served)), len(threads))
+        self.assertEqual({r["response_id"] for r in records}, set(served))
+
+
+# --- the scripts' decisions --------------------------------------------------------------------
+
+
+class ParentScriptTest(unittest.TestCase):
+    def test_first_turn_spawns_every_worker_of_the_task_in_one_cell(self):
+        turn = decide(read_request(parent_body("fanout", [])))
+        self.assertEqual(turn.decision, "spawn_children")
+        rlm = FakeRlm()
+        run_cell(turn.code, {"rlm": rlm})
+        shards = manifest()
+        self.assertEqual(rlm.names, [shard["worker"] for shard in shards])
+        for (_, prompt), shard in zip(rlm.attempts, shards, strict=True):
+            [task_line] = scripted_model.simulated_agent.parse_shards(prompt)
+            self.assertEqual(
+                (task_line.file, task_line.question), (shard["file"], shard["question"])
+            )
+
+    def test_double_spawn_tries_every_name_twice_and_survives_the_refusals(self):
+        turn = decide(read_request(parent_body("double-spawn", [])))
+        rlm = FakeRlm()
+        namespace = run_cell(turn.code, {"rlm": rlm})
+        workers = [shard["worker"] for shard in manifest()]
+        self.assertEqual([name for name, _ in rlm.attempts], workers + workers)
+        self.assertEqual([h.name for h in namespace["handles"]], workers)
+
+    def test_parent_polls_while_children_run(self):
+        later = [*spawned(), assistant("waiting", scripted_model.POLL_CELL), tool("RUNNING=3\n")]
+        turn = decide(read_request(parent_body("fanout", later)))
+        self.assertEqual((turn.decision, turn.code), ("poll_sleep", scripted_model.POLL_CELL))
+
+    def test_parent_ends_its_turn_when_no_child_runs_so_notices_arrive(self):
+        later = [*spawned(), assistant("waiting", scripted_model.POLL_CELL), tool("RUNNING=0\n")]
+        turn = decide(read_request(parent_body("fanout", later)))
+        self.assertEqual((turn.decision, turn.code), ("end_turn", None))
+
+    def test_end_turn_early_ends_its_turn_right_after_spawning(self):
+        turn = decide(read_request(parent_body("end-turn-early", spawned("end-turn-early"))))
+        self.assertEqual((turn.decision, turn.code), ("end_turn", None))
+
+    def test_parent_with_every_reply_writes_the_index_from_the_replies(self):
+        shards = manifest()
+        replies = [reply(s["worker"], f"{s['file']}: {1000 + n}") for n, s in enumerate(shards)]
+        with tempfile.TemporaryDirectory() as cwd:
+            turn = decide(read_request(parent_body("end-turn-early", [*spawned(), *replies], cwd)))
+            self.assertEqual(turn.decision, "write_index")
+            run_cell(turn.code, {})
+            with open(os.path.join(cwd, "combined-index.md"), encoding="utf-8") as handle:
+                lines = [line for line in handle.read().splitlines() if line.startswith("- ")]
+        self.assertEqual(lines, [f"- {s['file']}: {1000 + n}" for n, s in enumerate(shards)])
+
+    def test_a_terminal_notice_becomes_a_missing_line(self):
+        shards = manifest()
+        later = [*spawned(), *(reply(s["worker"], f"{s['file']}: 7") for s in shards[:-1])]
+        later.append(notice(shards[-1]["worker"]))
+        turn = decide(read_request(parent_body("child-fail", later)))
+        self.assertEqual(turn.decision, "write_index")
+        self.assertIn(
+            f"- {shards[-1]['file']}: MISSING (completed without sending a reply)", turn.code
+        )
+
+    def test_replies_and_notices_are_read_in_the_products_own_words(self):
+        """The custom messages of the captured child-fail parent, as the model receives them."""
+        root = os.path.join(CAPTURES, "child-fail")
+        with open(os.path.join(root, "fixture.json"), encoding="utf-8") as handle:
+            captured = json.load(handle)["shards"]
+        [parent] = glob.glob(os.path.join(root, "sessions", "*.jsonl"))
+        texts = tuple(
+            entry["content"]
+            for entry in scripted.read_entries(parent)
+            if entry.get("type") == "custom_message"
+        )
+        shards = [Shard(s["file"], s["worker"], s["question"]) for s in captured]
+        missing = "MISSING (completed without sending a reply)"
+        expected = {
+            s["file"]: missing
+            if s["file"] in ("events-05.jsonl", "events-06.jsonl")
+            else str(s["expected"])
+            for s in captured
+        }
+        self.assertEqual(scripted_model.shard_results(shards, texts), expected)
+
+    def test_after_the_index_the_parent_ends_with_text(self):
+        shards = manifest()
+        replies = [reply(s["worker"], f"{s['file']}: 7") for s in shards]
+        index = decide(read_request(parent_body("fanout", [*spawned(), *replies]))).code
+        later = [*spawned(), *replies, assistant("writing", index), tool("written\n")]
+        turn = decide(read_request(parent_body("fanout", later)))
+        self.assertEqual((turn.decision, turn.code), ("final_text", None))
+
+    def test_no_spawn_parent_answers_every_shard_itself(self):
+        turn = decide(read_request(parent_body("no-spawn", [])))
+        self.assertEqual(turn.decision, "count_shards_and_write_index")
+        self.assertNotIn("rlm(", turn.code)
+        with tempfile.TemporaryDirectory() as cwd:
+            previous = os.getcwd()
+            os.chdir(cwd)
+            try:
+                run_cell(turn.code, {})
+            finally:
+                os.chdir(previous)
+            with open(os.path.join(cwd, "combined-index.md"), encoding="utf-8") as handle:
+                text = handle.read()
+        for shard in manifest():
+            self.assertIn(f"- {shard['file']}: {shard['expected']}\n", text)
+
+
+class ChildScriptTest(unittest.TestCase):
+    def test_child_cell_computes_its_shard_answer_from_the_file(self):
+        for fixture in FIXTURES:
+            shards = manifest(fixture)
+            for number, shard in enumerate(shards, 1):
+                with self.subTest(file=shard["file"]):
+                    request = child_body("fanout", shard, number, len(shards), fixture)
+                    turn = decide(read_request(request))
+                    self.assertEqual(
+                        (turn.decision, turn.shard), ("count_and_reply", shard["file"])
+                    )
+                    agent_message = FakeAgentMessage()
+                    run_cell(turn.code, {"agent_message": agent_message})
+                    sent = [(f"{shard['file']}: {shard['expected']}", "parent")]
+                    self.assertEqual(agent_message.sent, sent)
+
+    def test_child_closes_with_text_after_its_cell(self):
+        shard = manifest()[0]
+        later = [assistant("Answering", "print(1)"), tool("1\n")]
+        turn = decide(read_request(child_body("fanout", shard, 1, 8, FIXTURE, later)))
+        self.assertEqual((turn.decision, turn.code, turn.http_status), ("closing_text", None, 200))
+
+    def test_child_fail_fails_only_the_last_shards_child(self):
+        shards = manifest()
+        statuses = [
+            decide(read_request(child_body("child-fail", s, n, len(shards), FIXTURE))).http_status
+            for n, s in enumerate(shards, 1)
+        ]
+        self.assertEqual(statuses, [200] * (len(shards) - 1) + [500])
+
+    def test_request_kind_depth_and_log_come_from_the_system_prompt(self):
+        request = read_request(child_body("fanout", manifest()[0], 1, 8, FIXTURE))
+        self.assertEqual((request.kind, request.depth, request.spawned_by), ("child", 1, PARENT_ID))
+        self.assertTrue(request.conversation_log.startswith("/runs/r1/session-artifacts/"))
+        self.assertEqual(read_request(parent_body("fanout", [])).kind, "parent")
+
+
+# --- models.json -------------------------------------------------------------------------------
+
+
+class ModelsJsonTest(unittest.TestCase):
+    def test_provider_entry_is_added_beside_the_users_providers(self):
+        with tempfile.TemporaryDirectory() as agent_dir:
+            path = os.path.join(agent_dir, "models.json")
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump({"providers": {"other": {"baseUrl": "http://x"}}}, handle)
+            scripted_model.write_models_json(agent_dir, "http://127.0.0.1:4321/v1")
+            with open(path, encoding="utf-8") as handle:
+                providers = json.load(handle)["providers"]
+        self.assertEqual(providers["other"], {"baseUrl": "http://x"})
+        entry = providers["scripted"]
+        self.assertEqual(
+            (entry["baseUrl"], entry["api"]), ("http://127.0.0.1:4321/v1", "openai-completions")
+        )
+        self.assertTrue(entry["apiKey"])
+        self.assertEqual(
+            entry["compat"], {"supportsDeveloperRole": False, "supportsReasoningEffort": False}
+        )
+        self.assertEqual([m["id"] for m in entry["models"]], list(scripted_model.SCRIPTS))
+
+    def test_a_models_json_without_providers_object_is_refused(self):
+        with tempfile.TemporaryDirectory() as agent_dir:
+            with open(os.path.join(agent_dir, "models.json"), "w", encoding="utf-8") as handle:
+                handle.write("[]")
+            with self.assertRaises(ValueError):
+                scripted_model.write_models_json(agent_dir, "http://127.0.0.1:1/v1")
+
+
+# --- contract_check ----------------------------------------------------------------------------
+
+
+def result(resolved: bool, codes=(), spawns: int = 8, answered=None) -> dict:
+    shards = [
+        {"file": s["file"], "answered": [str(s["expected"])], "coverage": "correct"}
+        for s in manifest()
+    ]
+    if answered is not None:
+        shards[-1].update(answered=[answered], coverage="wrong")
+    return {
+        "status": "scored",
+        "resolved": resolved,
+        "reasons": [{"code": code, "message": "…"} for code in codes],
+        "verdict": {"shards": shards, "details": {"depth1_spawns": spawns}},
+    }
+
+
+class ContractCheckTest(unittest.TestCase):
+    def test_a_resolved_fanout_passes(self):
+        self.assertEqual(
+            scripted.contract_check("fanout", "oneshot", result(True)),
+            {"contract_check": "pass", "differences": []},
+        )
+
+    def test_a_fanout_that_did_not_resolve_fails(self):
+        check = scripted.contract_check("fanout", "resident", result(False, ["missing_receipt"]))
+        self.assertEqual(check["contract_check"], "fail")
+        self.assertEqual(len(check["differences"]), 2)
+
+    def test_end_turn_early_differs_by_drive(self):
+        torn_down = result(False, ["artifact_missing", "missing_receipt"])
+        self.assertEqual(
+            scripted.contract_check("end-turn-early", "oneshot", torn_down)["contract_check"],
+            "pass",
+        )
+        self.assertEqual(
+            scripted.contract_check("end-turn-early", "resident", torn_down)["contract_check"],
+            "fail",
+        )
+
+    def test_no_spawn_wants_no_spawns_and_the_no_spawn_reason(self):
+        check = scripted.contract_check("no-spawn", "oneshot", result(False, ["no_spawn"], 0))
+        self.assertEqual(check["contract_check"], "pass")
+        check = scripted.contract_check("no-spawn", "oneshot", result(False, ["no_spawn"], 8))
+        self.assertEqual(check["differences"], ["8 depth-1 spawns, expected 0"])
+
+    def test_child_fail_wants_the_last_shard_missing(self):
+        missing = "MISSING (completed without sending a reply)"
+        good = result(False, ["wrong_answer"], answered=missing)
+        self.assertEqual(
+            scripted.contract_check("child-fail", "oneshot", good)["contract_check"], "pass"
+        )
+        guessed = result(False, ["wrong_answer"], answered="41")
+        self.assertEqual(
+            scripted.contract_check("child-fail", "oneshot", guessed)["contract_check"], "fail"
+        )
+
+    def test_an_unexpected_reason_fails(self):
+        check = scripted.contract_check(
+            "double-spawn", "oneshot", result(False, ["duplicate_spawn"], 16)
+        )
+        self.assertIn("reason duplicate_spawn reported, not expected", check["differences"])
+
+
+# --- the endpoint cross-check (contract §10) ---------------------------------------------------
+
+
+def capture(name: str) -> tuple[list[dict], dict[str, list]]:
+    """A capture's model log and its child transcripts, keyed by their `@RUN@` paths."""
+    root = os.path.join(CAPTURES, name)
+    with open(os.path.join(root, "model-log.jsonl"), encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle]
+    transcripts = {}
+    for path in sorted(glob.glob(os.path.join(root, "session-artifacts", "*", "sub-*", "*.jsonl"))):
+        transcripts["@RUN@/" + os.path.relpath(path, root)] = scripted.read_entries(path)
+    return records, transcripts
+
+
+class EndpointEvidenceTest(unittest.TestCase):
+    def test_captured_run_passes(self):
+        evidence = scripted.endpoint_evidence(*capture("main"))
+        self.assertEqual((evidence["passed"], evidence["checked"]), (True, 16))
+
+    def test_failed_attempts_need_no_response_id(self):
+        records, transcripts = capture("child-fail")
+        evidence = scripted.endpoint_evidence(records, transcripts)
+        self.assertTrue(evidence["passed"], evidence["failures"])
+
+    def test_a_response_id_the_endpoint_never_served_fails(self):
+        records, transcripts = capture("main")
+        path = sorted(transcripts)[0]
+        for entry in transcripts[path]:
+            if entry.get("type") == "message" and entry["message"]["role"] == "assistant":
+                entry["message"]["responseId"] = "chatcmpl-" + "0" * 32
+        evidence = scripted.endpoint_evidence(records, transcripts)
+        self.assertFalse(evidence["passed"])
+        self.assertEqual({f["transcript"] for f in evidence["failures"]}, {path})
+        self.assertIn("never served", evidence["failures"][0]["detail"])
+
+    def test_a_transcript_swapped_with_a_sibling_fails(self):
+        records, transcripts = capture("main")
+        first, second = sorted(transcripts)[:2]
+        transcripts[first], transcripts[second] = transcripts[second], transcripts[first]
+        evidence = scripted.endpoint_evidence(records, transcripts)
+        self.assertEqual({f["transcript"] for f in evidence["failures"]}, {first, second})
+        self.assertIn("was served for", evidence["failures"][0]["detail"])
+
+    def test_files_on_disk_are_joined_on_canonical_paths(self):
+        with tempfile.TemporaryDirectory() as parent:
+            run = os.path.join(os.path.realpath(parent), "main")
+            shutil.copytree(os.path.join(CAPTURES, "main"), run)
+            log = os.path.join(run, "model-log.jsonl")
+            with open(log, encoding="utf-8") as handle:
+                text = handle.read().replace("@RUN@", os.path.join(parent, "main"))
+            with open(log, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            children = glob.glob(os.path.join(run, "session-artifacts", "*", "sub-*", "*.jsonl"))
+            evidence = scripted.endpoint_evidence_files(log, children)
+        self.assertEqual((evidence["passed"], evidence["checked"]), (True, 16))
+
+
+if __name__ == "__main__":
+    unittest.main()
