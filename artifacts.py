@@ -26,6 +26,7 @@ from jsonl import (
     text_field,
 )
 
+MODEL_LOG = "model-log.jsonl"  # written by the scripted model endpoint (scripted_model.py)
 MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
 MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
 # Records of each kind kept per transcript (replies, notices, model calls, usage
@@ -109,7 +110,7 @@ class AssistantCall:
 
     line: int
     stop_reason: str | None
-    has_response_id: bool
+    response_id: str | None
     usage: Usage
 
 
@@ -233,6 +234,10 @@ class RunArtifacts:
     findings: tuple[Finding, ...]
     # `started_at` of the runner's run-meta.json; None for a run dir without one.
     run_started_ms: int | None = None
+    # What a harness-controlled model endpoint served: response id -> the canonical
+    # `Conversation log:` path of the request (§10 "Endpoint cross-check"); None
+    # when the run has no model-log.jsonl.
+    served: dict[str, str | None] | None = None
 
 
 def digest(text: str) -> str:
@@ -292,6 +297,8 @@ def collect(
     text = read_text(
         os.path.join(run_dir, "repo", artifact), findings, max_bytes=MAX_ARTIFACT_BYTES
     )
+    model_log = os.path.join(run_dir, MODEL_LOG)
+    served = read_model_log(model_log, findings) if os.path.lexists(model_log) else None
     meta_file = os.path.join(run_dir, "run-meta.json")
     meta = read_json_object(meta_file, findings) if os.path.lexists(meta_file) else None
     return RunArtifacts(
@@ -306,7 +313,20 @@ def collect(
         artifact_text=text,
         findings=tuple(findings),
         run_started_ms=iso_to_ms((meta or {}).get("started_at")),
+        served=served,
     )
+
+
+def read_model_log(path: str, findings: list[Finding]) -> dict[str, str | None]:
+    """Response ids the harness's model endpoint served, with the transcript each
+    request named in its system prompt (`Conversation log:`, §9 "Children")."""
+    served: dict[str, str | None] = {}
+    for line in iter_objects(path, findings, label=MODEL_LOG):
+        response_id = text_field(line.record, "response_id")
+        if response_id:
+            log = text_field(line.record, "conversation_log")
+            served[response_id] = canonical_file(log) if log else None
+    return served
 
 
 def root_transcript_files(sessions_dir: str, findings: list[Finding]) -> list[tuple[str, dict]]:
@@ -490,14 +510,14 @@ class _TranscriptAccumulator:
         self.last_stop = stop
         # A turn aborted by a teardown is persisted too, with no response id and
         # no usage; it is counted as aborted, not as a call.
-        has_response_id = bool(message.get("responseId"))
-        if has_response_id or stop == "error" or usage.total:
+        response_id = text_field(message, "responseId")
+        if response_id or stop == "error" or usage.total:
             self.turns += 1
         elif stop == "aborted":
             self.aborted += 1
         self.usage = self.usage.plus(usage)
         self._keep(
-            self.calls, AssistantCall(number, stop, has_response_id, usage), number, findings
+            self.calls, AssistantCall(number, stop, response_id or None, usage), number, findings
         )
         if stop == "error":
             self.failed += 1

@@ -241,7 +241,7 @@ def _response_ids(f: _Family) -> Iterator[Failure]:
     """
     for edge, transcript in _with_transcripts(f):
         for call in transcript.assistant_calls:
-            if call.stop_reason not in ("error", "aborted") and not call.has_response_id:
+            if call.stop_reason not in ("error", "aborted") and not call.response_id:
                 detail = f"assistant message ({call.stop_reason}) without a responseId"
                 yield Failure(detail, edge.child_id, f.path(transcript.path), call.line)
 
@@ -408,6 +408,27 @@ def _stale_dirs(f: _Family) -> Iterator[Failure]:
                 yield Failure(detail, child_dir.child_id, f.path(transcript.path), 1)
 
 
+def _endpoint(f: _Family) -> Iterator[Failure]:
+    """§10 "Endpoint cross-check", when the harness played the model: every child
+    message that reached the model carries a response id the endpoint served for a
+    request from that child's own conversation log. A forger can write any file,
+    but cannot make the harness's endpoint have served a response it never sent."""
+    served = f.run.served
+    if served is None:
+        return
+    for edge, transcript in _with_transcripts(f):
+        for call in transcript.assistant_calls:
+            if call.stop_reason in ("error", "aborted") or not call.response_id:
+                continue
+            if call.response_id not in served:
+                detail = f"responseId {call.response_id} was never served by the endpoint"
+            elif served[call.response_id] != transcript.path:
+                detail = f"responseId {call.response_id} was served for another conversation"
+            else:
+                continue
+            yield Failure(detail, edge.child_id, f.path(transcript.path), call.line)
+
+
 # (name in the verdict, reason code, sentence, check), in verdict order.
 CHECKS: tuple[tuple[str, str, str, Callable[[_Family], Iterator[Failure]]], ...] = (
     ("ledger", "ledger_inconsistent", "the ledger is not one the product wrote", _ledger),
@@ -484,6 +505,13 @@ CHECKS: tuple[tuple[str, str, str, Callable[[_Family], Iterator[Failure]]], ...]
         "stale_child_dir",
         "a child transcript is older than the run",
         _stale_dirs,
+    ),
+    (
+        "endpoint",
+        "unserved_response_id",
+        "a child message carries a response id the harness's model endpoint did not serve "
+        "for that child",
+        _endpoint,
     ),
 )
 MESSAGES = {code: sentence for _, code, sentence, _ in CHECKS}

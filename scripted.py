@@ -1,9 +1,10 @@
 """What a run against the scripted model (scripted_model.py) must show.
 
 contract_check(script, drive, result) compares a runner result JSON with the outcome the
-script carries for that drive. endpoint_evidence(log, transcripts) is the model-endpoint
-cross-check of contract §10: every response a child transcript records is one the scripted
-model served, for a request made on behalf of that very transcript.
+script carries for that drive. The model-endpoint cross-check of contract §10 (every
+response a child transcript records is one the scripted model served, for a request made
+on behalf of that very transcript) is the `endpoint` integrity check, which runs whenever
+the run dir holds the endpoint's `model-log.jsonl`.
 
 Running a trial against the scripted model is a few lines in the runner:
 
@@ -15,15 +16,9 @@ Running a trial against the scripted model is a few lines in the runner:
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from scripted_model import SCRIPTS, Outcome
-
-# Failed attempts and turns aborted before they reached the model carry no responseId
-# (contract §5, the `response_ids` integrity check).
-NO_RESPONSE = frozenset({"error", "aborted"})
 
 
 def expected_outcome(script: str, drive: str) -> Outcome:
@@ -66,70 +61,3 @@ def missing_line_differences(shards: list) -> list[str]:
         elif not answered or not all(str(a).startswith("MISSING") for a in answered):
             differences.append(f"{shard.get('file')} answered {answered!r}, not MISSING (…)")
     return differences
-
-
-# --- the endpoint cross-check (contract §10) ---------------------------------------------------
-
-
-def endpoint_evidence(log_records: Iterable[Mapping], transcripts: Mapping[str, list]) -> dict:
-    """Every assistant message of every child transcript that reached the model carries a
-    responseId the endpoint logged for a request whose `Conversation log:` is that transcript.
-
-    `transcripts` maps each child transcript's path, as the product states it in the child's
-    system prompt, to its parsed entries. Returns {passed, checked, failures}.
-    """
-    served: dict[str, str | None] = {}
-    for record in log_records:
-        if record.get("response_id"):
-            served[record["response_id"]] = record.get("conversation_log")
-    failures, checked = [], 0
-    for path, entries in transcripts.items():
-        for line, entry in enumerate(entries, 1):
-            message = entry.get("message") if isinstance(entry, dict) else None
-            if not isinstance(message, dict) or entry.get("type") != "message":
-                continue
-            if message.get("role") != "assistant" or message.get("stopReason") in NO_RESPONSE:
-                continue
-            checked += 1
-            detail = response_finding(message.get("responseId"), path, served)
-            if detail:
-                failures.append({"transcript": path, "line": line, "detail": detail})
-    return {"passed": not failures, "checked": checked, "failures": failures}
-
-
-def response_finding(rid: object, path: str, served: Mapping[str, str | None]) -> str | None:
-    if not rid:
-        return "assistant message without responseId"
-    if rid not in served:
-        return f"responseId {rid} was never served by the endpoint"
-    if os.path.normpath(served[rid] or "") != os.path.normpath(path):
-        return f"responseId {rid} was served for {served[rid]}"
-    return None
-
-
-def endpoint_evidence_files(log_path: str, transcript_paths: Iterable[str]) -> dict:
-    """endpoint_evidence() over the server's log file and child transcripts on disk; paths
-    are compared canonically, as the product writes them (contract §4)."""
-    with open(log_path, encoding="utf-8") as handle:
-        records = [canonical_log(json.loads(line)) for line in handle if line.strip()]
-    return endpoint_evidence(
-        records, {os.path.realpath(path): read_entries(path) for path in transcript_paths}
-    )
-
-
-def canonical_log(record: dict) -> dict:
-    if record.get("conversation_log"):
-        record["conversation_log"] = os.path.realpath(record["conversation_log"])
-    return record
-
-
-def read_entries(path: str) -> list:
-    entries = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                entry = {}
-            entries.append(entry if isinstance(entry, dict) else {})
-    return entries

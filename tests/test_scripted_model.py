@@ -25,8 +25,13 @@ import threading
 import unittest
 from types import SimpleNamespace
 
+from test_real_runs import materialize
+
 import scripted
 import scripted_model
+from artifacts import collect
+from fixture import load_manifest
+from scorer import score
 from scripted_model import ScriptedModelServer, decide, read_request
 from simulated_agent import Shard
 
@@ -358,10 +363,10 @@ class ParentScriptTest(unittest.TestCase):
         with open(os.path.join(root, "fixture.json"), encoding="utf-8") as handle:
             captured = json.load(handle)["shards"]
         [parent] = glob.glob(os.path.join(root, "sessions", "*.jsonl"))
+        with open(parent, encoding="utf-8") as handle:
+            entries = [json.loads(line) for line in handle]
         texts = tuple(
-            entry["content"]
-            for entry in scripted.read_entries(parent)
-            if entry.get("type") == "custom_message"
+            entry["content"] for entry in entries if entry.get("type") == "custom_message"
         )
         shards = [Shard(s["file"], s["worker"], s["question"]) for s in captured]
         missing = "MISSING (completed without sending a reply)"
@@ -531,61 +536,60 @@ class ContractCheckTest(unittest.TestCase):
         self.assertIn("reason duplicate_spawn reported, not expected", check["differences"])
 
 
-# --- the endpoint cross-check (contract §10) ---------------------------------------------------
-
-
-def capture(name: str) -> tuple[list[dict], dict[str, list]]:
-    """A capture's model log and its child transcripts, keyed by their `@RUN@` paths."""
-    root = os.path.join(CAPTURES, name)
-    with open(os.path.join(root, "model-log.jsonl"), encoding="utf-8") as handle:
-        records = [json.loads(line) for line in handle]
-    transcripts = {}
-    for path in sorted(glob.glob(os.path.join(root, "session-artifacts", "*", "sub-*", "*.jsonl"))):
-        transcripts["@RUN@/" + os.path.relpath(path, root)] = scripted.read_entries(path)
-    return records, transcripts
+# --- the endpoint cross-check (contract §10), as the integrity check runs it -------------------
 
 
 class EndpointEvidenceTest(unittest.TestCase):
-    def test_captured_run_passes(self):
-        evidence = scripted.endpoint_evidence(*capture("main"))
-        self.assertEqual((evidence["passed"], evidence["checked"]), (True, 16))
+    """Captured runs carry the scripted endpoint's log (`model-log.jsonl`)."""
 
-    def test_failed_attempts_need_no_response_id(self):
-        records, transcripts = capture("child-fail")
-        evidence = scripted.endpoint_evidence(records, transcripts)
-        self.assertTrue(evidence["passed"], evidence["failures"])
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+
+    def endpoint(self, run_dir: str) -> dict:
+        fixture = load_manifest(run_dir)
+        return score(fixture, collect(run_dir, fixture.artifact)).integrity["endpoint"]
+
+    def children(self, run_dir: str) -> list[str]:
+        return sorted(
+            glob.glob(os.path.join(run_dir, "session-artifacts", "*", "sub-*", "*.jsonl"))
+        )
+
+    def test_captured_runs_pass_failed_attempts_included(self):
+        for name in ("main", "child-fail", "resident", "retry"):
+            with self.subTest(run=name):
+                self.assertTrue(self.endpoint(materialize(name, self.tmp))["passed"])
 
     def test_a_response_id_the_endpoint_never_served_fails(self):
-        records, transcripts = capture("main")
-        path = sorted(transcripts)[0]
-        for entry in transcripts[path]:
-            if entry.get("type") == "message" and entry["message"]["role"] == "assistant":
-                entry["message"]["responseId"] = "chatcmpl-" + "0" * 32
-        evidence = scripted.endpoint_evidence(records, transcripts)
-        self.assertFalse(evidence["passed"])
-        self.assertEqual({f["transcript"] for f in evidence["failures"]}, {path})
-        self.assertIn("never served", evidence["failures"][0]["detail"])
+        run = materialize("main", self.tmp)
+        path = self.children(run)[0]
+        with open(path, encoding="utf-8") as handle:
+            text = re.sub(r"chatcmpl-[0-9a-f]{32}", "chatcmpl-" + "0" * 32, handle.read())
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        endpoint = self.endpoint(run)
+        self.assertFalse(endpoint["passed"])
+        self.assertIn("never served", endpoint["failures"][0]["detail"])
 
-    def test_a_transcript_swapped_with_a_sibling_fails(self):
-        records, transcripts = capture("main")
-        first, second = sorted(transcripts)[:2]
-        transcripts[first], transcripts[second] = transcripts[second], transcripts[first]
-        evidence = scripted.endpoint_evidence(records, transcripts)
-        self.assertEqual({f["transcript"] for f in evidence["failures"]}, {first, second})
-        self.assertIn("was served for", evidence["failures"][0]["detail"])
+    def test_a_transcript_swapped_with_a_siblings_fails(self):
+        run = materialize("main", self.tmp)
+        first, second = self.children(run)[:2]
+        with open(first, encoding="utf-8") as handle:
+            first_lines = handle.read().splitlines(keepends=True)
+        with open(second, encoding="utf-8") as handle:
+            second_lines = handle.read().splitlines(keepends=True)
+        # Keep each file's own header, take the sibling's body.
+        with open(first, "w", encoding="utf-8") as handle:
+            handle.writelines(first_lines[:1] + second_lines[1:])
+        endpoint = self.endpoint(run)
+        self.assertFalse(endpoint["passed"])
+        self.assertIn("another conversation", endpoint["failures"][0]["detail"])
 
-    def test_files_on_disk_are_joined_on_canonical_paths(self):
-        with tempfile.TemporaryDirectory() as parent:
-            run = os.path.join(os.path.realpath(parent), "main")
-            shutil.copytree(os.path.join(CAPTURES, "main"), run)
-            log = os.path.join(run, "model-log.jsonl")
-            with open(log, encoding="utf-8") as handle:
-                text = handle.read().replace("@RUN@", os.path.join(parent, "main"))
-            with open(log, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            children = glob.glob(os.path.join(run, "session-artifacts", "*", "sub-*", "*.jsonl"))
-            evidence = scripted.endpoint_evidence_files(log, children)
-        self.assertEqual((evidence["passed"], evidence["checked"]), (True, 16))
+    def test_runs_without_an_endpoint_log_skip_the_check(self):
+        run = materialize("main", self.tmp)
+        os.remove(os.path.join(run, "model-log.jsonl"))
+        self.assertEqual(self.endpoint(run), {"passed": True, "count": 0, "failures": []})
 
 
 if __name__ == "__main__":
