@@ -1,4 +1,4 @@
-"""Run one orchestration trial of prime-agent on a fixture and score it.
+"""Run one orchestration trial of prime-agent on a fixture and score it, or a run set of them.
 
 The shell around the pure scorer: make a fresh run dir, copy the fixture into a
 new git repo, launch the agent headless in an isolated agent home, wait, end
@@ -6,6 +6,9 @@ every process the run started, collect the artifacts, score them, write
 `result.json` and print it. Exit codes: 0 resolved, 1 scored and not resolved,
 2 invalid invocation or fixture, 3 the agent could not be run, 130/143 the
 runner was interrupted by SIGINT/SIGTERM (the run is still scored).
+
+With `--trials K` (or `--run-set`, `--resume`) it runs a run set instead: K such
+trials, each its own runner.py process (trials.py), then prints `summary.json`.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ import daemon
 import ledger
 import procs
 import scorer
-from fixture import MANIFEST, TASK, FixtureError, load_fixture
+import trials
+from fixture import MANIFEST, TASK, Fixture, FixtureError, load_fixture
 from jsonl import open_regular
 
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
@@ -60,6 +64,7 @@ STRIPPED_ENV = (
 )
 EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_INVALID, EXIT_AGENT = 0, 1, 2, 3
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -70,23 +75,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "scored but not resolved, 2 invalid invocation or fixture, 3 the agent could not be "
         "run, 130/143 interrupted.",
     )
-    parser.add_argument("--fixture", required=True, help="fixture dir, e.g. fixtures/json-events")
+    parser.add_argument(
+        "--fixture",
+        help="fixture dir, e.g. fixtures/json-events (required, except for a stored run set)",
+    )
     parser.add_argument(
         "--model",
-        required=True,
         help="provider/model passed to the agent, e.g. anthropic/claude-sonnet-4-5; "
-        "simulated/<behaviour> with --agent-bin ./simulated_agent.py",
+        "simulated/<behaviour> with --agent-bin ./simulated_agent.py (required, except for a "
+        "stored run set)",
     )
     parser.add_argument(
         "--timeout",
         type=float,
-        default=1800.0,
         help="seconds before the agent's process tree is ended and the run scored as timed out "
         "(default 1800)",
     )
-    parser.add_argument(
-        "--agent-bin", default="prime-agent", help="agent executable (default prime-agent)"
-    )
+    parser.add_argument("--agent-bin", help="agent executable (default prime-agent)")
     parser.add_argument(
         "--out", default="runs", help="dir that receives one new run dir per run (default runs/)"
     )
@@ -99,29 +104,221 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--drive",
         choices=DRIVES,
-        default="oneshot",
         help="oneshot: the CLI's --mode json, which stops the worker (and aborts running "
         "children) when the parent first goes idle; resident: start the daemon, run the parent "
         "as a resident session and wait on the RLM quiescence barrier (default oneshot)",
     )
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="single-agent baseline: a prompt derived from fixture.json asks the agent to answer "
+        "every shard itself and write the same artifact; resolved = coverage alone",
+    )
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=1,
+        help="run K independent trials as a run set runs/<run-id>/trial-<n>/ and print its "
+        "summary (default 1: one run, as without the flag)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="trials of a run set run at once (default 1)"
+    )
+    parser.add_argument(
+        "--run-set",
+        metavar="DIR",
+        help="the run set's dir (default a new runs/<fixture>-<time>-<hex>/); with --trial-index, "
+        "the set whose trial to run, created from the other flags if it has no run-set.json",
+    )
+    parser.add_argument(
+        "--trial-index",
+        type=int,
+        metavar="N",
+        help="run exactly trial N (1..K) of --run-set and print its result, for a batch "
+        "scheduler; a trial already done prints its stored result",
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="run the trials of run set DIR that have no result (a killed trial runs again in "
+        "trial-<n>-retry<m>), then print its summary; refused (exit 2) when the fixture's "
+        "digest, the harness version, --model, --drive or --baseline differ from run-set.json",
+    )
     args = parser.parse_args(argv)
-    if not args.timeout > 0:
+    if args.timeout is not None and not args.timeout > 0:
         parser.error("--timeout must be a positive number of seconds")
+    if args.trials < 1 or args.jobs < 1:
+        parser.error("--trials and --jobs must be at least 1")
+    if args.trial_index is not None and not args.run_set:
+        parser.error("--trial-index needs --run-set")
+    if args.resume and (args.run_set or args.trial_index is not None):
+        parser.error("--resume takes the run set's dir itself: no --run-set or --trial-index")
+    stored = args.resume or (
+        args.run_set and os.path.exists(os.path.join(args.run_set, trials.RUN_SET_FILE))
+    )
+    for flag in ("fixture", "model"):
+        if not stored and getattr(args, flag) is None:
+            parser.error(f"the following arguments are required: --{flag}")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     with _Interrupt() as interrupt:
-        return _run(args, interrupt)
+        if args.resume:
+            return _run_set(args, interrupt, args.resume)
+        if args.trial_index is not None:
+            return _trial_of_set(args, interrupt)
+        if args.run_set or args.trials > 1:
+            return _run_set(args, interrupt, args.run_set)
+        return _run(_with_defaults(args, {}), interrupt)
 
 
-def _run(args: argparse.Namespace, interrupt: _Interrupt) -> int:
+def _with_defaults(args: argparse.Namespace, stored: dict) -> argparse.Namespace:
+    """Flags given win, then the stored run set's values, then the defaults."""
+    values = dict(vars(args))
+    for key in ("fixture", "model", "drive", "timeout", "agent_bin", "agent_config"):
+        if values.get(key) is None:
+            values[key] = stored.get(key, DEFAULTS.get(key))
+    values["baseline"] = bool(values.get("baseline") or stored.get("baseline"))
+    return argparse.Namespace(**values)
+
+
+def _set_config(args: argparse.Namespace, fixture: Fixture, set_dir: str) -> dict:
+    """What a run set records, and what every trial and resume of it must match."""
+    agent_bin = shutil.which(args.agent_bin)
+    if agent_bin is not None:
+        agent_bin = os.path.abspath(agent_bin)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(STRIPPED_ENV_PREFIXES)}
+    os.makedirs(set_dir, exist_ok=True)
+    version = agent_version(agent_bin, environment, set_dir) if agent_bin else None
+    return {
+        "harness_version": HARNESS["version"],
+        "fixture": {"name": fixture.name, "path": fixture.root, "shards": len(fixture.shards)},
+        "fixture_digest": trials.fixture_digest(fixture.root),
+        "model": args.model,
+        "drive": args.drive,
+        "baseline": args.baseline,
+        # Absolute, so a resume from another dir launches the same agent.
+        "agent_bin": agent_bin or args.agent_bin,
+        "agent_version": version,
+        "agent_config": args.agent_config,
+        "timeout": args.timeout,
+        "trials": args.trials,
+        "jobs": args.jobs,
+        "created_at": _now(),
+    }
+
+
+def _matched(args: argparse.Namespace, stored: dict | None) -> tuple[argparse.Namespace, Fixture]:
+    """The resolved flags and the fixture; raises RunSetError for a fixture that changed."""
+    args = _with_defaults(args, _stored_flags(stored))
+    try:
+        fixture = load_fixture(args.fixture)
+    except FixtureError as error:
+        raise trials.RunSetError(f"invalid fixture: {error.message}") from None
+    if stored is not None:
+        wanted = {
+            "fixture_digest": trials.fixture_digest(fixture.root),
+            "harness_version": HARNESS["version"],
+            "model": args.model,
+            "drive": args.drive,
+            "baseline": args.baseline,
+        }
+        differences = trials.mismatches(stored, wanted)
+        if differences:
+            raise trials.RunSetError(
+                "the run set was made with other settings: " + "; ".join(differences)
+            )
+    return args, fixture
+
+
+def _stored_flags(stored: dict | None) -> dict:
+    if stored is None:
+        return {}
+    flags = {key: stored.get(key) for key in ("model", "drive", "baseline", "timeout")}
+    flags.update(
+        fixture=stored["fixture"]["path"],
+        agent_bin=stored.get("agent_bin"),
+        agent_config=stored.get("agent_config"),
+    )
+    return flags
+
+
+def _refuse(message: str) -> int:
+    print(f"runner.py: {message}", file=sys.stderr)
+    return EXIT_INVALID
+
+
+def _run_set(args: argparse.Namespace, interrupt: _Interrupt, set_dir: str | None) -> int:
+    """Run (or resume) a run set, then write and print its summary."""
+    try:
+        stored = trials.load_config(set_dir) if set_dir else None
+        if args.resume and stored is None:
+            raise trials.RunSetError(f"{set_dir} has no {trials.RUN_SET_FILE}")
+        resolved, fixture = _matched(args, stored)
+        if stored is None:
+            set_dir = set_dir or trials.new_run_set_dir(args.out, fixture.name, resolved.baseline)
+            stored = trials.store_config(set_dir, _set_config(resolved, fixture, set_dir))
+            resolved, fixture = _matched(args, stored)
+    except (trials.RunSetError, OSError) as error:
+        return _refuse(f"cannot run the run set: {error}")
+    print(f"runner.py: run set {set_dir}", file=sys.stderr, flush=True)
+    overrides = [
+        item
+        for flag, key in (("--agent-bin", "agent_bin"), ("--agent-config", "agent_config"))
+        if getattr(args, key) is not None
+        for item in (flag, getattr(args, key))
+    ]
+    if args.timeout is not None:
+        overrides += ["--timeout", str(args.timeout)]
+    interrupted = trials.run_trials(set_dir, stored, overrides, args.jobs, interrupt)
+    summary = trials.summarize_run_set(set_dir, stored, interrupted or 0)
+    text = json.dumps(summary, indent=2)
+    _write_atomic(os.path.join(set_dir, trials.SUMMARY_FILE), text + "\n")
+    print(text)
+    return summary["exit_code"]
+
+
+def _trial_of_set(args: argparse.Namespace, interrupt: _Interrupt) -> int:
+    """Exactly trial N of a run set: today's single run, in the set's next dir for trial N."""
+    set_dir = os.path.realpath(args.run_set)
+    try:
+        stored = trials.load_config(set_dir)
+        resolved, fixture = _matched(args, stored)
+        if stored is None:
+            stored = trials.store_config(set_dir, _set_config(resolved, fixture, set_dir))
+            resolved, fixture = _matched(args, stored)
+        if not 1 <= args.trial_index <= stored["trials"]:
+            raise trials.RunSetError(
+                f"--trial-index {args.trial_index} is outside 1..{stored['trials']}"
+            )
+    except (trials.RunSetError, OSError) as error:
+        return _refuse(f"cannot run trial {args.trial_index} of {set_dir}: {error}")
+    found = trials.attempts(set_dir)
+    for attempt in found:
+        if attempt.index == args.trial_index and trials.is_done(attempt):
+            print(f"runner.py: trial {attempt.index} is done: {attempt.dir}", file=sys.stderr)
+            print(json.dumps(attempt.result, indent=2))
+            return attempt.result.get("exit_code", EXIT_UNRESOLVED)
+    run_dir = trials.next_trial_dir(set_dir, args.trial_index, found)
+    trial = {"index": args.trial_index, "run_set": set_dir}
+    return _run(resolved, interrupt, run_dir=run_dir, trial=trial)
+
+
+def _run(
+    args: argparse.Namespace,
+    interrupt: _Interrupt,
+    run_dir: str | None = None,
+    trial: dict | None = None,
+) -> int:
     base = {
         "harness": HARNESS,
         "simulated": args.model.startswith("simulated/"),
         "model": args.model,
         "drive": args.drive,
+        **({"trial": trial} if trial else {}),
+        **({"baseline": True, "resolved_by": "coverage"} if args.baseline else {}),
         "started_at": _now(),
     }
     try:
@@ -136,9 +333,10 @@ def _run(args: argparse.Namespace, interrupt: _Interrupt) -> int:
         return _emit(result, None)
     base["fixture"] = {"name": fixture.name, "path": args.fixture, "shards": len(fixture.shards)}
     try:
-        run = RunDir.create(args.out, fixture.name)
+        run = RunDir.at(run_dir) if run_dir else RunDir.create(args.out, fixture.name)
     except OSError as error:
-        print(f"runner.py: cannot create a run dir under {args.out}: {error}", file=sys.stderr)
+        where = run_dir or f"under {args.out}"
+        print(f"runner.py: cannot create a run dir {where}: {error}", file=sys.stderr)
         result = dict(base, status="invalid_invocation", resolved=False, exit_code=EXIT_INVALID)
         result["reasons"] = [{"code": "run_dir_unwritable", "message": str(error)}]
         return _emit(result, None)
@@ -156,11 +354,14 @@ def _run(args: argparse.Namespace, interrupt: _Interrupt) -> int:
         run.cleanup_tmp()
         return _not_run(base, run, "run_setup_failed", str(error))
     env = run.agent_env()
+    if trial:
+        env[trials.TRIAL_ENV] = str(trial["index"])
+    task = trials.baseline_task(fixture) if args.baseline else fixture.task
     version = agent_version(agent_bin, env, run.repo)
     base["simulated"] = base["simulated"] or "simulated" in (version or "")
     base["agent"]["version"] = version
     argv = (
-        run.argv(agent_bin, args.model, fixture.task)
+        run.argv(agent_bin, args.model, task)
         if args.drive == "oneshot"
         else run.daemon_argv(agent_bin)
     )
@@ -176,7 +377,7 @@ def _run(args: argparse.Namespace, interrupt: _Interrupt) -> int:
         )
     try:
         outcome = launch_and_wait(
-            run, agent_bin, args.model, fixture.task, env, args.timeout, interrupt, args.drive
+            run, agent_bin, args.model, task, env, args.timeout, interrupt, args.drive
         )
     except OSError as error:
         run.cleanup_tmp()
@@ -197,6 +398,11 @@ def _result(
     base: dict, outcome: dict, verdict: scorer.Verdict, collected: artifacts.RunArtifacts
 ) -> dict:
     reasons = [item.to_json() for item in verdict.reasons]
+    passed = verdict.resolved
+    if base.get("baseline"):
+        # The baseline is scored on coverage alone: it was told not to delegate.
+        reasons = [item for item in reasons if item["code"] in trials.COVERAGE_CODES]
+        passed = verdict.coverage
     if outcome["timed_out"]:
         reasons.insert(0, {"code": "timeout", "message": "the agent did not finish in time"})
     if outcome["interrupted"]:
@@ -206,10 +412,7 @@ def _result(
     if daemon_error:
         reasons.insert(0, {"code": "daemon_error", "message": daemon_error["message"]})
     resolved = (
-        verdict.resolved
-        and not outcome["timed_out"]
-        and not outcome["interrupted"]
-        and not daemon_error
+        passed and not outcome["timed_out"] and not outcome["interrupted"] and not daemon_error
     )
     if outcome["interrupted"]:
         exit_code = EXIT_SIGNAL[outcome["interrupted"]]
@@ -303,6 +506,12 @@ class RunDir:
         self.socket = os.path.join(root, "daemon.sock")
         self.wire = os.path.join(root, "daemon-wire.jsonl")
         self.daemon_stdout = os.path.join(root, "daemon-stdout.txt")
+
+    @classmethod
+    def at(cls, root: str) -> RunDir:
+        """The given dir, which must not exist yet: a trial of a run set."""
+        os.mkdir(root)
+        return cls(os.path.realpath(root))
 
     @classmethod
     def create(cls, out: str, fixture_name: str) -> RunDir:

@@ -20,6 +20,11 @@ child, the spawn ledger and the agent's combined-index.md. `simulated/<behaviour
 simulated model orchestrates (listed by --help, see BEHAVIOURS). The children really answer
 their shard's question, from their own task prompt.
 
+For repeated trials (runner.py --trials): $SWARM_FANOUT_TRIAL names the trial and seeds its
+draws; $SIMULATED_JITTER_MS makes each child wait a seeded random time up to that long before
+it answers; a prompt that says "Do not spawn subagents" (runner.py --baseline) is answered by
+the root itself from the shard files, whatever the behaviour (nop still does nothing).
+
 Stdlib only, and it imports nothing from the harness: it plays the product, so it carries its
 own copy of the product's rules (for example the ledger key).
 """
@@ -33,6 +38,7 @@ import hashlib
 import io
 import json
 import os
+import random
 import re
 import select
 import signal
@@ -51,6 +57,16 @@ APP_VERSION = "0.8.0"
 VERSION_LINE = f"prime-agent {APP_VERSION} (simulated)"
 PROVIDER = "simulated"
 API = "openai-completions"
+# Repeated trials (runner.py --trials): the runner names the trial index in the agent's env;
+# the flaky behaviour and the timing jitter draw from it, so trial n always draws the same.
+TRIAL_ENV = "SWARM_FANOUT_TRIAL"
+FLAKY_P_ENV = "SIMULATED_FLAKY_P"
+FLAKY_P_DEFAULT = 0.5
+FLAKY_SEED_ENV = "SIMULATED_FLAKY_SEED"
+JITTER_ENV = "SIMULATED_JITTER_MS"  # each child waits up to this long before it answers
+# The single-agent prompt of runner.py --baseline says this; the parent then answers every
+# shard itself, from the files, whatever its behaviour (nop still does nothing).
+SINGLE_AGENT = "Do not spawn subagents"
 BEHAVIOURS = {
     "oracle": "one child per shard, every child replies, the index is written from the replies",
     "nop": "answers with one text message; no children, no index",
@@ -62,6 +78,9 @@ BEHAVIOURS = {
     "escape": "as oracle, then leaves a detached SIGTERM-ignoring process with an empty env",
     "end-turn-early": "spawns one child per shard and ends its turn at once: one-shot tears the "
     "children down (no index); resident answers each reply and writes the index",
+    "flaky": f"as oracle with probability ${FLAKY_P_ENV} (default {FLAKY_P_DEFAULT}), else as "
+    f"fabricate; drawn from ${FLAKY_SEED_ENV} (default 0) and the trial index in ${TRIAL_ENV}, "
+    "so a trial index always draws the same",
 }
 
 # Daemon protocol 7, schema revision 22 (contract §8.1; serverCapabilities as in the capture).
@@ -128,8 +147,9 @@ NOTICES_BEFORE_DISPOSAL = 3
 
 # One task line per shard, as fixtures' task.txt writes them:
 #   - `shards/events-01.jsonl` | worker `worker-events-01` | How many records ...?
+# The single-agent prompt of --baseline leaves the worker out.
 SHARD_LINE = re.compile(
-    r"^[ \t]*-[ \t]+`shards/(?P<file>[^`]+)`[ \t]*\|[ \t]*worker[ \t]+`(?P<worker>[^`]+)`"
+    r"^[ \t]*-[ \t]+`shards/(?P<file>[^`]+)`(?:[ \t]*\|[ \t]*worker[ \t]+`(?P<worker>[^`]+)`)?"
     r"[ \t]*\|[ \t]*(?P<question>.+?)[ \t\r]*$",
     re.MULTILINE,
 )
@@ -190,7 +210,7 @@ class UsageError(Exception):
 @dataclass(frozen=True)
 class Shard:
     file: str
-    worker: str
+    worker: str | None
     question: str
 
 
@@ -756,6 +776,11 @@ class Run:
         self.children: list[Child] = []
         self.attribution: Attribution | None = None
         self.answers: dict[str, str] = {}
+        self.draws = trial_draws(env)
+        self.fabricates = behaviour == "fabricate" or (
+            behaviour == "flaky" and self.draws.random() >= flaky_probability(env)
+        )
+        self.jitter_ms = env_number(env, JITTER_ENV, 0.0)
 
     def respond(self, prompt: str) -> None:
         """What the simulated model makes of the prompt, to the end of all it triggers."""
@@ -765,7 +790,7 @@ class Run:
             self.root.assistant_message("Nothing to do here.")
         elif not shards:
             self.say("The task lists no shard lines (- `shards/<file>` | worker `<name>` | ...).")
-        elif self.behaviour == "no-spawn":
+        elif self.behaviour == "no-spawn" or SINGLE_AGENT in prompt:
             self.answer_directly(shards)
         elif self.behaviour == "end-turn-early":
             self.spawn_and_end_turn(shards)
@@ -891,6 +916,8 @@ class Run:
 
     def run_child(self, child: Child) -> Reply | None:
         self.start_cell(child)
+        if self.jitter_ms:
+            time.sleep(self.draws.uniform(0, self.jitter_ms) / 1000)
         return self.finish_cell(child)
 
     def abort_cell(self, child: Child) -> None:
@@ -1032,7 +1059,7 @@ class Run:
             if number < len(replies):
                 self.poll_turn(incoming, received(number, len(children)))
         known = dict(self.answers)
-        if self.behaviour == "fabricate":
+        if self.fabricates:
             known[shards[0].file] = fabricated(known[shards[0].file])
         self.index_turns(incoming, shards, known, ALL_REPORTED)
         self.stream.agent_end()
@@ -1084,9 +1111,16 @@ class Run:
             cell.stdout = "waited\n"
 
     def answer_directly(self, shards: list[Shard]) -> None:
-        """no-spawn: one cell answers every shard and writes the index (the nospawn capture)."""
+        """no-spawn, or a single-agent prompt: one cell answers every shard and writes the
+        index (the nospawn capture)."""
+        known = {}
+        if self.fabricates:
+            first = shards[0]
+            known[first.file] = fabricated(
+                compute_answer(shard_path(self.cwd, first), first.question)
+            )
         self.stream.agent_start()
-        self.index_turns([self.user], shards, {}, "Answering the shards directly.")
+        self.index_turns([self.user], shards, known, "Answering the shards directly.")
         self.stream.agent_end()
 
     def index_turns(
@@ -1102,6 +1136,23 @@ class Run:
         self.stream.agent_start()
         self.text_turn([self.user], text)
         self.stream.agent_end()
+
+
+def trial_draws(env: Mapping[str, str]) -> random.Random:
+    """The random draws of one trial: seeded by the flaky seed and the trial index."""
+    seed = env.get(FLAKY_SEED_ENV, "0")
+    return random.Random(f"{seed}:{env.get(TRIAL_ENV, '0')}")
+
+
+def flaky_probability(env: Mapping[str, str]) -> float:
+    return env_number(env, FLAKY_P_ENV, FLAKY_P_DEFAULT)
+
+
+def env_number(env: Mapping[str, str], name: str, default: float) -> float:
+    try:
+        return float(env.get(name, default))
+    except ValueError:
+        return default
 
 
 def one_shot_run(cwd: str, sessions: str, behaviour: str, agent_dir: str) -> Run:

@@ -581,7 +581,7 @@ class CommandLineTest(SimulatedAgentCase):
             behaviours,
             [
                 *("oracle", "nop", "no-spawn", "double-spawn", "fabricate", "silent-drop"),
-                *("hang", "escape", "end-turn-early"),
+                *("hang", "escape", "end-turn-early", "flaky"),
             ],
         )
 
@@ -1289,6 +1289,51 @@ class EndTurnEarlyTest(SimulatedAgentCase):
         self.assertEqual([e["type"] for e in events].count("agent_start"), 1 + len(TASKS))
         for path in run.child_files():
             self.assertEqual(messages(read_jsonl(path), "assistant")[-1]["stopReason"], "stop")
+
+
+class RepeatedTrialTest(SimulatedAgentCase):
+    """What runner.py --trials and --baseline need: a flaky model whose draw is fixed by the
+    trial index, and a parent that answers a single-agent prompt itself."""
+
+    def run_with(self, env: dict, prompt: str | None = None) -> Run:
+        run = self.make_run(prompt)
+        argv = [
+            *(sys.executable, str(AGENT), "--mode", "json"),
+            *("--daemon-socket", str(run.socket), "--cwd", str(run.repo)),
+            *("--session-dir", str(run.dir / "sessions")),
+            *("--model", "simulated/flaky", "--", run.prompt),
+        ]
+        self.start(run, argv, dict(run.env, **env))
+        self.addCleanup(self.shut_down_supervisor, run)
+        run.process.wait(timeout=DEADLINE_S)
+        return run
+
+    def test_flaky_with_probability_1_is_an_oracle_and_0_fabricates_the_first_answer(self):
+        good = self.run_with({"SIMULATED_FLAKY_P": "1", "SWARM_FANOUT_TRIAL": "1"})
+        self.assertEqual(good.index(), correct_index(good.repo))
+        bad = self.run_with({"SIMULATED_FLAKY_P": "0", "SWARM_FANOUT_TRIAL": "1"})
+        first, *rest = bad.index().splitlines()[2:]
+        file, question = TASKS[0]
+        self.assertNotEqual(
+            first, f"- {file}: {expected_answer(bad.repo / 'shards' / file, question)}"
+        )
+        self.assertEqual(rest, correct_index(bad.repo).splitlines()[3:])
+        self.assertEqual(len(bad.child_files()), len(TASKS))
+
+    def test_flaky_draws_the_same_for_the_same_trial_index_and_seed(self):
+        env = {"SIMULATED_FLAKY_SEED": "7", "SWARM_FANOUT_TRIAL": "3"}
+        first, second = self.run_with(env), self.run_with(env)
+        right = [run.index() == correct_index(run.repo) for run in (first, second)]
+        self.assertEqual(right[0], right[1])
+
+    def test_single_agent_prompt_is_answered_by_the_parent_from_the_files(self):
+        lines = "".join(f"- `shards/{file}` | {question}\n" for file, question in TASKS)
+        prompt = f"Do not spawn subagents: answer every question yourself.\n\n{lines}"
+        run = self.run_with({"SIMULATED_FLAKY_P": "1"}, prompt)
+        self.assertEqual(run.index(), correct_index(run.repo))
+        self.assertFalse((run.dir / "agent-home" / "rlm-ledger").exists())
+        self.assertFalse((run.dir / "session-artifacts").exists())
+        self.assertEqual(len(ipython_codes(run.parent())), 1)
 
 
 if __name__ == "__main__":

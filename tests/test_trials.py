@@ -1,0 +1,275 @@
+"""Run sets end to end with the simulated agent (runner.py --trials, --resume, --trial-index,
+--baseline), and the summary as a pure function."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from typing import ClassVar
+
+from fixture import load_fixture
+from trials import TrialRecord, baseline_task, summarize
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNNER = os.path.join(ROOT, "runner.py")
+SIMULATED = os.path.join(ROOT, "simulated_agent.py")
+JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
+# The simulated agent's token counts follow the length of the text it writes, run dir paths
+# included, so a retry dir's longer name shows in them: they are left out with the timings.
+TIMING_KEYS = ("wall_time_s", "created_at", "parallelism", "tokens")
+
+
+def without_timings(value):
+    """The summary with wall times, creation times, timing-derived numbers and tokens left out."""
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if k not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [without_timings(item) for item in value]
+    return value
+
+
+class RunSetCase(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+        self.out = os.path.join(self.tmp, "runs")
+        self.agent_config = os.path.join(self.tmp, "agent-config")
+        os.mkdir(self.agent_config)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_AGENT_")}
+        self.env.update(SIMULATED_FLAKY_SEED="11", SIMULATED_FLAKY_P="0.5")
+
+    def runner(self, *args: str, model: str | None = "simulated/flaky", fixture=JSON_EVENTS):
+        argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED]
+        argv += ["--out", self.out, "--agent-config", self.agent_config]
+        if model:
+            argv += ["--model", model]
+        if fixture:
+            argv += ["--fixture", fixture]
+        done = subprocess.run(
+            [*argv, *args],
+            cwd=self.tmp,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+        )
+        return done, json.loads(done.stdout) if done.stdout.strip() else None
+
+    def trial_results(self, set_dir: str) -> dict[str, dict]:
+        found = {}
+        for name in sorted(os.listdir(set_dir)):
+            path = os.path.join(set_dir, name, "result.json")
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as handle:
+                    found[name] = json.load(handle)
+        return found
+
+
+class TrialsTest(RunSetCase):
+    def test_k_trials_two_at_a_time_each_in_its_own_dir_with_a_summary(self):
+        done, summary = self.runner("--trials", "3", "--jobs", "2")
+        (set_dir,) = [os.path.join(self.out, name) for name in os.listdir(self.out)]
+        results = self.trial_results(set_dir)
+        self.assertEqual(sorted(results), ["trial-1", "trial-2", "trial-3"])
+        resolved = sum(result["resolved"] for result in results.values())
+        self.assertEqual(summary["resolved"], resolved)
+        self.assertEqual(summary["trials_scored"], 3)
+        self.assertEqual(done.returncode, 0 if resolved == 3 else 1)
+        # pass^2 = C(c,2)/C(3,2), pass@2 = 1 - C(3-c,2)/C(3,2), by hand for c = 0..3
+        self.assertEqual(summary["pass_hat_k"]["2"], {0: 0, 1: 0, 2: 1 / 3, 3: 1}[resolved])
+        self.assertEqual(summary["pass_at_k"]["2"], {0: 0, 1: 2 / 3, 2: 1, 3: 1}[resolved])
+        self.assertEqual(sorted(summary["pass_hat_k"]), ["1", "2", "3"])
+        for name, result in results.items():
+            self.assertEqual(result["trial"]["index"], int(name.split("-")[1]))
+        with open(os.path.join(set_dir, "summary.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle), summary)
+        config = summary["run_set"]
+        self.assertEqual((config["trials"], config["jobs"], config["baseline"]), (3, 2, False))
+        self.assertEqual(config["agent_version"], "prime-agent 0.8.0 (simulated)")
+        self.assertEqual(len(config["fixture_digest"]), 64)
+        self.assertIn(b"trial 3/3 finished", done.stderr)
+        # --jobs 2: the first two trials ran at the same time.
+        first, second = results["trial-1"], results["trial-2"]
+        self.assertLess(first["started_at"], second["finished_at"])
+        self.assertLess(second["started_at"], first["finished_at"])
+
+    def test_every_trial_resolved_exits_0_and_failures_are_counted_by_reason(self):
+        self.env["SIMULATED_FLAKY_P"] = "1"
+        done, summary = self.runner("--trials", "2", "--jobs", "2")
+        self.assertEqual((done.returncode, summary["resolve_rate"]), (0, 1.0))
+        self.env["SIMULATED_FLAKY_P"] = "0"
+        done, summary = self.runner("--trials", "2")
+        self.assertEqual(done.returncode, 1)
+        self.assertEqual(summary["failures"], {"unsourced_answer": 2, "wrong_answer": 2})
+        self.assertEqual(summary["pass_at_k"], {"1": 0.0, "2": 0.0})
+
+    def test_resume_after_a_killed_trial_gives_the_uninterrupted_summary(self):
+        _, uninterrupted = self.runner(
+            "--trials", "3", "--jobs", "3", "--run-set", os.path.join(self.tmp, "a")
+        )
+        set_dir = os.path.join(self.tmp, "b")
+        for index in ("1", "3"):
+            self.runner("--trials", "3", "--run-set", set_dir, "--trial-index", index)
+        # What a trial killed mid-run leaves: its dir, some of the agent's files, no result.
+        os.makedirs(os.path.join(set_dir, "trial-2", "sessions"))
+        done, resumed = self.runner("--resume", set_dir, model=None, fixture=None)
+        self.assertEqual(
+            sorted(self.trial_results(set_dir)), ["trial-1", "trial-2-retry1", "trial-3"]
+        )
+        self.assertTrue(os.path.isdir(os.path.join(set_dir, "trial-2", "sessions")))
+        self.assertEqual(resumed["trials"][1]["dir"], "trial-2-retry1")
+        self.assertEqual(resumed["trials"][1]["attempts"], 2)
+        for summary in (uninterrupted, resumed):
+            for trial in summary["trials"]:
+                trial.pop("dir"), trial.pop("attempts")
+            summary["run_set"].pop("jobs")
+        self.assertEqual(without_timings(resumed), without_timings(uninterrupted))
+        self.assertIn(b"trial 2/3 started", done.stderr)
+        self.assertNotIn(b"trial 1/3 started", done.stderr)
+
+    def test_resume_refuses_a_changed_fixture_and_another_model(self):
+        fixture = os.path.join(self.tmp, "fixture")
+        shutil.copytree(JSON_EVENTS, fixture)
+        set_dir = os.path.join(self.tmp, "set")
+        self.runner("--trials", "2", "--run-set", set_dir, "--trial-index", "1", fixture=fixture)
+        done, _ = self.runner("--resume", set_dir, model="simulated/oracle", fixture=None)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(b"model: stored 'simulated/flaky', now 'simulated/oracle'", done.stderr)
+        with open(os.path.join(fixture, "shards", "events-01.jsonl"), "a", encoding="utf-8") as f:
+            f.write("\n")
+        done, summary = self.runner("--resume", set_dir, model=None, fixture=None)
+        self.assertEqual(done.returncode, 2)
+        self.assertIsNone(summary)
+        self.assertIn(b"fixture_digest: stored", done.stderr)
+        self.assertEqual(sorted(os.listdir(set_dir)), ["run-set.json", "trial-1"])
+
+    def test_trial_index_runs_exactly_that_trial_and_once(self):
+        set_dir = os.path.join(self.tmp, "set")
+        done, result = self.runner("--trials", "3", "--run-set", set_dir, "--trial-index", "2")
+        self.assertIn(done.returncode, (0, 1))
+        self.assertEqual(result["trial"], {"index": 2, "run_set": os.path.realpath(set_dir)})
+        self.assertEqual(sorted(os.listdir(set_dir)), ["run-set.json", "trial-2"])
+        again, stored = self.runner(
+            "--run-set", set_dir, "--trial-index", "2", model=None, fixture=None
+        )
+        self.assertEqual((again.returncode, stored), (done.returncode, result))
+        self.assertEqual(sorted(os.listdir(set_dir)), ["run-set.json", "trial-2"])
+        refused, _ = self.runner(
+            "--run-set", set_dir, "--trial-index", "4", model=None, fixture=None
+        )
+        self.assertEqual(refused.returncode, 2)
+
+    def test_sigterm_ends_the_running_trials_starts_no_more_and_still_summarizes(self):
+        set_dir = os.path.join(self.tmp, "set")
+        argv = [
+            sys.executable,
+            RUNNER,
+            "--agent-bin",
+            SIMULATED,
+            "--agent-config",
+            self.agent_config,
+        ]
+        argv += ["--fixture", JSON_EVENTS, "--model", "simulated/hang", "--timeout", "60"]
+        runner = subprocess.Popen(
+            [*argv, "--trials", "3", "--jobs", "2", "--run-set", set_dir],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.addCleanup(runner.wait, 60)
+        ledgers = [os.path.join(set_dir, f"trial-{n}", "agent-home", "rlm-ledger") for n in (1, 2)]
+        deadline = time.monotonic() + 60
+        while not all(os.path.isdir(path) and os.listdir(path) for path in ledgers):
+            self.assertLess(time.monotonic(), deadline, "the hanging trials never spawned")
+            time.sleep(0.05)
+        runner.send_signal(signal.SIGTERM)
+        summary = json.loads(runner.communicate(timeout=60)[0])
+        self.assertEqual((runner.returncode, summary["exit_code"]), (143, 143))
+        results = self.trial_results(set_dir)
+        self.assertEqual(sorted(results), ["trial-1", "trial-2"])
+        for result in results.values():
+            self.assertTrue(result["interrupted"])
+            self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        self.assertEqual(summary["failures"]["interrupted"], 2)
+        self.assertEqual(summary["failures"]["not_run"], 1)
+        self.assertEqual(summary["trials_scored"], 0)
+
+
+class BaselineTest(RunSetCase):
+    def test_baseline_is_scored_on_coverage_and_gives_the_fan_outs_overhead(self):
+        self.env["SIMULATED_FLAKY_P"] = "1"
+        done, fan_out = self.runner("--trials", "2", "--jobs", "2")
+        self.assertEqual(done.returncode, 0)
+        done, baseline = self.runner("--trials", "2", "--jobs", "2", "--baseline")
+        self.assertEqual(done.returncode, 0)
+        (base_dir,) = [n for n in os.listdir(self.out) if "-baseline-" in n]
+        result = self.trial_results(os.path.join(self.out, base_dir))["trial-1"]
+        self.assertEqual((result["baseline"], result["resolved_by"]), (True, "coverage"))
+        self.assertTrue(result["resolved"])
+        self.assertFalse(result["verdict"]["resolved"])  # no_spawn, as it was told
+        self.assertEqual(result["reasons"], [])
+        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 0)
+        ratio = fan_out["tokens"]["median"] / baseline["tokens"]["median"]
+        self.assertEqual(baseline["overhead"]["tokens"], ratio)
+        self.assertGreater(ratio, 1)
+
+    def test_baseline_prompt_asks_every_question_and_names_no_worker(self):
+        fixture = load_fixture(JSON_EVENTS)
+        prompt = baseline_task(fixture)
+        for shard in fixture.shards:
+            self.assertIn(f"- `shards/{shard.file}` | {shard.question}\n", prompt)
+            self.assertNotIn(shard.worker, prompt)
+            self.assertNotIn(str(shard.expected), re.findall(r"(?<![\w.-])\d+(?![\w.-])", prompt))
+        self.assertIn("Do not spawn subagents", prompt)
+        self.assertIn(fixture.artifact, prompt)
+
+
+def record(index: int, result: dict | None) -> TrialRecord:
+    return TrialRecord(index, f"trial-{index}" if result else None, 1 if result else 0, result)
+
+
+def scored(resolved: bool, *codes: str) -> dict:
+    reasons = [{"code": code} for code in codes]
+    return {"status": "scored", "resolved": resolved, "reasons": reasons, "exit_code": 0}
+
+
+class SummaryTest(unittest.TestCase):
+    config: ClassVar[dict] = {"trials": 3}
+
+    def test_a_trial_that_never_ran_is_not_run_and_fails_the_set(self):
+        summary = summarize(
+            self.config, [record(1, scored(True)), record(2, scored(True)), record(3, None)]
+        )
+        self.assertEqual((summary["trials_scored"], summary["resolved"]), (2, 2))
+        self.assertEqual(summary["failures"], {"not_run": 1})
+        self.assertEqual(summary["exit_code"], 1)
+
+    def test_reasons_count_trials_not_occurrences(self):
+        records = [record(1, scored(False, "wrong_answer", "wrong_answer", "unsourced_answer"))]
+        summary = summarize({"trials": 1}, records)
+        self.assertEqual(summary["failures"], {"unsourced_answer": 1, "wrong_answer": 1})
+
+    def test_agent_never_run_exits_3_and_an_interrupt_its_signal(self):
+        not_run = {
+            "status": "agent_not_run",
+            "resolved": False,
+            "reasons": [{"code": "agent_not_found"}],
+        }
+        summary = summarize({"trials": 1}, [record(1, not_run)])
+        self.assertEqual((summary["exit_code"], summary["trials_scored"]), (3, 0))
+        self.assertEqual(summary["resolve_rate"], None)
+        self.assertEqual(summarize({"trials": 1}, [record(1, scored(True))], 15)["exit_code"], 143)
+
+
+if __name__ == "__main__":
+    unittest.main()
