@@ -31,6 +31,8 @@ import daemon
 import ledger
 import procs
 import scorer
+import scripted
+import scripted_model
 import trials
 from fixture import MANIFEST, TASK, Fixture, FixtureError, load_fixture
 from jsonl import open_regular
@@ -82,8 +84,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--model",
         help="provider/model passed to the agent, e.g. anthropic/claude-sonnet-4-5; "
-        "simulated/<behaviour> with --agent-bin ./simulated_agent.py (required, except for a "
-        "stored run set)",
+        "simulated/<behaviour> with --agent-bin ./simulated_agent.py; scripted/<script> to run "
+        "the installed agent against the harness's own scripted model endpoint (scripts: "
+        + ", ".join(scripted_model.SCRIPTS)
+        + "; no credentials, no tokens; exit 0 when the product still behaves as the script "
+        "expects, see contract_check in the result) (required, except for a stored run set)",
     )
     parser.add_argument(
         "--timeout",
@@ -159,6 +164,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for flag in ("fixture", "model"):
         if not stored and getattr(args, flag) is None:
             parser.error(f"the following arguments are required: --{flag}")
+    script = _script(args.model or "")
+    if script is not None and script not in scripted_model.SCRIPTS:
+        parser.error(f"no script {script!r}; scripts: {', '.join(scripted_model.SCRIPTS)}")
     return args
 
 
@@ -375,10 +383,18 @@ def _run(
             "interrupted before the agent started",
             exit_code=EXIT_SIGNAL[interrupt.signum],
         )
+    script = _script(args.model)
     try:
-        outcome = launch_and_wait(
-            run, agent_bin, args.model, task, env, args.timeout, interrupt, args.drive
-        )
+        with contextlib.ExitStack() as stack:
+            if script:
+                # The harness plays the model: its endpoint logs every request, and
+                # the integrity checks hold child response ids against that log.
+                log = os.path.join(run.root, artifacts.MODEL_LOG)
+                server = stack.enter_context(scripted_model.ScriptedModelServer(log))
+                scripted_model.write_models_json(run.agent_home, server.base_url)
+            outcome = launch_and_wait(
+                run, agent_bin, args.model, task, env, args.timeout, interrupt, args.drive
+            )
     except OSError as error:
         run.cleanup_tmp()
         return _not_run(base, run, "agent_exec_failed", str(error))
@@ -391,7 +407,21 @@ def _run(
         return _not_run(base, run, error["code"], error["message"], extra=extra)
     collected = artifacts.collect(run.root, fixture.artifact, agent_home=run.agent_home)
     verdict = scorer.score(fixture, collected, wall_time_s=outcome["wall_time_s"])
-    return _emit(_result(base, outcome, verdict, collected), run)
+    result = _result(base, outcome, verdict, collected)
+    if script:
+        # A scripted run asks whether the installed product and the harness still
+        # agree: the script's expected outcome, not `resolved`, decides the exit.
+        result.update(scripted.contract_check(script, args.drive, result))
+        if not outcome["interrupted"]:
+            agree = result["contract_check"] == "pass"
+            result["exit_code"] = EXIT_RESOLVED if agree else EXIT_UNRESOLVED
+    return _emit(result, run)
+
+
+def _script(model: str) -> str | None:
+    """The scripted-model script a `scripted/<script>` model names, else None."""
+    provider, _, name = model.partition("/")
+    return name if provider == scripted_model.PROVIDER else None
 
 
 def _result(

@@ -407,7 +407,8 @@ class ChildBodyCheckTest(RunTestCase):
         self.assertEqual(
             [f["child_id"] for f in self.failures("child_work")], [children["worker-b"].child_id]
         )
-        self.assertEqual(self.details("child_task"), ["no task agent_message from the parent"])
+        # Reported once, as no work: a child torn down before its task has no task either.
+        self.assertEqual(self.details("child_task"), [])
 
     def test_task_only_child_did_no_work(self):
         children = self.honest_run()
