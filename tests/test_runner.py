@@ -344,6 +344,58 @@ while True:
 """
 
 
+class ScriptedModelTest(RunnerTestCase):
+    """`--model scripted/<script>`: the runner serves the model to the installed agent."""
+
+    def test_scripted_endpoint_is_served_logged_and_checked(self):
+        agent = os.path.join(self.tmp, "calls-the-model")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write(CALLS_THE_MODEL)
+        os.chmod(agent, 0o755)
+        argv = self.runner_argv("scripted/fanout")
+        argv[argv.index(SIMULATED)] = agent
+        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        result = json.loads(done.stdout)
+        # The agent did no fan-out, so the product and the script disagree.
+        self.assertEqual(done.returncode, 1)
+        self.assertEqual(result["contract_check"], "fail")
+        self.assertIn("resolved is False, expected True", result["differences"])
+        run = self.run_dir(result)
+        with open(os.path.join(run, "agent-home", "models.json"), encoding="utf-8") as handle:
+            provider = json.load(handle)["providers"]["scripted"]
+        self.assertTrue(provider["baseUrl"].startswith("http://127.0.0.1:"))
+        self.assertIn("fanout", [model["id"] for model in provider["models"]])
+        with open(os.path.join(run, "model-log.jsonl"), encoding="utf-8") as handle:
+            (request,) = [json.loads(line) for line in handle]
+        self.assertEqual(request["http_status"], 200)
+        self.assertTrue(request["response_id"].startswith("chatcmpl-"))
+        with open(os.path.join(run, "stderr.txt"), encoding="utf-8") as handle:
+            self.assertIn(request["response_id"], handle.read())
+
+    def test_unknown_script_is_a_usage_error(self):
+        done = subprocess.run(
+            self.runner_argv("scripted/no-such-script"), env=self.env, capture_output=True
+        )
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(b"no script 'no-such-script'", done.stderr)
+
+
+# An agent that finds the scripted provider in its agent home and calls it once.
+CALLS_THE_MODEL = f"""#!{sys.executable}
+import json, os, sys, urllib.request
+if "--version" in sys.argv:
+    sys.exit(0)
+home = os.environ["PRIME_AGENT_CODING_AGENT_DIR"]
+with open(os.path.join(home, "models.json")) as handle:
+    base = json.load(handle)["providers"]["scripted"]["baseUrl"]
+body = {{"model": "fanout", "stream": False, "messages": [{{"role": "user", "content": "hi"}}]}}
+request = urllib.request.Request(base + "/chat/completions", json.dumps(body).encode(),
+                                 {{"Content-Type": "application/json"}})
+with urllib.request.urlopen(request, timeout=10) as response:
+    print(json.load(response)["id"], file=sys.stderr)
+"""
+
+
 class InvalidInputTest(RunnerTestCase):
     def test_missing_agent_binary_exits_3_with_a_result(self):
         argv = self.runner_argv("x/y")
