@@ -71,7 +71,8 @@ def distribution(values: Iterable[float | None]) -> Distribution:
     known = sorted(value for value in values if value is not None)
     if not known:
         return Distribution(0, None, None, None)
-    return Distribution(len(known), statistics.median(known), known[0], known[-1])
+    # Rounded so that the mean of two middle values reads 0.3455, not 0.34550000000000003.
+    return Distribution(len(known), round(statistics.median(known), 6), known[0], known[-1])
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
