@@ -10,10 +10,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 from typing import ClassVar
+
+from test_runner import RunnerTestCase
 
 from fixture import load_fixture
 from trials import TrialRecord, baseline_task, summarize
@@ -36,15 +37,9 @@ def without_timings(value):
     return value
 
 
-class RunSetCase(unittest.TestCase):
+class RunSetCase(RunnerTestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
-        self.out = os.path.join(self.tmp, "runs")
-        self.agent_config = os.path.join(self.tmp, "agent-config")
-        os.mkdir(self.agent_config)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_AGENT_")}
+        super().setUp()
         self.env.update(SIMULATED_FLAKY_SEED="11", SIMULATED_FLAKY_P="0.5")
 
     def runner(self, *args: str, model: str | None = "simulated/flaky", fixture=JSON_EVENTS):
