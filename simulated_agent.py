@@ -18,7 +18,12 @@ Either way it leaves on disk what a real run leaves (PRODUCT_CONTRACT.md §3-§9
 runs in tests/data/real-runs): the root transcript, one transcript and display file per RLM
 child, the spawn ledger and the agent's combined-index.md. `simulated/<behaviour>` picks how the
 simulated model orchestrates (listed by --help, see BEHAVIOURS). The children really answer
-their shard's question, from their own task prompt.
+their shard's question, from their own task prompt. Three behaviours play an agent with a shell
+that fakes delegation by writing the product's files itself, to exercise the harness's
+evidence-integrity checks: forge-ledger (no spawn; a hand-written ledger, header-and-task child
+transcripts and replies), junk-replies (real children that reply junk; the parent computes the
+index) and zero-work-children (real spawns whose children never call the model; the parent
+replies in their names).
 
 For repeated trials (runner.py --trials): $SWARM_FANOUT_TRIAL names the trial and seeds its
 draws; $SIMULATED_JITTER_MS makes each child wait a seeded random time up to that long before
@@ -81,6 +86,13 @@ BEHAVIOURS = {
     "flaky": f"as oracle with probability ${FLAKY_P_ENV} (default {FLAKY_P_DEFAULT}), else as "
     f"fabricate; drawn from ${FLAKY_SEED_ENV} (default 0) and the trial index in ${TRIAL_ENV}, "
     "so a trial index always draws the same",
+    "forge-ledger": "answers every shard itself, then forges the delegation from a cell: a "
+    "ledger, child dirs whose transcripts hold a header and the task, display files naming a "
+    "spawning cell that never ran, and a reply per worker appended to its own transcript",
+    "junk-replies": "as oracle, but every child replies `<file>: done`; the parent computes "
+    "the answers itself and writes a correct index",
+    "zero-work-children": "spawns one child per shard, but no child ever calls the model; the "
+    "parent appends a correct reply on each child's behalf and writes a correct index",
 }
 
 # Daemon protocol 7, schema revision 22 (contract §8.1; serverCapabilities as in the capture).
@@ -792,6 +804,10 @@ class Run:
             self.say("The task lists no shard lines (- `shards/<file>` | worker `<name>` | ...).")
         elif self.behaviour == "no-spawn" or SINGLE_AGENT in prompt:
             self.answer_directly(shards)
+        elif self.behaviour == "forge-ledger":
+            self.forge_delegation(shards)
+        elif self.behaviour == "zero-work-children":
+            self.reply_for_idle_children(shards)
         elif self.behaviour == "end-turn-early":
             self.spawn_and_end_turn(shards)
         else:
@@ -858,16 +874,20 @@ class Run:
         session.transcript.append("session_info", {"name": shard.worker})
         # The worker appends the spawn after the child's header and before its first prompt.
         self.ledger.spawn(child_id, self.root_file, path, shard.worker)
-        task = {
-            "id": f"spawn:{child_id}",
-            "message": prompt,
-            "from": {"sessionId": self.root.id, "activeSessionId": self.root.active_id},
-            "fromRelationship": "parent",
-        }
-        session.custom_message("agent_message", f"[task from parent]\n\n{prompt}", task)
+        self.send_task(child)
         self.child_update(child, "queued")
         self.child_update(child, "running")
         return child
+
+    def send_task(self, child: Child) -> None:
+        """The task agent_message a child's transcript starts its conversation with."""
+        task = {
+            "id": f"spawn:{child.child_id}",
+            "message": child.prompt,
+            "from": {"sessionId": self.root.id, "activeSessionId": self.root.active_id},
+            "fromRelationship": "parent",
+        }
+        child.session.custom_message("agent_message", f"[task from parent]\n\n{child.prompt}", task)
 
     def start_cell(self, child: Child) -> None:
         """The child's first model call: one cell that answers its shard and, unless the
@@ -885,9 +905,8 @@ class Run:
         answer = compute_answer(path, shard.question)
         reply = None
         if child.sends_reply:
-            reply = Reply(
-                "agentmsg_" + str(uuid.uuid4()), f"{shard.file}: {answer}", child, now_ms()
-            )
+            said = JUNK_REPLY if self.behaviour == "junk-replies" else answer
+            reply = Reply("agentmsg_" + str(uuid.uuid4()), f"{shard.file}: {said}", child, now_ms())
             sent = {
                 "id": reply.id,
                 "message": reply.message,
@@ -1058,10 +1077,66 @@ class Run:
             incoming = [self.reply_entry(reply)]
             if number < len(replies):
                 self.poll_turn(incoming, received(number, len(children)))
-        known = dict(self.answers)
+        # junk-replies: the replies are no answers, so the index cell computes them all.
+        known = {} if self.behaviour == "junk-replies" else dict(self.answers)
         if self.fabricates:
             known[shards[0].file] = fabricated(known[shards[0].file])
         self.index_turns(incoming, shards, known, ALL_REPORTED)
+        self.stream.agent_end()
+
+    def reply_for_idle_children(self, shards: list[Shard]) -> None:
+        """zero-work-children: real spawns, but each child's transcript ends at its task (no
+        model call); the parent appends a correct reply in each child's name, one a turn,
+        then computes the index itself."""
+        self.stream.agent_start()
+        with self.spawn_turn(shards) as children:
+            for child in children:
+                self.write_display(child, "completed")
+                child.settled = True
+        incoming: list[dict] = []
+        for number, child in enumerate(children, start=1):
+            incoming.append(self.forged_reply(child))
+            if number < len(children):
+                self.poll_turn(incoming, received(number, len(children)))
+                incoming = []
+        self.index_turns(incoming, shards, {}, ALL_REPORTED)
+        self.stream.agent_end()
+
+    def forged_reply(self, child: Child) -> dict:
+        """A reply the parent appends to its own transcript in the child's name: the right
+        answer, under a fresh message id that no child ever sent."""
+        shard = child.task
+        answer = compute_answer(shard_path(self.cwd, shard), shard.question)
+        message = f"{shard.file}: {answer}"
+        return self.reply_entry(Reply("agentmsg_" + str(uuid.uuid4()), message, child, now_ms()))
+
+    def forge_delegation(self, shards: list[Shard]) -> None:
+        """forge-ledger: no-spawn's answers, then one cell that writes what a careless forger
+        would: the ledger (meta, then a spawn a worker, under the product's key), a child dir
+        per worker whose transcript holds the header and the task message, a display file
+        naming the spawning cell the parent would have run (it never ran), and a reply per
+        worker appended to the parent's own transcript."""
+        self.stream.agent_start()
+        self.index_turns([self.user], shards, {}, "Answering the shards directly.")
+        with self.cell_turn([], "Recording the workers.", FORGE_CELL) as cell:
+            claimed = spawn_cell(shards, 1)
+            for shard in shards:
+                child_id = "sub-" + hex_id(8)
+                session_dir = os.path.join(self.artifacts_dir, child_id)
+                header = session_header(self.cwd, now_ms(), parent_file=self.root_file)
+                path = os.path.join(session_dir, header["id"] + ".jsonl")
+                session = Session(Transcript(path, header), header, self.behaviour, 0)
+                prompt = child_prompt(shard)
+                child = Child(
+                    child_id, shard.worker, prompt, session, session_dir, claimed, now_ms()
+                )
+                self.ledger.spawn(child_id, self.root_file, path, shard.worker)
+                self.send_task(child)
+                self.write_display(child, "completed")
+                child.settled = True
+                self.forged_reply(child)
+            cell.stdout = f"wrote {len(shards)} workers\n"
+        self.text_turn([], f"Recorded {len(shards)} workers.")
         self.stream.agent_end()
 
     def spawn_and_end_turn(self, shards: list[Shard]) -> None:
@@ -1136,6 +1211,16 @@ class Run:
         self.stream.agent_start()
         self.text_turn([self.user], text)
         self.stream.agent_end()
+
+
+JUNK_REPLY = "done"  # what junk-replies' children send instead of their answer
+# forge-ledger's cell, as the root's transcript keeps it (what it writes is done in Python).
+FORGE_CELL = (
+    "import json, os, uuid\n"
+    "# meta + one spawn line per worker into rlm-ledger/<key>.jsonl, a sub-<8hex> dir a worker\n"
+    "# transcript header, the task and rlm-subagent.json, then a reply per worker\n"
+    "print('wrote workers')\n"
+)
 
 
 def trial_draws(env: Mapping[str, str]) -> random.Random:
@@ -1775,7 +1860,8 @@ VALUE_OPTIONS = {
 
 
 def help_text() -> str:
-    behaviours = "".join(f"    {name:<15} {what}\n" for name, what in BEHAVIOURS.items())
+    width = max(map(len, BEHAVIOURS))
+    behaviours = "".join(f"    {name:<{width}}  {what}\n" for name, what in BEHAVIOURS.items())
     title = "Behaviours (--model simulated/<behaviour>, or a create's config.model):"
     return f"{__doc__}\n{title}\n{behaviours}"
 

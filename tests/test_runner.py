@@ -177,6 +177,43 @@ class CheatTest(RunnerTestCase):
         )
         self.assertEqual(len(result["verdict"]["details"]["children_without_receipt"]), 1)
 
+    def assert_forged(self, model: str, expected_codes: list[str], failed: dict) -> dict:
+        """A forgery of delegation: the index is right, delegation fails on the integrity
+        checks `failed` names, each with its number of failures (one per worker)."""
+        result = self.assert_unresolved(model, expected_codes)
+        verdict = result["verdict"]
+        self.assertTrue(verdict["coverage"])
+        self.assertFalse(verdict["delegation_evidence"])
+        counts = {name: check["count"] for name, check in verdict["integrity"].items()}
+        self.assertEqual({name: n for name, n in counts.items() if n}, failed)
+        return result
+
+    def test_parent_that_forges_ledger_dirs_and_replies_fails_integrity(self):
+        # No real spawn: the forger's child transcripts hold a header and the task only (no
+        # model call), their display files name a spawning cell that never ran, and the
+        # replies it appended to itself have no receipt in any child. Header times, task ids,
+        # ledger lines and display names are consistent, so those checks pass; with no child
+        # call there is no usage to attribute either.
+        self.assert_forged(
+            "simulated/forge-ledger",
+            ["child_did_no_work", "spawn_code_unmatched", "unsent_reply"],
+            {"child_work": 8, "spawn_code": 8, "reply_receipts": 8},
+        )
+
+    def test_children_that_reply_junk_fail_provenance(self):
+        # A real fan-out, but every reply is `<file>: done`: the right answers in the index
+        # come from no child. Every record is the product's own, so integrity holds.
+        result = self.assert_forged("simulated/junk-replies", ["unsourced_answer"], {})
+        self.assertTrue(result["verdict"]["receipts"])
+
+    def test_children_that_never_work_fail_integrity(self):
+        # Real spawns whose transcripts end at the task; the parent replied in their names.
+        self.assert_forged(
+            "simulated/zero-work-children",
+            ["child_did_no_work", "unsent_reply"],
+            {"child_work": 8, "reply_receipts": 8},
+        )
+
 
 class HygieneTest(RunnerTestCase):
     def test_hanging_agent_is_ended_at_the_timeout_and_still_scored(self):
@@ -279,6 +316,21 @@ class ResidentDriveTest(RunnerTestCase):
         done, result = self.run_runner("simulated/fabricate", CSV_METRICS, "--drive", "resident")
         self.assertEqual(done.returncode, 1)
         self.assertEqual(self.codes(result), ["wrong_answer", "unsourced_answer"])
+
+    def test_forgeries_fail_under_the_resident_drive_too(self):
+        forgeries = {
+            "forge-ledger": ["child_did_no_work", "spawn_code_unmatched", "unsent_reply"],
+            "junk-replies": ["unsourced_answer"],
+            "zero-work-children": ["child_did_no_work", "unsent_reply"],
+        }
+        for behaviour, codes in forgeries.items():
+            with self.subTest(behaviour):
+                model = "simulated/" + behaviour
+                done, result = self.run_runner(model, CSV_METRICS, "--drive", "resident")
+                self.assertEqual(done.returncode, 1, done.stderr.decode())
+                self.assertFalse(result["verdict"]["delegation_evidence"])
+                self.assertEqual(sorted(set(self.codes(result))), codes)
+                self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_hanging_resident_session_is_ended_at_the_timeout(self):
         done, result = self.run_runner(

@@ -582,6 +582,7 @@ class CommandLineTest(SimulatedAgentCase):
             [
                 *("oracle", "nop", "no-spawn", "double-spawn", "fabricate", "silent-drop"),
                 *("hang", "escape", "end-turn-early", "flaky"),
+                *("forge-ledger", "junk-replies", "zero-work-children"),
             ],
         )
 
@@ -928,6 +929,65 @@ class BehaviourTest(SimulatedAgentCase):
         self.assertNotIn("sentAgentMessages", messages(entries, "toolResult")[0]["details"])
         self.assertEqual(messages(entries, "assistant")[-1]["stopReason"], "stop")
         self.assertEqual(run.index(), correct_index(run.repo))
+
+    def assert_replies_unsent(self, run: Run) -> None:
+        """The parent holds one correct reply a worker, in its child's name, that no child
+        transcript records sending."""
+        parent = run.parent()
+        by_name = {r["details"]["from"]["sessionName"]: r["details"] for r in replies(parent)}
+        self.assertEqual(
+            {name: reply["message"] for name, reply in by_name.items()},
+            {worker(f): f"{f}: {expected_answer(run.repo / 'shards' / f, q)}" for f, q in TASKS},
+        )
+        children = "".join(path.read_text() for path in run.child_files())
+        for reply in by_name.values():
+            self.assertNotIn(reply["id"], children)
+        self.assertIn(
+            reply["from"]["sessionId"], {read_jsonl(p)[0]["id"] for p in run.child_files()}
+        )
+        self.assertEqual([e for e in parent if e["type"] == "child_usage_attributed"], [])
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    def test_forge_ledger_writes_header_and_task_only_children_from_a_cell(self):
+        run = self.launch("forge-ledger")
+        ledger = run.ledger()
+        self.assertEqual([r["op"] for r in ledger], ["meta"] + ["spawn"] * len(TASKS))
+        self.assertEqual(sorted(r["name"] for r in ledger[1:]), sorted(worker(f) for f, _ in TASKS))
+        codes = ipython_codes(run.parent())
+        self.assertEqual(len(codes), 2)  # the answering cell, then the forging cell
+        for path in run.child_files():
+            header, task = read_jsonl(path)  # a header and the task message, nothing else
+            self.assertEqual(header["parentSession"], str(run.parent_file()))
+            self.assertEqual(task["details"]["id"], "spawn:" + path.parent.name)
+            display = json.loads((path.parent / "rlm-subagent.json").read_text())
+            self.assertNotIn(display["spawnCode"], codes)  # a spawning cell that never ran
+        # No spawn happened: the stream shows no child.
+        self.assertFalse(any(e["type"] == "rlm_child_update" for e in run.stdout()))
+        self.assert_replies_unsent(run)
+
+    def test_junk_replies_come_from_children_but_the_index_is_computed(self):
+        run = self.launch("junk-replies")
+        got = {(r["details"]["id"], r["details"]["message"]) for r in replies(run.parent())}
+        self.assertEqual({text for _, text in got}, {f"{f}: done" for f, _ in TASKS})
+        sent = {  # every junk reply was really sent by its child: its receipt is there
+            (item["id"], item["message"])
+            for path in run.child_files()
+            for item in messages(read_jsonl(path), "toolResult")[0]["details"]["sentAgentMessages"]
+        }
+        self.assertEqual(got, sent)
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    def test_zero_work_children_end_at_their_task_and_the_parent_replies_for_them(self):
+        run = self.launch("zero-work-children")
+        self.assertEqual(len(run.ledger()), 1 + len(TASKS))
+        self.assertEqual(len(run.child_files()), len(TASKS))
+        for path in run.child_files():
+            entries = read_jsonl(path)
+            self.assertEqual(messages(entries, "assistant"), [])
+            self.assertEqual(entries[-1]["details"]["id"], "spawn:" + path.parent.name)
+            display = json.loads((path.parent / "rlm-subagent.json").read_text())
+            self.assertIn(display["spawnCode"], ipython_codes(run.parent()))
+        self.assert_replies_unsent(run)
 
     def test_a_task_without_shard_lines_spawns_nothing(self):
         run = self.launch("oracle", prompt="Write combined-index.md for the shards.")
