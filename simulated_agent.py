@@ -81,6 +81,8 @@ BEHAVIOURS = {
     "silent-drop": "the last child never replies and no notice arrives; the parent fills in",
     "hang": "spawns the children, starts a SIGTERM-ignoring grandchild, never finishes",
     "escape": "as oracle, then leaves a detached SIGTERM-ignoring process with an empty env",
+    "hold-files": "as oracle, then leaves a SIGTERM-ignoring grandchild holding the CLI's "
+    "stdout and stderr open",
     "end-turn-early": "spawns one child per shard and ends its turn at once: one-shot tears the "
     "children down (no index); resident answers each reply and writes the index",
     "flaky": f"as oracle with probability ${FLAKY_P_ENV} (default {FLAKY_P_DEFAULT}), else as "
@@ -814,6 +816,8 @@ class Run:
             self.fan_out(shards)
         if self.behaviour == "escape":
             escape()
+        elif self.behaviour == "hold-files":
+            hold_files()
 
     # root turns
 
@@ -1834,6 +1838,17 @@ def hang(env: Mapping[str, str]) -> NoReturn:
     log(f"grandchild pid={grandchild.pid}")
     while True:
         time.sleep(3600)
+
+
+def hold_files() -> None:
+    """Leaves a grandchild that ignores SIGTERM and keeps this process's stdout and stderr
+    (the run's output files) open after the CLI has exited."""
+    grandchild = subprocess.Popen(
+        [sys.executable, "-c", f"import time\ntime.sleep({ESCAPED_LIFETIME_S})"],
+        stdin=subprocess.DEVNULL,
+        preexec_fn=ignore_sigterm,
+    )
+    log(f"holding pid={grandchild.pid}")
 
 
 def escape() -> None:

@@ -272,6 +272,16 @@ class HygieneTest(RunnerTestCase):
             self.assertTrue(process_gone(pid), pid)
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
+    def test_grandchild_holding_the_output_files_open_is_ended(self):
+        done, result = self.run_runner("simulated/hold-files")
+        self.assertEqual(done.returncode, 0, result["reasons"])
+        (holder,) = logged_pids(self.run_dir(result), "holding")
+        self.assertIn(holder, result["cleanup"]["killed"])
+        self.assertTrue(process_gone(holder))
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        with open(os.path.join(self.run_dir(result), "result.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle), result)
+
     def test_ctrl_c_ends_the_tree_scores_what_exists_and_exits_130(self):
         self.assert_interrupted(*self.interrupt_hanging_run(signal.SIGINT), 130)
 

@@ -581,7 +581,7 @@ class CommandLineTest(SimulatedAgentCase):
             behaviours,
             [
                 *("oracle", "nop", "no-spawn", "double-spawn", "fabricate", "silent-drop"),
-                *("hang", "escape", "end-turn-early", "flaky"),
+                *("hang", "escape", "hold-files", "end-turn-early", "flaky"),
                 *("forge-ledger", "junk-replies", "zero-work-children"),
             ],
         )
