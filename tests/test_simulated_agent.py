@@ -556,6 +556,17 @@ class SimulatedAgentCase(unittest.TestCase):
         self.assertTrue(process_gone(daemon.hello["supervisorPid"]))
         self.assertFalse(run.socket.exists())
 
+    def assert_captured_shapes(self, run, capture) -> dict:
+        """Every record kind the stand-in wrote exists in the capture with no other keys."""
+        ours, captured = run_records(run.dir), run_records(capture)
+        for family, kind in RECORD_KINDS.items():
+            our_shapes, captured_shapes = shapes(ours[family], kind), shapes(captured[family], kind)
+            for record_kind, found in our_shapes.items():
+                with self.subTest(family=family, kind=record_kind):
+                    self.assertIn(record_kind, captured_shapes)
+                    self.assertEqual(found - captured_shapes[record_kind], set())
+        return ours
+
 
 class CommandLineTest(SimulatedAgentCase):
     def run_cli(self, *args: str) -> subprocess.CompletedProcess:
@@ -685,13 +696,7 @@ class SupervisorTest(SimulatedAgentCase):
 class OracleTest(SimulatedAgentCase):
     def test_records_have_the_captured_shapes(self):
         run = self.launch()
-        ours, captured = run_records(run.dir), run_records(MAIN_CAPTURE)
-        for family, kind in RECORD_KINDS.items():
-            our_shapes, captured_shapes = shapes(ours[family], kind), shapes(captured[family], kind)
-            for record_kind, found in our_shapes.items():
-                with self.subTest(family=family, kind=record_kind):
-                    self.assertIn(record_kind, captured_shapes)
-                    self.assertEqual(found - captured_shapes[record_kind], set())
+        ours = self.assert_captured_shapes(run, MAIN_CAPTURE)
         transcript_kinds = set(shapes(ours["transcript"], transcript_kind))
         self.assertLessEqual(
             {
@@ -1323,13 +1328,7 @@ class EndTurnEarlyTest(SimulatedAgentCase):
 
     def test_one_shot_records_have_the_captured_shapes(self):
         run = self.launch("end-turn-early", drive=ONESHOT)
-        ours, captured = run_records(run.dir), run_records(ENDTURN_CAPTURE)
-        for family, kind in RECORD_KINDS.items():
-            our_shapes, captured_shapes = shapes(ours[family], kind), shapes(captured[family], kind)
-            for record_kind, found in our_shapes.items():
-                with self.subTest(family=family, kind=record_kind):
-                    self.assertIn(record_kind, captured_shapes)
-                    self.assertEqual(found - captured_shapes[record_kind], set())
+        self.assert_captured_shapes(run, ENDTURN_CAPTURE)
 
     def test_resident_answers_every_reply_in_its_own_run_and_writes_the_index(self):
         run = self.launch("end-turn-early", drive=RESIDENT)
