@@ -19,6 +19,7 @@ import unittest
 from test_real_runs import materialize
 
 import daemon
+import resident
 import runner
 from artifacts import collect
 from fixture import load_manifest
@@ -250,7 +251,7 @@ class ResidentDriveTest(SocketTestCase):
 
     def drive(self) -> dict:
         watch = runner.Watch(self.run, 60, runner._Interrupt())
-        return runner.drive_resident(
+        return resident.drive_resident(
             self.run, _Process(), "fake/fake-rlm", "the task", self.env, watch
         )
 
