@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from jsonl import Finding, iso_to_ms, iter_objects, text_field
 
@@ -115,9 +116,12 @@ def _is_inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-@dataclass(frozen=True)
-class LedgerRecord:
-    """One well-formed ledger line (§4 "Records")."""
+class LedgerRecord(NamedTuple):
+    """One well-formed ledger line (§4 "Records").
+
+    A named tuple, not a frozen dataclass: a ledger can hold 100 000 of them, and a
+    tuple is built five times faster.
+    """
 
     ledger: str
     line: int
