@@ -18,7 +18,7 @@ SPAWN = {
     "at": "2026-12-02T11:14:10.194Z",
     "childId": "sub-9f89a7ec",
     "parent": "/r/sessions/p.jsonl",
-    "child": "/r/session-artifacts/root/sub-9f89a7ec/c1.jsonl",
+    "child": "/r/session-artifacts/parent-id/sub-9f89a7ec/c1.jsonl",
     "depth": 1,
     "name": "worker-a",
 }
@@ -221,7 +221,7 @@ class ReplayTest(TempDirTest):
         self.assertEqual(edge.name, "renamed")
 
     def test_same_child_id_with_another_child_path_is_another_edge(self):
-        edges = self.replay(line(), line(child="/r/session-artifacts/root/sub-9f89a7ec/c2.jsonl"))
+        edges = self.replay(line(), line(child="/r/session-artifacts/parent-id/sub-9f89a7ec/c2.jsonl"))
         self.assertEqual(len(edges.edges), 2)
 
     def test_spawn_records_which_live_sibling_held_its_name(self):
