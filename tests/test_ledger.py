@@ -221,7 +221,9 @@ class ReplayTest(TempDirTest):
         self.assertEqual(edge.name, "renamed")
 
     def test_same_child_id_with_another_child_path_is_another_edge(self):
-        edges = self.replay(line(), line(child="/r/session-artifacts/parent-id/sub-9f89a7ec/c2.jsonl"))
+        edges = self.replay(
+            line(), line(child="/r/session-artifacts/parent-id/sub-9f89a7ec/c2.jsonl")
+        )
         self.assertEqual(len(edges.edges), 2)
 
     def test_spawn_records_which_live_sibling_held_its_name(self):
