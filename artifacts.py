@@ -325,7 +325,7 @@ def read_model_log(path: str, findings: list[Finding]) -> dict[str, str | None]:
         response_id = text_field(line.record, "response_id")
         if response_id:
             log = text_field(line.record, "conversation_log")
-            served[response_id] = canonical_file(log) if log else None
+            served[response_id] = ledger.canonical_file(log) if log else None
     return served
 
 
@@ -402,18 +402,10 @@ def read_display(record: dict) -> Display:
         child_id=text_field(record, "childId"),
         session_name=text_field(record, "sessionName"),
         # Display files are not realpath'd, the ledger is: compare canonical forms (§4).
-        session_file=canonical_file(session_file) if session_file else None,
+        session_file=ledger.canonical_file(session_file) if session_file else None,
         spawn_code_sha256=digest(code) if code is not None else None,
         status=text_field(record, "status"),
     )
-
-
-def canonical_file(path: str) -> str | None:
-    """ledger.canonical_file, or None for a path no file can have (a NUL byte, say)."""
-    try:
-        return ledger.canonical_file(path)
-    except (OSError, ValueError):
-        return None
 
 
 def _scan(directory: str, findings: list[Finding]) -> list[os.DirEntry]:
@@ -607,7 +599,7 @@ class _TranscriptAccumulator:
             cwd=text_field(header, "cwd"),
             rlm_depth=int_field(header, "rlmDepth"),
             parent_session=parent_session,
-            parent_session_file=canonical_file(parent_session) if parent_session else None,
+            parent_session_file=ledger.canonical_file(parent_session) if parent_session else None,
             header_at_ms=iso_to_ms(header.get("timestamp")),
             session_name=self.session_name,
             task_id=self.task_id,

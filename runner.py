@@ -417,12 +417,8 @@ def _script(model: str) -> str | None:
 def _result(
     base: dict, outcome: dict, verdict: scorer.Verdict, collected: artifacts.RunArtifacts
 ) -> dict:
-    reasons = [item.to_json() for item in verdict.reasons]
-    passed = verdict.resolved
-    if base.get("baseline"):
-        # The baseline is scored on coverage alone: it was told not to delegate.
-        reasons = [item for item in reasons if item["code"] in trials.COVERAGE_CODES]
-        passed = verdict.coverage
+    passed, kept = scorer.outcome(verdict, baseline=bool(base.get("baseline")))
+    reasons = [item.to_json() for item in kept]
     if outcome["timed_out"]:
         reasons.insert(0, {"code": "timeout", "message": "the agent did not finish in time"})
     if outcome["interrupted"]:

@@ -428,6 +428,19 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
     )
 
 
+# The reasons that belong to coverage: all a single-agent baseline is scored on.
+COVERAGE_CODES = ("artifact_missing", "missing_answer", "wrong_answer", "conflicting_answers")
+
+
+def outcome(verdict: Verdict, *, baseline: bool = False) -> tuple[bool, tuple[Reason, ...]]:
+    """Whether the run passed, and why not. A baseline was told not to delegate, so it
+    is judged on coverage alone."""
+    if not baseline:
+        return verdict.resolved, verdict.reasons
+    kept = tuple(item for item in verdict.reasons if item.code in COVERAGE_CODES)
+    return verdict.coverage, kept
+
+
 def _best_edge(ok: list[int], receipts: dict[int, Receipt | None]) -> int:
     """Among qualifying edges, the latest one that replied, else the latest."""
     replied = [index for index in ok if receipts[index] and receipts[index].kind == "reply"]

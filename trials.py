@@ -28,6 +28,9 @@ from datetime import datetime, timezone
 import stats
 import timeline
 from fixture import Fixture
+from jsonl import read_json_object
+
+MAX_RESULT_BYTES = 64 * 1024 * 1024  # result and summary files (verdict lists are capped)
 
 RUN_SET_FILE = "run-set.json"
 SUMMARY_FILE = "summary.json"
@@ -37,8 +40,6 @@ RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
 TRIAL_ENV = "SWARM_FANOUT_TRIAL"
 # What must agree between a stored run set and a trial or resume of it.
 MATCHED_KEYS = ("fixture_digest", "harness_version", "model", "drive", "baseline")
-# A baseline trial is scored on coverage alone: these are its reasons.
-COVERAGE_CODES = ("artifact_missing", "missing_answer", "wrong_answer", "conflicting_answers")
 ATTEMPT = re.compile(r"trial-(?P<n>[1-9][0-9]*)(?:-retry(?P<m>[1-9][0-9]*))?")
 POLL_S = 0.1
 EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_AGENT = 0, 1, 3
@@ -163,12 +164,14 @@ def attempts(set_dir: str) -> list[Attempt]:
 
 
 def _read_result(run_dir: str) -> dict | None:
-    try:
-        with open(os.path.join(run_dir, RESULT_FILE), encoding="utf-8") as handle:
-            result = json.load(handle)
-    except (OSError, ValueError):
+    return _read_object(os.path.join(run_dir, RESULT_FILE))
+
+
+def _read_object(path: str) -> dict | None:
+    """A JSON object file the runner wrote, or None when it is missing or unreadable."""
+    if not os.path.lexists(path):
         return None
-    return result if isinstance(result, dict) else None
+    return read_json_object(path, [], max_bytes=MAX_RESULT_BYTES)
 
 
 def is_done(attempt: Attempt) -> bool:
@@ -418,12 +421,7 @@ def find_counterpart(set_dir: str, config: dict) -> tuple[str, dict] | None:
 
 
 def read_summary(set_dir: str) -> dict | None:
-    try:
-        with open(os.path.join(set_dir, SUMMARY_FILE), encoding="utf-8") as handle:
-            summary = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return summary if isinstance(summary, dict) else None
+    return _read_object(os.path.join(set_dir, SUMMARY_FILE))
 
 
 def with_overhead(set_dir: str, config: dict, summary: dict) -> dict:

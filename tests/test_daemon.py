@@ -147,7 +147,7 @@ class SocketTestCase(unittest.TestCase):
 
 class HelloTest(unittest.TestCase):
     def test_current_daemon_is_accepted(self):
-        daemon.check_hello(HELLO)
+        self.assertIsNone(daemon.check_hello(HELLO))
 
     def test_older_protocol_is_refused_with_what_is_missing(self):
         old = dict(HELLO, protocol={"name": "prime-agent.daemon", "version": 6})
