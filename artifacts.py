@@ -70,15 +70,18 @@ def usage_of(message: dict) -> Usage:
     return usage_from(dict_field(message, "usage"))
 
 
+USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+NO_USAGE = Usage()
+
+
 def usage_from(raw: dict) -> Usage:
-    """A `usage` object as the product writes it (§5), bad values read as 0."""
-    return Usage(
-        *(
-            max(0, int_field(raw, key) or 0)
-            for key in ("input", "output", "cacheRead", "cacheWrite")
-        ),
-        max(0, int_field(raw, "totalTokens") or 0),
-    )
+    """A `usage` object as the product writes it (§5); a count that is no
+    non-negative integer (a bool, a float, a string, below 0) reads as 0."""
+    if not raw:
+        return NO_USAGE
+    get = raw.get
+    counts = [get(key) for key in USAGE_KEYS]
+    return Usage(*(value if value.__class__ is int and value > 0 else 0 for value in counts))
 
 
 @dataclass(frozen=True)
@@ -246,9 +249,14 @@ def digest(text: str) -> str:
 
 def relative(root: str, path: str) -> str:
     """`path` relative to the run dir when it lies inside it, else as it is."""
-    if path == root or path.startswith(root.rstrip(os.sep) + os.sep):
-        return os.path.relpath(path, root)
-    return path
+    prefix = root.rstrip(os.sep) + os.sep
+    if path.startswith(prefix):
+        rest = path[len(prefix) :]
+        # A plain suffix is the answer; one with `.`, `..` or `//` in it goes
+        # through relpath, which normalises.
+        plain = rest and rest[0] != os.sep and os.path.normpath(rest) == rest
+        return rest if plain else os.path.relpath(path, root)
+    return os.path.relpath(path, root) if path == root else path
 
 
 def transcripts_by_path(children: tuple[ChildDir, ...]) -> dict[str, tuple[str, Transcript]]:
@@ -275,17 +283,18 @@ def collect(
     if env_sessions_dir is None:
         env_sessions_dir = sessions_dir
     findings: list[Finding] = []
+    canon = ledger.Canon()
     stream = read_stream(os.path.join(run_dir, "stdout.jsonl"))
     roots = root_transcript_files(sessions_dir, findings)
-    parent = pick_parent(roots, stream.header_id if stream else None, findings)
+    parent = pick_parent(roots, stream.header_id if stream else None, findings, canon)
     children_root = None
     children: tuple[ChildDir, ...] = ()
     if parent is not None and parent.header_id and SAFE_ID.match(parent.header_id):
         # Children join on the root's header id, never its file name (§1 facts 2, 3).
         children_root = os.path.join(
-            os.path.dirname(os.path.realpath(sessions_dir)), "session-artifacts", parent.header_id
+            os.path.dirname(canon.dir(sessions_dir)), "session-artifacts", parent.header_id
         )
-        children = read_children(children_root, findings)
+        children = read_children(children_root, findings, canon)
     elif parent is not None:
         findings.append(
             Finding(parent.path, 1, "bad_header_id", f"header id {parent.header_id!r} unusable")
@@ -298,7 +307,7 @@ def collect(
         os.path.join(run_dir, "repo", artifact), findings, max_bytes=MAX_ARTIFACT_BYTES
     )
     model_log = os.path.join(run_dir, MODEL_LOG)
-    served = read_model_log(model_log, findings) if os.path.lexists(model_log) else None
+    served = read_model_log(model_log, findings, canon) if os.path.lexists(model_log) else None
     meta_file = os.path.join(run_dir, "run-meta.json")
     meta = read_json_object(meta_file, findings) if os.path.lexists(meta_file) else None
     return RunArtifacts(
@@ -308,7 +317,7 @@ def collect(
         children_root=children_root,
         children=children,
         ledgers=ledgers,
-        replay=ledger.replay(list(ledgers)),
+        replay=ledger.replay(list(ledgers), canon),
         stream=stream,
         artifact_text=text,
         findings=tuple(findings),
@@ -317,7 +326,9 @@ def collect(
     )
 
 
-def read_model_log(path: str, findings: list[Finding]) -> dict[str, str | None]:
+def read_model_log(
+    path: str, findings: list[Finding], canon: ledger.Canon | None = None
+) -> dict[str, str | None]:
     """Response ids the harness's model endpoint served, with the transcript each
     request named in its system prompt (`Conversation log:`, §9 "Children")."""
     served: dict[str, str | None] = {}
@@ -325,7 +336,7 @@ def read_model_log(path: str, findings: list[Finding]) -> dict[str, str | None]:
         response_id = text_field(line.record, "response_id")
         if response_id:
             log = text_field(line.record, "conversation_log")
-            served[response_id] = ledger.canonical_file(log) if log else None
+            served[response_id] = (canon or ledger.Canon()).file(log) if log else None
     return served
 
 
@@ -345,7 +356,10 @@ def root_transcript_files(sessions_dir: str, findings: list[Finding]) -> list[tu
 
 
 def pick_parent(
-    roots: list[tuple[str, dict]], stream_header_id: str | None, findings: list[Finding]
+    roots: list[tuple[str, dict]],
+    stream_header_id: str | None,
+    findings: list[Finding],
+    canon: ledger.Canon | None = None,
 ) -> Transcript | None:
     """The parent is the root whose header id the stream announced; else the only root."""
     depth0 = [(path, header) for path, header in roots if not header.get("parentSession")]
@@ -361,10 +375,13 @@ def pick_parent(
                 chosen, 1, "ambiguous_parent", f"{len(depth0)} root transcripts; took the first"
             )
         )
-    return read_transcript(chosen) if chosen else None
+    return read_transcript(chosen, canon) if chosen else None
 
 
-def read_children(children_root: str, findings: list[Finding]) -> tuple[ChildDir, ...]:
+def read_children(
+    children_root: str, findings: list[Finding], canon: ledger.Canon | None = None
+) -> tuple[ChildDir, ...]:
+    canon = canon or ledger.Canon()
     children = []
     for entry in _scan(children_root, findings):
         if not CHILD_DIR.match(entry.name):
@@ -372,6 +389,8 @@ def read_children(children_root: str, findings: list[Finding]) -> tuple[ChildDir
         if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
             findings.append(Finding(entry.path, 0, "not_a_directory", "child dir skipped"))
             continue
+        # Neither the dir nor its transcripts are links (checked on the entries).
+        child_dir = canon.dir(entry.path)
         transcripts = []
         for item in _scan(entry.path, findings):
             if not item.name.endswith(".jsonl"):
@@ -379,7 +398,7 @@ def read_children(children_root: str, findings: list[Finding]) -> tuple[ChildDir
             if item.is_symlink() or not item.is_file(follow_symlinks=False):
                 findings.append(Finding(item.path, 0, "not_a_regular_file", "skipped"))
                 continue
-            transcripts.append(read_transcript(os.path.realpath(item.path)))
+            transcripts.append(read_transcript(os.path.join(child_dir, item.name), canon))
         display_file = os.path.join(entry.path, "rlm-subagent.json")
         display = (
             read_json_object(display_file, findings) if os.path.lexists(display_file) else None
@@ -387,22 +406,22 @@ def read_children(children_root: str, findings: list[Finding]) -> tuple[ChildDir
         children.append(
             ChildDir(
                 child_id=entry.name,
-                path=os.path.realpath(entry.path),
+                path=child_dir,
                 transcripts=tuple(transcripts),
-                display=read_display(display) if display is not None else None,
+                display=read_display(display, canon) if display is not None else None,
             )
         )
     return tuple(children)
 
 
-def read_display(record: dict) -> Display:
+def read_display(record: dict, canon: ledger.Canon | None = None) -> Display:
     code = text_field(record, "spawnCode")
     session_file = text_field(record, "sessionFile")
     return Display(
         child_id=text_field(record, "childId"),
         session_name=text_field(record, "sessionName"),
         # Display files are not realpath'd, the ledger is: compare canonical forms (§4).
-        session_file=ledger.canonical_file(session_file) if session_file else None,
+        session_file=(canon or ledger.Canon()).file(session_file) if session_file else None,
         spawn_code_sha256=digest(code) if code is not None else None,
         status=text_field(record, "status"),
     )
@@ -428,18 +447,19 @@ def _header(path: str, findings: list[Finding]) -> dict | None:
     return None
 
 
-def read_transcript(path: str) -> Transcript:
+def read_transcript(path: str, canon: ledger.Canon | None = None) -> Transcript:
     """Summarize a transcript in one streaming pass (§5, §6)."""
     findings: list[Finding] = []
-    acc = _TranscriptAccumulator(path)
+    acc = _TranscriptAccumulator(path, canon or ledger.Canon())
     for line in iter_objects(path, findings):
         acc.add(line.number, line.record, findings)
     return acc.result(findings)
 
 
 class _TranscriptAccumulator:
-    def __init__(self, path: str):
+    def __init__(self, path: str, canon: ledger.Canon):
         self.path = path
+        self.canon = canon
         self.header: dict = {}
         self.session_name = None
         self.task_id = None
@@ -599,7 +619,7 @@ class _TranscriptAccumulator:
             cwd=text_field(header, "cwd"),
             rlm_depth=int_field(header, "rlmDepth"),
             parent_session=parent_session,
-            parent_session_file=ledger.canonical_file(parent_session) if parent_session else None,
+            parent_session_file=self.canon.file(parent_session) if parent_session else None,
             header_at_ms=iso_to_ms(header.get("timestamp")),
             session_name=self.session_name,
             task_id=self.task_id,

@@ -6,7 +6,8 @@ ledger padded with valid rename records, a combined index) and measures, each in
 fresh subprocess so that peak RSS belongs to that step alone:
 
 - score: `artifacts.collect` + `scorer.score`, the runner's scoring path;
-- floor: reading every line of the same JSONL files and `json.loads`-ing it.
+- floor: reading every line of the same JSON files (transcripts, display
+  records, ledger) and `json.loads`-ing it.
 
 Targets: score <= 1.5 x floor at every scale; peak memory that does not grow with
 transcript size; time linear in input size.
@@ -127,7 +128,8 @@ class Transcript:
 def make_run(root: str, children: int, output_bytes: int, ledger_records: int, polls: int):
     """Write an honest run dir (it scores resolved, every integrity check passing).
 
-    Returns the fixture manifest path and the JSONL files the floor reads.
+    Returns the fixture manifest path and the JSON files the floor reads: every
+    transcript, display record and ledger the scorer reads (the ledger last).
     """
     repo, sessions = os.path.join(root, "repo"), os.path.join(root, "sessions")
     home = os.path.join(root, "agent-home")
@@ -177,8 +179,10 @@ def make_run(root: str, children: int, output_bytes: int, ledger_records: int, p
             "status": "completed",
             "createdAt": at_ms - 1,
         }
-        with open(os.path.join(child_dir, "rlm-subagent.json"), "w", encoding="utf-8") as handle:
+        display_path = os.path.join(child_dir, "rlm-subagent.json")
+        with open(display_path, "w", encoding="utf-8") as handle:
             handle.write(dumps(display))
+        files.append(display_path)
         for _ in range(2):
             parent.entry(
                 "child_usage_attributed",

@@ -11,6 +11,7 @@ import glob
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -24,7 +25,6 @@ READ_CAP_BYTES = 2 * PRODUCT_MAX_BYTES
 
 CHILD_ID = re.compile(r"^sub-[0-9a-f]{8}$")
 DELETE_REASONS = ("user", "parent-teardown", "revoked", "gc")
-KNOWN_OPS = ("meta", "spawn", "rename", "delete")
 
 # Findings that make the product reject the whole file. A torn final line is
 # tolerated by the product, and so are unknown ops.
@@ -60,6 +60,73 @@ def canonical_file(path: str) -> str:
         return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
     except ValueError:  # a NUL byte, written by hand: it names no file
         return path
+
+
+class Canon:
+    """`os.path.realpath` and `canonical_file` with every resolved dir remembered.
+
+    A run names a thousand files in a thousand dirs under one root, and realpath
+    costs a syscall per path component; here each dir is resolved once and each
+    file costs one lstat. Scope one instance to one reading of a run: it trusts
+    that nothing on disk changes meanwhile.
+    """
+
+    MAX_DEPTH = 64  # deeper paths go straight to os.path.realpath
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, str] = {"/": "/"}
+        self._files: dict[str, str] = {}
+
+    def file(self, path: str) -> str:
+        """`canonical_file(path)`."""
+        known = self._files.get(path)
+        if known is None:
+            known = self._files[path] = self._file(path)
+        return known
+
+    def dir(self, path: str) -> str:
+        """`os.path.realpath(path)` of a dir path."""
+        if not self._plain(path):
+            return os.path.realpath(path)
+        return self._dir(path)
+
+    def _plain(self, path: str) -> bool:
+        # Absolute, already normal (no `.`, `..`, `//` whose meaning depends on
+        # symlinks), no NUL, not absurdly deep.
+        return (
+            path.startswith("/")
+            and not path.startswith("//")
+            and "\0" not in path
+            and path.count("/") <= self.MAX_DEPTH
+            and os.path.normpath(path) == path
+        )
+
+    def _dir(self, path: str) -> str:
+        known = self._dirs.get(path)
+        if known is None:
+            parent, base = os.path.split(path)
+            if self._is_link(path):
+                known = os.path.realpath(path)
+            else:
+                known = os.path.join(self._dir(parent), base)
+            self._dirs[path] = known
+        return known
+
+    def _file(self, path: str) -> str:
+        if not self._plain(path) or path == "/":
+            return canonical_file(path)
+        parent, base = os.path.split(path)
+        if self._is_link(path):
+            # A live link resolves; a dangling one keeps its name (canonical_file).
+            return canonical_file(path)
+        return os.path.join(self._dir(parent), base)
+
+    @staticmethod
+    def _is_link(path: str) -> bool:
+        try:
+            return stat.S_ISLNK(os.lstat(path).st_mode)
+        except OSError:  # missing, or under a dir that is not one: kept as named
+            return False
 
 
 def ledger_key(sessions_dir: str) -> str:
@@ -162,15 +229,21 @@ def read_ledger(path: str) -> LedgerFile:
         findings.append(Finding(path, 0, "over_size_limit", f"{size} bytes > {PRODUCT_MAX_BYTES}"))
     lines = 0
     fatal_seen = bool(findings)
-    checked = 0
-    for line in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
-        lines = line.number
-        # Only the findings added since the last line can turn the file fatal.
-        fatal_seen = fatal_seen or any(f.code in FATAL_CODES for f in findings[checked:])
-        checked = len(findings)
-        record = _parse_record(path, line.number, line.record, findings, fatal_seen)
+    checked = len(findings)
+    # 100 000 records name the same few paths and names again and again: keep one
+    # copy of each string.
+    strings: dict[str, str] = {}
+    valid_ids: set[str] = set()  # child ids that already passed the sub-<8 hex> check
+    append = records.append
+    for number, raw, _ in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
+        lines = number
+        if len(findings) != checked:
+            # Only the findings added since the last line can turn the file fatal.
+            fatal_seen = fatal_seen or any(f.code in FATAL_CODES for f in findings[checked:])
+            checked = len(findings)
+        record = _parse_record(path, number, raw, findings, fatal_seen, strings, valid_ids)
         if record is not None:
-            records.append(record)
+            append(record)
     lines = max([lines] + [f.line for f in findings])
     if lines > PRODUCT_MAX_RECORDS:
         findings.append(
@@ -188,67 +261,89 @@ def read_ledger(path: str) -> LedgerFile:
 
 
 def _parse_record(
-    path: str, number: int, raw: dict, findings: list[Finding], after_fatal: bool
+    path: str,
+    number: int,
+    raw: dict,
+    findings: list[Finding],
+    after_fatal: bool,
+    strings: dict[str, str],
+    valid_ids: set[str],
 ) -> LedgerRecord | None:
-    version = raw.get("v")
-    at = raw.get("at")
-    op = raw.get("op")
-    problem = None
-    if type(version) is not int or version != 1:
+    get = raw.get
+    version, at, op = get("v"), get("at"), get("op")
+    if version.__class__ is not int or version != 1:
         problem = ("bad_version", f"v is {version!r}, not 1")
-    elif type(at) is not str:
+    elif at.__class__ is not str:
         problem = ("missing_at", "no string `at`")
-    elif type(op) is not str:
+    elif op.__class__ is not str:
         problem = ("malformed_record", f"op is {type(op).__name__}, not a string")
-    elif op not in KNOWN_OPS:
+    elif op not in REQUIRED:
         problem = ("unknown_op", f"op {op!r} skipped")
-    if problem is None:
-        fields = {name: _typed(raw.get(key), kind) for name, key, kind in FIELDS}
-        malformed = _malformed(op, fields)
+    else:
+        # Each field is kept only when it has the JSON type it needs (a bool is no int).
+        child_id, parent, child = get("childId"), get("parent"), get("child")
+        depth, name, reason = get("depth"), get("name"), get("reason")
+        sessions_dir = get("sessionsDir")
+        fields = (
+            child_id if child_id.__class__ is str else None,
+            parent if parent.__class__ is str else None,
+            child if child.__class__ is str else None,
+            depth if depth.__class__ is int else None,
+            name if name.__class__ is str else None,
+            reason if reason.__class__ is str else None,
+            sessions_dir if sessions_dir.__class__ is str else None,
+        )
+        malformed = _malformed(op, fields, valid_ids)
         if malformed is None:
+            intern = strings.setdefault
+            child_id, parent, child, depth, name, reason, sessions_dir = fields
             return LedgerRecord(
-                path, number, op, at, iso_to_ms(at), **fields, after_fatal=after_fatal
+                path,
+                number,
+                intern(op, op),
+                at,
+                iso_to_ms(at),
+                child_id and intern(child_id, child_id),
+                parent and intern(parent, parent),
+                child and intern(child, child),
+                depth,
+                name and intern(name, name),
+                reason and intern(reason, reason),
+                sessions_dir,
+                after_fatal,
             )
         problem = ("malformed_record", f"{op}: {malformed}")
     findings.append(Finding(path, number, *problem))
     return None
 
 
-# (record attribute, ledger key, JSON type) of every field a known op may carry (§4).
-FIELDS = (
-    ("child_id", "childId", str),
-    ("parent", "parent", str),
-    ("child", "child", str),
-    ("depth", "depth", int),
-    ("name", "name", str),
-    ("reason", "reason", str),
-    ("sessions_dir", "sessionsDir", str),
-)
+# The JSON keys a known op may carry and their types; REQUIRED gives, per op, the
+# indexes in FIELD_KEYS of the keys it must carry (§4).
+FIELD_KEYS = ("childId", "parent", "child", "depth", "name", "reason", "sessionsDir")
 REQUIRED = {
-    "meta": ("sessions_dir",),
-    "spawn": ("child_id", "parent", "child", "depth", "name"),
-    "rename": ("child_id", "child", "name"),
-    "delete": ("child_id", "child", "reason"),
+    "meta": (6,),
+    "spawn": (0, 1, 2, 3, 4),
+    "rename": (0, 2, 4),
+    "delete": (0, 2, 5),
 }
 
 
-def _typed(value: object, kind: type):
-    """The value when it has the JSON type the field needs (a bool is no int), else None."""
-    return value if type(value) is kind else None
-
-
-def _malformed(op: str, fields: dict) -> str | None:
-    missing = [key for key in REQUIRED[op] if fields[key] is None]
-    if missing:
-        return "missing or mistyped " + ", ".join(missing)
-    if op != "meta" and not CHILD_ID.match(fields["child_id"]):
-        return f"childId {fields['child_id']!r} is not sub-<8 hex>"
-    if op == "spawn" and fields["depth"] < 1:
-        return f"depth {fields['depth']} < 1"
-    if fields["name"] is not None and not 1 <= len(fields["name"]) <= 64:
+def _malformed(op: str, fields: tuple, valid_ids: set[str]) -> str | None:
+    for index in REQUIRED[op]:
+        if fields[index] is None:
+            missing = [FIELD_KEYS[i] for i in REQUIRED[op] if fields[i] is None]
+            return "missing or mistyped " + ", ".join(missing)
+    child_id, _, _, depth, name, reason, _ = fields
+    if op != "meta" and child_id not in valid_ids:
+        if not CHILD_ID.match(child_id):
+            return f"childId {child_id!r} is not sub-<8 hex>"
+        valid_ids.add(child_id)
+    if op == "spawn" and depth < 1:
+        return f"depth {depth} < 1"
+    if name is not None and not 1 <= len(name) <= 64:
         return "name is not 1-64 chars"
-    if op == "delete" and fields["reason"] not in DELETE_REASONS:
-        return f"reason {fields['reason']!r} unknown"
+    if op == "delete" and reason not in DELETE_REASONS:
+        return f"reason {reason!r} unknown"
     return None
 
 
@@ -306,19 +401,13 @@ class Replay:
     spawns: tuple[Spawn, ...]
 
 
-def replay(ledgers: list[LedgerFile]) -> Replay:
+def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
     """Apply records in order, as every product reader does (§4 "Replay").
 
     Key = (childId, canonical child path). A spawn replaces the edge and clears
     any deletion; rename and delete touch only an edge already spawned.
     """
-    canonical: dict[str, str] = {}
-
-    def resolve(path: str) -> str:
-        # A ledger can hold 100 000 records naming the same few files.
-        if path not in canonical:
-            canonical[path] = canonical_file(path)
-        return canonical[path]
+    resolve = (canon or Canon()).file
 
     edges: dict[tuple[str, str], dict] = {}
     named: dict[tuple[str, str], set[tuple[str, str]]] = {}

@@ -128,6 +128,7 @@ class ShardAnswer:
 
 
 def judge_answers(shard: Shard, lines: list[AnswerLine]) -> ShardAnswer:
+    """The verdict on one shard from the index lines that name its file (others ignored)."""
     mine = [line for line in lines if line.file == shard.file]
     if not mine:
         return ShardAnswer("missing", ())
@@ -140,6 +141,14 @@ def judge_answers(shard: Shard, lines: list[AnswerLine]) -> ShardAnswer:
     return ShardAnswer("correct" if value == shard.expected else "wrong", found, written)
 
 
+def judge_all(shards, lines: list[AnswerLine]) -> dict[str, ShardAnswer]:
+    """`judge_answers` for every shard, with the lines grouped by file once."""
+    by_file: dict[str, list[AnswerLine]] = {}
+    for line in lines:
+        by_file.setdefault(line.file, []).append(line)
+    return {shard.file: judge_answers(shard, by_file.get(shard.file, [])) for shard in shards}
+
+
 # --- delegation and receipts --------------------------------------------------
 
 
@@ -149,22 +158,29 @@ class Receipt:
     at_ms: int | None
 
 
-def receipt_of(edge: Edge, transcript: Transcript | None, parent: Transcript) -> Receipt | None:
+class Inbox:
+    """The parent's replies by sender session and notices by childId, indexed once:
+    a run can have a thousand children, each looked up several times."""
+
+    def __init__(self, parent: Transcript | None):
+        self.replies: dict[str | None, list] = {}
+        self.notices: dict[str | None, list] = {}
+        for reply in parent.replies if parent else ():
+            self.replies.setdefault(reply.from_session_id, []).append(reply)
+        for notice in parent.notices if parent else ():
+            self.notices.setdefault(notice.child_id, []).append(notice)
+
+
+def receipt_of(edge: Edge, transcript: Transcript | None, inbox: Inbox) -> Receipt | None:
     """The earliest reply from the child's session, or notice naming its childId (§6)."""
     session_id = transcript.header_id if transcript and transcript.header_id else _stem(edge.child)
-    candidates = [
-        Receipt("reply", reply.at_ms)
-        for reply in parent.replies
-        if reply.from_session_id == session_id
-    ] + [
+    replies = [Receipt("reply", reply.at_ms) for reply in inbox.replies.get(session_id, ())]
+    pool = replies or [
         Receipt("notice:" + notice.kind, notice.at_ms)
-        for notice in parent.notices
-        if notice.child_id == edge.child_id
+        for notice in inbox.notices.get(edge.child_id, ())
     ]
-    if not candidates:
+    if not pool:
         return None
-    replies = [receipt for receipt in candidates if receipt.kind == "reply"]
-    pool = replies or candidates
     return min(pool, key=lambda receipt: receipt.at_ms if receipt.at_ms is not None else 2**63)
 
 
@@ -206,13 +222,13 @@ def numbers_in(text: str) -> set[int]:
     return numbers
 
 
-def answer_sourced(answer: int, sessions: set[str], parent: Transcript) -> bool:
+def answer_sourced(answer: int, sessions: set[str], inbox: Inbox) -> bool:
     """`answer` is a number in a reply whose sender is one of `sessions` (§6: match
     on `from.sessionId`, never the label)."""
     return any(
         answer in numbers_in(reply.message)
-        for reply in parent.replies
-        if reply.from_session_id in sessions
+        for session in sessions
+        for reply in inbox.replies.get(session, ())
     )
 
 
@@ -262,7 +278,7 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
 
     # Coverage.
     lines = parse_answer_lines(run.artifact_text) if run.artifact_text is not None else []
-    answers = {shard.file: judge_answers(shard, lines) for shard in fixture.shards}
+    answers = judge_all(fixture.shards, lines)
     if run.artifact_text is None:
         reasons.append(reason("artifact_missing", extra=fixture.artifact))
     else:
@@ -295,12 +311,13 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         if spawn.depth == 1 and (parent_path is None or spawn.parent == parent_path)
     ]
     located = transcripts_by_path(run.children)
+    inbox = Inbox(parent)
     receipts_by_edge: dict[int, Receipt | None] = {}
     status_by_edge: dict[int, str] = {}
     sessions_by_edge: dict[int, str] = {}
     for index, edge in enumerate(edges):
         where = located.get(edge.child)
-        receipt = receipt_of(edge, where[1] if where else None, parent) if parent else None
+        receipt = receipt_of(edge, where[1] if where else None, inbox) if parent else None
         receipts_by_edge[index] = receipt
         status_by_edge[index] = delegation_status(edge, where, receipt)
         if where and where[1].header_id:
@@ -317,8 +334,11 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         reasons.append(reason("no_spawn"))
     shard_rows = []
     delegated = unsourced = 0
+    by_name: dict[str, list[int]] = {}
+    for index, edge in enumerate(edges):
+        by_name.setdefault(edge.name, []).append(index)
     for shard in fixture.shards:
-        mine = [index for index, edge in enumerate(edges) if edge.name == shard.worker]
+        mine = by_name.get(shard.worker, [])
         ok = [index for index in mine if status_by_edge[index] == "ok"]
         chosen = _best_edge(ok, receipts_by_edge) if ok else (mine[-1] if mine else None)
         status = "ok" if ok else (status_by_edge[chosen] if chosen is not None else "no_edge")
@@ -329,7 +349,7 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
             # conflicting) already fails coverage and has nothing to trace.
             sessions = {sessions_by_edge[i] for i in ok if i in sessions_by_edge}
             written = answers[shard.file].value
-            if written is not None and not answer_sourced(written, sessions, parent):
+            if written is not None and not answer_sourced(written, sessions, inbox):
                 status = "unsourced"
                 unsourced += 1
                 senders = ", ".join(edges[i].child_id for i in ok)
@@ -402,9 +422,7 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         "shard_workers_with_edge_and_child_transcript": delegated,
         "duplicate_spawns": len(duplicates),
         "child_replies": sum(1 for r in receipts_by_edge.values() if r and r.kind == "reply"),
-        "terminal_notices": sum(
-            1 for i in range(len(edges)) if parent and _has_notice(edges[i], parent)
-        ),
+        "terminal_notices": sum(1 for edge in edges if inbox.notices.get(edge.child_id)),
         "children_without_receipt": [
             {"childId": edge.child_id, "name": edge.name} for edge in unreceipted
         ],
@@ -445,10 +463,6 @@ def _best_edge(ok: list[int], receipts: dict[int, Receipt | None]) -> int:
     """Among qualifying edges, the latest one that replied, else the latest."""
     replied = [index for index in ok if receipts[index] and receipts[index].kind == "reply"]
     return (replied or ok)[-1]
-
-
-def _has_notice(edge: Edge, parent: Transcript) -> bool:
-    return any(notice.child_id == edge.child_id for notice in parent.notices)
 
 
 def _children_table(edges, run: RunArtifacts, located, receipts_by_edge):

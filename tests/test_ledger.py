@@ -239,10 +239,6 @@ class ReplayTest(TempDirTest):
         self.assertEqual([s.name_held_by for s in spawns], [(), ("sub-9f89a7ec",), ()])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class TimestampTest(unittest.TestCase):
     def test_product_timestamps_and_other_iso_forms_agree_with_datetime(self):
         for text in (
@@ -256,3 +252,67 @@ class TimestampTest(unittest.TestCase):
     def test_impossible_or_local_timestamps_have_no_time(self):
         for text in ("2026-02-30T11:14:10.194Z", "2026-12-02T24:00:00.000Z", "2026-12-02", 7, ""):
             self.assertIsNone(iso_to_ms(text), text)
+
+    def test_non_ascii_digits_are_no_time_and_do_not_raise(self):
+        # str.isdigit() accepts superscripts, which int() refuses: an agent can
+        # write them into a ledger's `at`.
+        for text in ("2026-12-02T11:14:10.19\u00b2Z", "2026-12-02T11:14:1\u00b2.194Z"):
+            self.assertIsNone(iso_to_ms(text), text)
+        arabic = "\u0662\u0660\u0662\u0666-12-02T11:14:10.194Z"
+        self.assertIsNone(iso_to_ms(arabic))
+
+
+class CanonTest(TempDirTest):
+    """`Canon` caches resolved dirs; it must agree with the uncached rules exactly."""
+
+    def test_agrees_with_realpath_and_canonical_file_through_links(self):
+        root = tmp = tempfile.mkdtemp(dir=self.root, prefix="not-real-")
+        self.write(os.path.join(tmp, "real", "sub", "t.jsonl"), "{}\n")
+        os.makedirs(os.path.join(root, "elsewhere"))
+        os.symlink(os.path.join(root, "real"), os.path.join(root, "linked"))
+        os.symlink("sub/t.jsonl", os.path.join(root, "real", "alias.jsonl"))
+        os.symlink("nowhere.jsonl", os.path.join(root, "real", "dangling.jsonl"))
+        os.symlink("loop-b", os.path.join(root, "loop-a"))
+        os.symlink("loop-a", os.path.join(root, "loop-b"))
+        os.symlink("../elsewhere", os.path.join(root, "real", "up"))
+        paths = [
+            os.path.join(root, *parts)
+            for parts in (
+                ("real", "sub", "t.jsonl"),
+                ("linked", "sub", "t.jsonl"),
+                ("linked", "alias.jsonl"),
+                ("real", "dangling.jsonl"),
+                ("linked", "dangling.jsonl"),
+                ("linked", "missing", "x.jsonl"),
+                ("loop-a", "x.jsonl"),
+                ("loop-a",),
+                ("linked", "up", "y.jsonl"),
+                ("linked", "..", "real", "sub", "t.jsonl"),
+                ("real", ".", "sub", "t.jsonl"),
+                ("real", "sub", "t.jsonl", "not-a-dir.jsonl"),
+            )
+        ]
+        paths += [
+            "relative/t.jsonl",
+            "/",
+            "//x/y.jsonl",
+            "/a\0b/c.jsonl",
+            root + "//real/sub/t.jsonl",
+        ]
+        canon = ledger.Canon()
+        for _ in range(2):  # the second round answers from the cache
+            for path in paths:
+                self.assertEqual(canon.file(path), ledger.canonical_file(path), path)
+                if "\0" not in path:
+                    self.assertEqual(canon.dir(path), os.path.realpath(path), path)
+
+    def test_a_link_found_deep_in_the_tree_is_followed(self):
+        self.write("a/b/c/d/t.jsonl", "{}\n")
+        os.symlink(os.path.join(self.root, "a", "b"), os.path.join(self.root, "a", "short"))
+        path = os.path.join(self.root, "a", "short", "c", "d", "t.jsonl")
+        expected = os.path.join(self.root, "a", "b", "c", "d", "t.jsonl")
+        self.assertEqual(ledger.Canon().file(path), expected)
+
+
+if __name__ == "__main__":
+    unittest.main()
