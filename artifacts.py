@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import ledger
 from jsonl import (
@@ -32,9 +32,9 @@ MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
 # Records of each kind kept per transcript (replies, notices, model calls, usage
 # entries, ipython calls, receipts); a real run has a few dozen of each.
 MAX_KEPT_PER_TRANSCRIPT = 10_000
-SAFE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$")
+SAFE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}\Z")
 NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
-CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}$")
+CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}\Z")
 
 
 @dataclass(frozen=True)
@@ -557,7 +557,8 @@ class _TranscriptAccumulator:
         index = self.running.pop(text_field(message, "toolCallId") or "", None)
         if index is not None:
             ended = iso_to_ms(record.get("timestamp"))
-            self.ipython[index] = replace(self.ipython[index], ended_ms=ended)
+            call = self.ipython[index]
+            self.ipython[index] = IpythonCall(call.line, call.code_sha256, call.started_ms, ended)
         sent = dict_field(message, "details").get("sentAgentMessages")
         for item in sent if isinstance(sent, list) else ():
             if not isinstance(item, dict):

@@ -13,10 +13,10 @@ import json
 import json.scanner
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # A child's reply is capped at 16 384 chars (contract §9), but tool results can
 # carry megabytes of output. Lines longer than this are skipped, not loaded.
@@ -37,6 +37,10 @@ class Finding:
         return {"file": self.file, "line": self.line, "code": self.code, "detail": self.detail}
 
 
+# (text, start, end, line number) -> a record for text[start:end], or None.
+Shortcut = Callable[[str, int, int, int], Any]
+
+
 class Line(NamedTuple):
     """One decoded JSON object; `torn` marks a final line with no newline.
 
@@ -45,7 +49,7 @@ class Line(NamedTuple):
     """
 
     number: int
-    record: dict
+    record: Any  # the object's dict, or what the caller's shortcut made of the line
     torn: bool
 
 
@@ -56,6 +60,7 @@ def iter_objects(
     max_bytes: int | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
     label: str | None = None,
+    shortcut: Shortcut | None = None,
 ) -> Iterator[Line]:
     """Yield every line of a JSONL file that decodes to a JSON object.
 
@@ -68,12 +73,20 @@ def iter_objects(
     The file is read in blocks of whole lines, each decoded once and parsed line
     by line in place; a line the fast path refuses is parsed again on its own to
     name what is wrong with it.
+
+    `shortcut(text, start, end, number)`, when given, sees each line first (as
+    `text[start:end]`, newline excluded) and may return what to yield as the
+    line's record instead of parsing it; it must return None for any line it
+    cannot vouch is a JSON object.
     """
     name = label or path
     handle = open_regular(path, name, findings)
     if handle is None:
         return
     block_size = max(1, min(_CHUNK, max_line_bytes))
+    # The first block is sized from fstat (most files an agent leaves are small,
+    # and asking for a whole block allocates it); later blocks are full size.
+    first = min(block_size, _size(handle) + 1)
     try:
         consumed = 0
         number = 0
@@ -84,7 +97,10 @@ def iter_objects(
                         Finding(name, number, "byte_cap", f"stopped after {max_bytes} bytes")
                     )
                 return
-            size = block_size if max_bytes is None else min(block_size, max_bytes - consumed)
+            size = first or block_size
+            first = 0
+            if max_bytes is not None:
+                size = min(size, max_bytes - consumed)
             try:
                 block = handle.read(size)
                 if block and block[-1:] != b"\n":
@@ -105,7 +121,7 @@ def iter_objects(
                 too_long = len(block) - tail_start > max_line_bytes
                 if too_long:
                     block = block[:tail_start]
-            number = yield from _block_lines(block, number, name, findings)
+            number = yield from _block_lines(block, number, name, findings, shortcut)
             if too_long:
                 number += 1
                 consumed += _skip_rest_of_line(handle)
@@ -116,7 +132,9 @@ def iter_objects(
         handle.close()
 
 
-def _block_lines(block: bytes, number: int, name: str, findings: list[Finding]):
+def _block_lines(
+    block: bytes, number: int, name: str, findings: list[Finding], shortcut: Shortcut | None
+):
     """Yield the objects of a block of whole lines (the last may lack its newline),
     numbered on from `number`; return the number of the block's last line."""
     if not block:
@@ -144,6 +162,12 @@ def _block_lines(block: bytes, number: int, name: str, findings: list[Finding]):
         if torn:
             newline = length
         number += 1
+        if shortcut is not None:
+            value = shortcut(text, pos, newline, number)
+            if value is not None:
+                yield Line(number, value, torn)
+                pos = newline + 1
+                continue
         try:
             value, end = scan(text, pos)
         except (StopIteration, ValueError, RecursionError):
@@ -257,7 +281,19 @@ def _read_capped(path: str, findings: list[Finding], max_bytes: int) -> bytes | 
     if handle is None:
         return None
     with handle:
-        return handle.read(max_bytes + 1)
+        # Sized from fstat: asking a small file for `max_bytes` costs an allocation
+        # of that size; a file that grew since is read on to the cap.
+        raw = handle.read(min(max_bytes, _size(handle)) + 1)
+        if len(raw) <= max_bytes:
+            raw += handle.read(max_bytes + 1 - len(raw))
+        return raw
+
+
+def _size(handle) -> int:
+    try:
+        return os.fstat(handle.fileno()).st_size
+    except OSError:
+        return 0
 
 
 def read_text(path: str, findings: list[Finding], *, max_bytes: int) -> str | None:

@@ -23,7 +23,7 @@ PRODUCT_MAX_BYTES = 32 * 1024 * 1024
 PRODUCT_MAX_RECORDS = 100_000
 READ_CAP_BYTES = 2 * PRODUCT_MAX_BYTES
 
-CHILD_ID = re.compile(r"^sub-[0-9a-f]{8}$")
+CHILD_ID = re.compile(r"^sub-[0-9a-f]{8}\Z")  # \Z: `$` would admit a final newline
 DELETE_REASONS = ("user", "parent-teardown", "revoked", "gc")
 
 # Findings that make the product reject the whole file. A torn final line is
@@ -156,7 +156,10 @@ def ledger_candidates(agent_home: str, env_sessions_dir: str | None, run_dir: st
         ordered.append(ledger_path(agent_home, env_sessions_dir))
     ordered.append(ledger_path(agent_home, os.path.join(agent_home, "sessions")))
     run_root = canonical_dir(run_dir)
+    listed = {os.path.realpath(path) for path in ordered}
     for path in sorted(glob.glob(os.path.join(glob.escape(agent_home), "rlm-ledger", "*.jsonl"))):
+        if os.path.realpath(path) in listed:
+            continue  # already first or second: no need to read its meta
         sessions_dir = _meta_sessions_dir(path)
         if sessions_dir and _is_inside(canonical_dir(sessions_dir), run_root):
             ordered.append(path)
@@ -235,12 +238,16 @@ def read_ledger(path: str) -> LedgerFile:
     strings: dict[str, str] = {}
     valid_ids: set[str] = set()  # child ids that already passed the sub-<8 hex> check
     append = records.append
-    for number, raw, _ in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
+    shortcut = _product_line_reader(path, strings)
+    for number, raw, _ in iter_objects(path, findings, max_bytes=READ_CAP_BYTES, shortcut=shortcut):
         lines = number
         if len(findings) != checked:
             # Only the findings added since the last line can turn the file fatal.
             fatal_seen = fatal_seen or any(f.code in FATAL_CODES for f in findings[checked:])
             checked = len(findings)
+        if raw.__class__ is LedgerRecord:
+            append(raw._replace(after_fatal=True) if fatal_seen else raw)
+            continue
         record = _parse_record(path, number, raw, findings, fatal_seen, strings, valid_ids)
         if record is not None:
             append(record)
@@ -315,6 +322,92 @@ def _parse_record(
         problem = ("malformed_record", f"{op}: {malformed}")
     findings.append(Finding(path, number, *problem))
     return None
+
+
+# The lines the product itself writes (JSON.stringify of its record objects, keys
+# in this order, §4), matched whole. A string here has no escape and no control
+# character, so its JSON value is its text; every value the regexes admit passes
+# the checks `_parse_record` makes, which gives any other line the general path.
+_TEXT = r'"([^"\\\x00-\x1f]*)"'
+_AT = r'\{"v":1,"op":"(?:'
+_PRODUCT_LINE = re.compile(
+    _AT
+    + r'(spawn)","at":'
+    + _TEXT
+    + r',"childId":"(sub-[0-9a-f]{8})","parent":'
+    + _TEXT
+    + r',"child":'
+    + _TEXT
+    + r',"depth":([1-9][0-9]{0,8}),"name":"([^"\\\x00-\x1f]{1,64})"'
+    + r'|(rename)","at":'
+    + _TEXT
+    + r',"childId":"(sub-[0-9a-f]{8})","child":'
+    + _TEXT
+    + r',"name":"([^"\\\x00-\x1f]{1,64})"'
+    + r'|(delete)","at":'
+    + _TEXT
+    + r',"childId":"(sub-[0-9a-f]{8})","child":'
+    + _TEXT
+    + r',"reason":"('
+    + "|".join(re.escape(reason) for reason in DELETE_REASONS)
+    + r')")\}'
+)
+
+
+def _product_line_reader(path: str, strings: dict[str, str]):
+    """A `jsonl` shortcut: the record of a line in the product's own layout, else None."""
+    match = _PRODUCT_LINE.fullmatch
+    intern = strings.setdefault
+    new = tuple.__new__
+
+    def read(text: str, start: int, end: int, number: int) -> LedgerRecord | None:
+        found = match(text, start, end)
+        if found is None:
+            return None
+        groups = found.groups()
+        if groups[0]:  # spawn
+            _, at, child_id, parent, child, depth, name = groups[:7]
+            fields = (
+                "spawn",
+                at,
+                iso_to_ms(at),
+                intern(child_id, child_id),
+                intern(parent, parent),
+                intern(child, child),
+                int(depth),
+                intern(name, name),
+                None,
+            )
+        elif groups[7]:  # rename
+            _, at, child_id, child, name = groups[7:12]
+            fields = (
+                "rename",
+                at,
+                iso_to_ms(at),
+                intern(child_id, child_id),
+                None,
+                intern(child, child),
+                None,
+                intern(name, name),
+                None,
+            )
+        else:
+            _, at, child_id, child, reason = groups[12:17]
+            fields = (
+                "delete",
+                at,
+                iso_to_ms(at),
+                intern(child_id, child_id),
+                None,
+                intern(child, child),
+                None,
+                None,
+                intern(reason, reason),
+            )
+        # tuple.__new__ skips the named tuple's Python-level constructor.
+        return new(LedgerRecord, (path, number, *fields, None, False))
+
+    return read
 
 
 # The JSON keys a known op may carry and their types; REQUIRED gives, per op, the

@@ -314,5 +314,87 @@ class CanonTest(TempDirTest):
         self.assertEqual(ledger.Canon().file(path), expected)
 
 
+class ProductLayoutTest(TempDirTest):
+    """Lines in the product's own layout take a regex shortcut past the JSON parser;
+    whatever the shortcut admits must read exactly as the general path reads it."""
+
+    def general(self, path: str, text: str) -> tuple[list, list]:
+        """Each line through json.loads and `_parse_record`, no shortcut."""
+        findings: list = []
+        records = []
+        strings: dict = {}
+        fatal = False
+        for number, raw in enumerate(text.split("\n")[:-1], 1):
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                fatal = True
+                continue
+            record = ledger._parse_record(path, number, value, findings, fatal, strings, set())
+            if record is not None:
+                records.append(record)
+            fatal = fatal or any(f.code in ledger.FATAL_CODES for f in findings)
+        return records, [(f.line, f.code) for f in findings]
+
+    def test_shortcut_and_general_path_agree_on_every_variant(self):
+        spawn = SPAWN | {"child": "/r/s/p/sub-9f89a7ec/c.jsonl"}
+        rename = {k: spawn[k] for k in ("v", "op", "at", "childId", "child", "name")}
+        rename["op"] = "rename"
+        delete = {k: spawn[k] for k in ("v", "op", "at", "childId", "child")}
+        delete.update(op="delete", reason="parent-teardown")
+        variants = [
+            {},
+            {"name": "x" * 64},
+            {"name": "x" * 65},
+            {"name": ""},
+            {"name": "w\u00e9\u2028\U0001f600"},
+            {"name": "tab\there"},
+            {"name": 'quote"d'},
+            {"childId": "sub-9F89A7EC"},
+            {"childId": "sub-9f89a7ec\n"},
+            {"depth": 0},
+            {"depth": 10**12},
+            {"depth": True},
+            {"depth": 1.0},
+            {"child": ""},
+            {"child": "back\\slash"},
+            {"at": "not a time"},
+            {"reason": "gc"},
+            {"reason": "because"},
+            {"v": 2},
+            {"extra": 1},
+        ]
+        lines = [meta(os.path.join(self.root, "s"))]
+        for base in (spawn, rename, delete):
+            for change in variants:
+                record = dict(base)
+                record.update(change)
+                if "reason" in change and base is not delete:
+                    continue
+                lines.append(json.dumps(record, separators=(",", ":"), ensure_ascii=False))
+            # A different key order is still a valid record, just not the shortcut's.
+            lines.append(json.dumps(dict(reversed(list(base.items()))), separators=(",", ":")))
+        lines.append('{"v":1,"op":"spawn"')  # fatal: later spawns are suspicious
+        lines.append(json.dumps(spawn, separators=(",", ":")))
+        text = "".join(item + "\n" for item in lines)
+        path = self.write("ledger.jsonl", text)
+        shortcut_lines = sum(1 for item in lines if ledger._PRODUCT_LINE.fullmatch(item))
+        self.assertGreaterEqual(shortcut_lines, 15)  # the shortcut is really exercised
+        parsed = ledger.read_ledger(path)
+        records, findings = self.general(path, text)
+        self.assertEqual(list(parsed.records), records)
+        # The reference skips bad JSON silently and never checks the meta's hash.
+        skipped = ("malformed_json", "meta_hash_mismatch")
+        own = [(f.line, f.code) for f in parsed.findings if f.code not in skipped]
+        self.assertEqual(own, findings)
+        self.assertTrue(parsed.records[-1].after_fatal)
+
+    def test_a_child_id_with_a_final_newline_is_malformed(self):
+        parsed = ledger.read_ledger(
+            self.write("l.jsonl", meta("/s") + "\n" + line(childId="sub-9f89a7ec\n") + "\n")
+        )
+        self.assertIn("malformed_record", [f.code for f in parsed.findings])
+
+
 if __name__ == "__main__":
     unittest.main()
