@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import ledger
 from jsonl import (
@@ -37,8 +38,12 @@ NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
 CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}\Z")
 
 
-@dataclass(frozen=True)
-class Usage:
+# The records kept per transcript line (Usage, Reply, Notice, AssistantCall,
+# UsageAttribution, IpythonCall, SentMessage) are named tuples: a transcript can
+# hold thousands, and a tuple is built, hashed and compared in C.
+
+
+class Usage(NamedTuple):
     """Token usage as the product records it on an assistant message (§5)."""
 
     input: int = 0
@@ -84,8 +89,7 @@ def usage_from(raw: dict) -> Usage:
     return Usage(*(value if value.__class__ is int and value > 0 else 0 for value in counts))
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(NamedTuple):
     """A child's `agent_message` as it landed in the parent transcript (§6)."""
 
     reply_id: str | None
@@ -96,8 +100,7 @@ class Reply:
     line: int
 
 
-@dataclass(frozen=True)
-class Notice:
+class Notice(NamedTuple):
     """`rlm_child_terminal_notice` (kind from details) or `rlm_child_failure` (§6)."""
 
     kind: str
@@ -107,8 +110,7 @@ class Notice:
     line: int
 
 
-@dataclass(frozen=True)
-class AssistantCall:
+class AssistantCall(NamedTuple):
     """One persisted assistant message, as the integrity checks compare it (§5)."""
 
     line: int
@@ -117,16 +119,14 @@ class AssistantCall:
     usage: Usage
 
 
-@dataclass(frozen=True)
-class UsageAttribution:
+class UsageAttribution(NamedTuple):
     """A `child_usage_attributed` entry: the `childUsage` it repeats (§5)."""
 
     line: int
     usage: Usage
 
 
-@dataclass(frozen=True)
-class IpythonCall:
+class IpythonCall(NamedTuple):
     """An `ipython` tool call: its code's digest and when the cell ran.
 
     The cell runs between its assistant message's entry timestamp and its
@@ -147,8 +147,7 @@ class IpythonCall:
         )
 
 
-@dataclass(frozen=True)
-class SentMessage:
+class SentMessage(NamedTuple):
     """An `agent_message.send` receipt in the sender's toolResult (§5 "Child transcripts")."""
 
     message_id: str
@@ -301,7 +300,7 @@ def collect(
         )
     ledgers = tuple(
         ledger.read_ledger(path)
-        for path in ledger.ledger_candidates(agent_home, env_sessions_dir, run_dir)
+        for path in ledger.ledger_candidates(agent_home, env_sessions_dir, run_dir, canon)
     )
     text = read_text(
         os.path.join(run_dir, "repo", artifact), findings, max_bytes=MAX_ARTIFACT_BYTES

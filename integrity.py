@@ -260,7 +260,7 @@ def _child_work(f: _Family) -> Iterator[Failure]:
 
 def _display(f: _Family) -> Iterator[Failure]:
     """§6 `rlm-subagent.json`: the edge's childId, a name the ledger gave it, its file."""
-    names = _ledger_names(f)
+    names = f.run.replay.names
     for edge in f.checked:
         child_dir = f.dirs.get(edge.child_id)
         if child_dir is None:
@@ -554,16 +554,6 @@ def _with_transcripts(f: _Family) -> Iterator[tuple[Edge, Transcript]]:
         transcript = f.transcript(edge)
         if transcript is not None:
             yield edge, transcript
-
-
-def _ledger_names(f: _Family) -> dict[str, set[str]]:
-    """childId -> every name a spawn or rename gave it."""
-    names: dict[str, set[str]] = {}
-    for ledger_file in f.run.ledgers:
-        for record in ledger_file.records:
-            if record.op in ("spawn", "rename") and record.name is not None:
-                names.setdefault(record.child_id, set()).add(record.name)
-    return names
 
 
 def _usage_text(usage: Usage) -> str:

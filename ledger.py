@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from jsonl import Finding, iso_to_ms, iter_objects, text_field
@@ -43,13 +43,15 @@ FATAL_CODES = frozenset(
 )
 
 
-def canonical_dir(path: str) -> str:
+def canonical_dir(path: str, canon: Canon | None = None) -> str:
     """`path.resolve` then realpath when the dir exists (§4 "Path")."""
     absolute = os.path.abspath(path)
     try:
-        return os.path.realpath(absolute) if os.path.exists(absolute) else absolute
+        if not os.path.exists(absolute):
+            return absolute
     except ValueError:  # a NUL byte: no such dir can exist
         return absolute
+    return canon.dir(absolute) if canon else os.path.realpath(absolute)
 
 
 def canonical_file(path: str) -> str:
@@ -129,21 +131,23 @@ class Canon:
             return False
 
 
-def ledger_key(sessions_dir: str) -> str:
+def ledger_key(sessions_dir: str, canon: Canon | None = None) -> str:
     """First 16 hex of sha256 over the canonical sessions dir."""
-    return hashlib.sha256(canonical_dir(sessions_dir).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(canonical_dir(sessions_dir, canon).encode("utf-8")).hexdigest()[:16]
 
 
-def ledger_path(agent_home: str, sessions_dir: str) -> str:
+def ledger_path(agent_home: str, sessions_dir: str, canon: Canon | None = None) -> str:
     """`<agent home>/rlm-ledger/<key>.jsonl` for the daemon's sessions dir.
 
     The key is the daemon's sessions dir (env > settings > `<agent home>/sessions`),
     not the CLI's `--session-dir` (§1 fact 1).
     """
-    return os.path.join(agent_home, "rlm-ledger", ledger_key(sessions_dir) + ".jsonl")
+    return os.path.join(agent_home, "rlm-ledger", ledger_key(sessions_dir, canon) + ".jsonl")
 
 
-def ledger_candidates(agent_home: str, env_sessions_dir: str | None, run_dir: str) -> list[str]:
+def ledger_candidates(
+    agent_home: str, env_sessions_dir: str | None, run_dir: str, canon: Canon | None = None
+) -> list[str]:
     """Existing ledger files a run may have written, most specific first.
 
     1. the ledger of the env-set sessions dir (`PRIME_AGENT_SESSION_DIR`);
@@ -151,22 +155,23 @@ def ledger_candidates(agent_home: str, env_sessions_dir: str | None, run_dir: st
     3. any other `rlm-ledger/*.jsonl` whose meta names a dir inside the run
        (a resident daemon started with another env, say).
     """
+    canon = canon or Canon()
     ordered = []
     if env_sessions_dir:
-        ordered.append(ledger_path(agent_home, env_sessions_dir))
-    ordered.append(ledger_path(agent_home, os.path.join(agent_home, "sessions")))
-    run_root = canonical_dir(run_dir)
-    listed = {os.path.realpath(path) for path in ordered}
+        ordered.append(ledger_path(agent_home, env_sessions_dir, canon))
+    ordered.append(ledger_path(agent_home, os.path.join(agent_home, "sessions"), canon))
+    run_root = canonical_dir(run_dir, canon)
+    listed = {canon.file(os.path.abspath(path)) for path in ordered}
     for path in sorted(glob.glob(os.path.join(glob.escape(agent_home), "rlm-ledger", "*.jsonl"))):
-        if os.path.realpath(path) in listed:
+        if canon.file(os.path.abspath(path)) in listed:
             continue  # already first or second: no need to read its meta
         sessions_dir = _meta_sessions_dir(path)
-        if sessions_dir and _is_inside(canonical_dir(sessions_dir), run_root):
+        if sessions_dir and _is_inside(canonical_dir(sessions_dir, canon), run_root):
             ordered.append(path)
     seen: set[str] = set()
     found = []
     for path in ordered:
-        key = os.path.realpath(path)
+        key = canon.file(os.path.abspath(path))
         if key not in seen and os.path.isfile(path):
             seen.add(key)
             found.append(path)
@@ -492,6 +497,8 @@ class Spawn:
 class Replay:
     edges: tuple[Edge, ...]
     spawns: tuple[Spawn, ...]
+    # childId -> every name a spawn or rename record gave it, edge or not.
+    names: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
@@ -505,10 +512,13 @@ def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
     edges: dict[tuple[str, str], dict] = {}
     named: dict[tuple[str, str], set[tuple[str, str]]] = {}
     spawns: list[Spawn] = []
+    names: dict[str, set[str]] = {}
     for ledger in ledgers:
         for record in ledger.records:
             if record.op == "meta":
                 continue
+            if record.op != "delete" and record.name is not None:
+                names.setdefault(record.child_id, set()).add(record.name)
             key = (record.child_id, resolve(record.child))
             edge = edges.get(key)
             if record.op == "spawn":
@@ -557,4 +567,8 @@ def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
                 edge.update(deleted=True, delete_reason=record.reason, deleted_at_ms=record.at_ms)
     rank = {ledger.path: index for index, ledger in enumerate(ledgers)}
     ordered = sorted(edges.values(), key=lambda e: (rank[e["ledger"]], e["spawn_line"]))
-    return Replay(edges=tuple(Edge(**edge) for edge in ordered), spawns=tuple(spawns))
+    return Replay(
+        edges=tuple(Edge(**edge) for edge in ordered),
+        spawns=tuple(spawns),
+        names={child_id: frozenset(given) for child_id, given in names.items()},
+    )
