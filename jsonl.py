@@ -103,6 +103,9 @@ def iter_objects(
                 size = min(size, max_bytes - consumed)
             try:
                 block = handle.read(size)
+                # A short read of a regular file is its end (peek confirms it
+                # without asking for, and allocating, another whole block).
+                ended = len(block) < size and not handle.peek(1)
                 if block and block[-1:] != b"\n":
                     # Finish the block's last line, reading no more than the line cap.
                     partial = len(block) - block.rfind(b"\n") - 1
@@ -122,6 +125,8 @@ def iter_objects(
                 if too_long:
                     block = block[:tail_start]
             number = yield from _block_lines(block, number, name, findings, shortcut)
+            if ended and not too_long:
+                return
             if too_long:
                 number += 1
                 consumed += _skip_rest_of_line(handle)
@@ -283,8 +288,9 @@ def _read_capped(path: str, findings: list[Finding], max_bytes: int) -> bytes | 
     with handle:
         # Sized from fstat: asking a small file for `max_bytes` costs an allocation
         # of that size; a file that grew since is read on to the cap.
-        raw = handle.read(min(max_bytes, _size(handle)) + 1)
-        if len(raw) <= max_bytes:
+        size = _size(handle)
+        raw = handle.read(min(max_bytes, size) + 1)
+        if size < len(raw) <= max_bytes:  # it grew since fstat
             raw += handle.read(max_bytes + 1 - len(raw))
         return raw
 
