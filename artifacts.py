@@ -13,7 +13,6 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import ledger
 from jsonl import (
@@ -38,12 +37,8 @@ NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
 CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}\Z")
 
 
-# The records kept per transcript line (Usage, Reply, Notice, AssistantCall,
-# UsageAttribution, IpythonCall, SentMessage) are named tuples: a transcript can
-# hold thousands, and a tuple is built, hashed and compared in C.
-
-
-class Usage(NamedTuple):
+@dataclass(frozen=True)
+class Usage:
     """Token usage as the product records it on an assistant message (§5)."""
 
     input: int = 0
@@ -89,7 +84,8 @@ def usage_from(raw: dict) -> Usage:
     return Usage(*(value if value.__class__ is int and value > 0 else 0 for value in counts))
 
 
-class Reply(NamedTuple):
+@dataclass(frozen=True)
+class Reply:
     """A child's `agent_message` as it landed in the parent transcript (§6)."""
 
     reply_id: str | None
@@ -100,7 +96,8 @@ class Reply(NamedTuple):
     line: int
 
 
-class Notice(NamedTuple):
+@dataclass(frozen=True)
+class Notice:
     """`rlm_child_terminal_notice` (kind from details) or `rlm_child_failure` (§6)."""
 
     kind: str
@@ -110,7 +107,8 @@ class Notice(NamedTuple):
     line: int
 
 
-class AssistantCall(NamedTuple):
+@dataclass(frozen=True)
+class AssistantCall:
     """One persisted assistant message, as the integrity checks compare it (§5)."""
 
     line: int
@@ -119,14 +117,16 @@ class AssistantCall(NamedTuple):
     usage: Usage
 
 
-class UsageAttribution(NamedTuple):
+@dataclass(frozen=True)
+class UsageAttribution:
     """A `child_usage_attributed` entry: the `childUsage` it repeats (§5)."""
 
     line: int
     usage: Usage
 
 
-class IpythonCall(NamedTuple):
+@dataclass(frozen=True)
+class IpythonCall:
     """An `ipython` tool call: its code's digest and when the cell ran.
 
     The cell runs between its assistant message's entry timestamp and its
@@ -147,7 +147,8 @@ class IpythonCall(NamedTuple):
         )
 
 
-class SentMessage(NamedTuple):
+@dataclass(frozen=True)
+class SentMessage:
     """An `agent_message.send` receipt in the sender's toolResult (§5 "Child transcripts")."""
 
     message_id: str
