@@ -35,6 +35,7 @@ MAX_KEPT_PER_TRANSCRIPT = 10_000
 SAFE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}\Z")
 NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
 CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}\Z")
+DISPLAY_FILE = "rlm-subagent.json"  # the child's display record, beside its transcript (§6)
 
 
 @dataclass(frozen=True)
@@ -392,17 +393,18 @@ def read_children(
         # Neither the dir nor its transcripts are links (checked on the entries).
         child_dir = canon.dir(entry.path)
         transcripts = []
+        display = None
         for item in _scan(entry.path, findings):
+            if item.name == DISPLAY_FILE:
+                # Whatever it is, the reader says what is wrong with it (a link, a FIFO).
+                display = read_json_object(item.path, findings)
+                continue
             if not item.name.endswith(".jsonl"):
                 continue
             if item.is_symlink() or not item.is_file(follow_symlinks=False):
                 findings.append(Finding(item.path, 0, "not_a_regular_file", "skipped"))
                 continue
             transcripts.append(read_transcript(os.path.join(child_dir, item.name), canon))
-        display_file = os.path.join(entry.path, "rlm-subagent.json")
-        display = (
-            read_json_object(display_file, findings) if os.path.lexists(display_file) else None
-        )
         children.append(
             ChildDir(
                 child_id=entry.name,

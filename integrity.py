@@ -13,10 +13,11 @@ code; `check` runs them all in a fixed order.
 
 from __future__ import annotations
 
+import operator
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from artifacts import (
     ChildDir,
@@ -107,9 +108,14 @@ class _Family:
     checked: tuple[Edge, ...]  # the ones that count: live, or deleted after their receipt
     dirs: dict[str, ChildDir]
     located: dict[str, tuple[str, Transcript]]  # canonical transcript path -> (dir, transcript)
+    # Paths already made relative: every check names the same few files per child.
+    relative_paths: dict[str, str] = field(default_factory=dict)
 
     def path(self, path: str) -> str:
-        return relative(self.run.run_dir, path)
+        known = self.relative_paths.get(path)
+        if known is None:
+            known = self.relative_paths[path] = relative(self.run.run_dir, path)
+        return known
 
     def transcript(self, edge: Edge) -> Transcript | None:
         where = self.located.get(edge.child)
@@ -128,21 +134,21 @@ def _ledger(f: _Family) -> Iterator[Failure]:
             if finding.code in LEDGER_FAILURES:
                 yield Failure(f"{finding.code}: {finding.detail}", file=name, line=finding.line)
         previous = None
+        floor = None  # the time no later record may be before
         for record in ledger_file.records:
-            if record.after_fatal and record.op == "spawn":
+            # Unpacked: a ledger holds up to 100 000 records.
+            _, line, op, at, at_ms, child_id, _, _, _, _, _, _, after_fatal = record
+            if after_fatal and op == "spawn":
                 detail = "spawn after a line the product rejects: the product never wrote it"
-                yield Failure(detail, record.child_id, name, record.line)
-            if record.at_ms is None:
-                yield Failure(
-                    f"at {record.at!r} is no ISO-8601 time", record.child_id, name, record.line
-                )
+                yield Failure(detail, child_id, name, line)
+            if at_ms is None:
+                yield Failure(f"at {at!r} is no ISO-8601 time", child_id, name, line)
                 continue
-            if previous is not None:
-                slack = META_AFTER_SPAWN_MS if previous.op == "meta" and previous.line == 1 else 0
-                if record.at_ms < previous.at_ms - slack:
-                    detail = f"at {record.at} is before line {previous.line}'s {previous.at}"
-                    yield Failure(detail, record.child_id, name, record.line)
-            previous = record
+            if floor is not None and at_ms < floor:
+                detail = f"at {at} is before line {previous.line}'s {previous.at}"
+                yield Failure(detail, child_id, name, line)
+            slack = META_AFTER_SPAWN_MS if op == "meta" and line == 1 else 0
+            previous, floor = record, at_ms - slack
     seen: dict[str, tuple[str, int]] = {}
     for spawn in f.run.replay.spawns:
         if spawn.child_id in seen:
@@ -318,9 +324,10 @@ def _usage_attribution(f: _Family) -> Iterator[Failure]:
     """
     if f.parent is None:
         return
-    needed: Counter[Usage] = Counter()
-    allowed: Counter[Usage] = Counter()
-    first: dict[Usage, tuple[str, str, int]] = {}
+    # Counted by the five numbers as a plain tuple, which hashes in C.
+    needed: Counter[tuple] = Counter()
+    allowed: Counter[tuple] = Counter()
+    first: dict[tuple, tuple[str, str, int]] = {}
     seen: set[str] = set()
     for edge in f.family:
         transcript = f.transcript(edge)
@@ -330,30 +337,35 @@ def _usage_attribution(f: _Family) -> Iterator[Failure]:
         for call in transcript.assistant_calls:
             if call.stop_reason == "error":
                 continue
-            allowed[call.usage] += 1
+            usage = _numbers(call.usage)
+            allowed[usage] += 1
             if call.stop_reason != "aborted":
-                needed[call.usage] += 1
-                first.setdefault(call.usage, (edge.child_id, transcript.path, call.line))
-    attributed: Counter[Usage] = Counter()
-    surplus_line: dict[Usage, int] = {}
+                needed[usage] += 1
+                first.setdefault(usage, (edge.child_id, transcript.path, call.line))
+    attributed: Counter[tuple] = Counter()
+    surplus_line: dict[tuple, int] = {}
     for entry in f.parent.usage_attributions:
-        attributed[entry.usage] += 1
-        if attributed[entry.usage] > allowed[entry.usage]:
-            surplus_line.setdefault(entry.usage, entry.line)
+        usage = _numbers(entry.usage)
+        attributed[usage] += 1
+        if attributed[usage] > allowed[usage]:
+            surplus_line.setdefault(usage, entry.line)
     for usage, count in needed.items():
         if attributed[usage] < count:
             child_id, path, line = first[usage]
             detail = (
-                f"{count} child calls with usage {_usage_text(usage)}, "
+                f"{count} child calls with usage {_usage_text(Usage(*usage))}, "
                 f"{attributed[usage]} child_usage_attributed entries"
             )
             yield Failure(detail, child_id, f.path(path), line)
     for usage, line in surplus_line.items():
         detail = (
             f"{attributed[usage]} child_usage_attributed entries with usage "
-            f"{_usage_text(usage)}, {allowed[usage]} child calls"
+            f"{_usage_text(Usage(*usage))}, {allowed[usage]} child calls"
         )
         yield Failure(detail, None, f.path(f.parent.path), line)
+
+
+_numbers = operator.attrgetter("input", "output", "cache_read", "cache_write", "total")
 
 
 def _reply_receipts(f: _Family) -> Iterator[Failure]:

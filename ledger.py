@@ -514,57 +514,68 @@ def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
     spawns: list[Spawn] = []
     names: dict[str, set[str]] = {}
     for ledger in ledgers:
-        for record in ledger.records:
-            if record.op == "meta":
+        # Unpacked, not read by attribute: a ledger holds up to 100 000 records.
+        for (
+            path,
+            line,
+            op,
+            _,
+            at_ms,
+            child_id,
+            parent,
+            child,
+            depth,
+            name,
+            reason,
+            _,
+            after_fatal,
+        ) in ledger.records:
+            if op == "meta":
                 continue
-            if record.op != "delete" and record.name is not None:
-                names.setdefault(record.child_id, set()).add(record.name)
-            key = (record.child_id, resolve(record.child))
+            if op != "delete" and name is not None:
+                given = names.get(child_id)
+                if given is None:
+                    names[child_id] = {name}
+                else:
+                    given.add(name)
+            key = (child_id, resolve(child))
             edge = edges.get(key)
-            if record.op == "spawn":
-                parent = resolve(record.parent)
+            if op == "spawn":
+                parent = resolve(parent)
                 holders = tuple(
                     sorted(
                         edges[other]["child_id"]
-                        for other in named.get((parent, record.name), ())
+                        for other in named.get((parent, name), ())
                         if other != key
                         and not edges[other]["deleted"]
-                        and edges[other]["name"] == record.name
+                        and edges[other]["name"] == name
                     )
                 )
                 edges.pop(key, None)
                 edges[key] = {
-                    "child_id": record.child_id,
+                    "child_id": child_id,
                     "child": key[1],
                     "parent": parent,
-                    "depth": record.depth,
-                    "name": record.name,
-                    "spawned_at_ms": record.at_ms,
-                    "ledger": record.ledger,
-                    "spawn_line": record.line,
-                    "suspicious": record.after_fatal,
+                    "depth": depth,
+                    "name": name,
+                    "spawned_at_ms": at_ms,
+                    "ledger": path,
+                    "spawn_line": line,
+                    "suspicious": after_fatal,
                     "deleted": False,
                     "delete_reason": None,
                     "deleted_at_ms": None,
                 }
-                named.setdefault((parent, record.name), set()).add(key)
-                spawns.append(
-                    Spawn(
-                        record.child_id,
-                        record.name,
-                        parent,
-                        record.depth,
-                        record.at_ms,
-                        record.ledger,
-                        record.line,
-                        holders,
-                    )
-                )
-            elif edge is not None and record.op == "rename":
-                edge["name"] = record.name
-                named.setdefault((edge["parent"], record.name), set()).add(key)
-            elif edge is not None and record.op == "delete":
-                edge.update(deleted=True, delete_reason=record.reason, deleted_at_ms=record.at_ms)
+                named.setdefault((parent, name), set()).add(key)
+                spawns.append(Spawn(child_id, name, parent, depth, at_ms, path, line, holders))
+            elif edge is None:
+                continue  # rename or delete before its spawn: ignored (§4 "Replay")
+            elif op == "rename":
+                if edge["name"] != name:
+                    edge["name"] = name
+                    named.setdefault((edge["parent"], name), set()).add(key)
+            else:
+                edge.update(deleted=True, delete_reason=reason, deleted_at_ms=at_ms)
     rank = {ledger.path: index for index, ledger in enumerate(ledgers)}
     ordered = sorted(edges.values(), key=lambda e: (rank[e["ledger"]], e["spawn_line"]))
     return Replay(
