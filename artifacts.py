@@ -34,6 +34,7 @@ MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
 MAX_KEPT_PER_TRANSCRIPT = 10_000
 SAFE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}\Z")
 NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
+HEARTBEAT = "agent_status"  # appended to idle sessions, about every 25 s (§5)
 CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}\Z")
 DISPLAY_FILE = "rlm-subagent.json"  # the child's display record, beside its transcript (§6)
 
@@ -169,6 +170,10 @@ class Transcript:
     # parentSession canonicalised as the ledger's paths are (§4 "Path").
     parent_session_file: str | None = None
     header_at_ms: int | None = None
+    # For timelines: the first assistant message's entry timestamp, and the last
+    # entry's (heartbeats aside: the product keeps writing them to an idle session).
+    first_response_ms: int | None = None
+    end_ms: int | None = None
     session_name: str | None = None
     task_id: str | None = None
     task_from_session_id: str | None = None
@@ -271,13 +276,14 @@ def transcripts_by_path(children: tuple[ChildDir, ...]) -> dict[str, tuple[str, 
 
 def collect(
     run_dir: str,
-    artifact: str,
+    artifact: str | None,
     *,
     agent_home: str | None = None,
     sessions_dir: str | None = None,
     env_sessions_dir: str | None = None,
 ) -> RunArtifacts:
-    """Read a run dir laid out as the runner (and the captured runs) lay it out."""
+    """Read a run dir laid out as the runner (and the captured runs) lay it out;
+    `artifact` is the combined answer's name in the repo (None: not read)."""
     run_dir = os.path.realpath(run_dir)
     agent_home = agent_home or os.path.join(run_dir, "agent-home")
     sessions_dir = sessions_dir or os.path.join(run_dir, "sessions")
@@ -304,8 +310,10 @@ def collect(
         ledger.read_ledger(path)
         for path in ledger.ledger_candidates(agent_home, env_sessions_dir, run_dir, canon)
     )
-    text = read_text(
-        os.path.join(run_dir, "repo", artifact), findings, max_bytes=MAX_ARTIFACT_BYTES
+    text = (
+        read_text(os.path.join(run_dir, "repo", artifact), findings, max_bytes=MAX_ARTIFACT_BYTES)
+        if artifact
+        else None
     )
     model_log = os.path.join(run_dir, MODEL_LOG)
     served = read_model_log(model_log, findings, canon) if os.path.lexists(model_log) else None
@@ -478,9 +486,15 @@ class _TranscriptAccumulator:
         self.running: dict[str, int] = {}  # toolCall id -> index in self.ipython
         self.sent: list[SentMessage] = []
         self.capped: set[str] = set()
+        self.first_response_stamp = None
+        self.last_stamp = None
 
     def add(self, number: int, record: dict, findings: list[Finding]) -> None:
         kind = record.get("type")
+        if kind != HEARTBEAT:
+            stamp = record.get("timestamp")
+            if stamp.__class__ is str:
+                self.last_stamp = stamp  # parsed once, in result()
         if number == 1:
             if kind == "session":
                 self.header = record
@@ -519,6 +533,8 @@ class _TranscriptAccumulator:
             return
         if role != "assistant":
             return
+        if self.first_response_stamp is None:
+            self.first_response_stamp = record.get("timestamp")
         usage = usage_of(message)
         stop = text_field(message, "stopReason")
         self.last_stop = stop
@@ -624,6 +640,8 @@ class _TranscriptAccumulator:
             parent_session=parent_session,
             parent_session_file=self.canon.file(parent_session) if parent_session else None,
             header_at_ms=iso_to_ms(header.get("timestamp")),
+            first_response_ms=iso_to_ms(self.first_response_stamp),
+            end_ms=iso_to_ms(self.last_stamp),
             session_name=self.session_name,
             task_id=self.task_id,
             task_from_session_id=self.task_from,

@@ -1,7 +1,7 @@
 """When each depth-1 child of a run was spawned, started, answered, replied and ended.
 
-`read_timeline` reads the run dir with the bounded readers (ledger.py for the spawn
-ledger, jsonl.py for transcripts); `build_timeline` is pure. Per child: its spawn
+`read_timeline` reads the run dir with the scorer's collector (artifacts.py);
+`build_timeline` is pure. Per child: its spawn
 (the ledger's `at`), start (its header's `timestamp`), first model response (its
 first assistant message's entry timestamp), reply (the parent-side entry of its
 first reply) or notice, and end (its last entry, `agent_status` heartbeats aside:
@@ -16,12 +16,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import artifacts
 import ledger
-from jsonl import Finding, dict_field, iso_to_ms, iter_objects, text_field
-
-NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
-HEARTBEAT = "agent_status"
-MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -125,55 +121,27 @@ def max_concurrent(intervals: list[tuple[int, int]]) -> int:
 
 
 def read_timeline(run_dir: str) -> Timeline:
-    """The timeline of a run dir: a runner's, or a materialized captured run."""
-    agent_home = os.path.join(run_dir, "agent-home")
-    sessions = os.path.join(run_dir, "sessions")
-    files = [
-        ledger.read_ledger(path) for path in ledger.ledger_candidates(agent_home, sessions, run_dir)
-    ]
-    edges = [edge for edge in ledger.replay(files).edges if edge.depth == 1]
-    traces = {edge.child: read_child_trace(edge.child) for edge in edges}
+    """The timeline of a run dir: a runner's, or a materialized captured run.
+
+    Read by the collector, so only transcripts where the product puts them count
+    (an edge whose child file lies elsewhere has no trace).
+    """
+    run = artifacts.collect(run_dir, None)
+    edges = [edge for edge in run.replay.edges if edge.depth == 1]
+    located = artifacts.transcripts_by_path(run.children)
+    traces = {}
+    for edge in edges:
+        if edge.child in located:
+            child = located[edge.child][1]
+            traces[edge.child] = ChildTrace(
+                child.header_id, child.header_at_ms, child.first_response_ms, child.end_ms
+            )
     replies: dict[str, int] = {}
     notices: dict[str, int] = {}
-    for parent in sorted({edge.parent for edge in edges}):
-        read_receipts(parent, replies, notices)
+    for reply in run.parent.replies if run.parent else ():
+        if reply.from_session_id and reply.at_ms is not None:
+            replies.setdefault(reply.from_session_id, reply.at_ms)
+    for notice in run.parent.notices if run.parent else ():
+        if notice.child_id and notice.at_ms is not None:
+            notices.setdefault(notice.child_id, notice.at_ms)
     return build_timeline(edges, traces, replies, notices, run_dir)
-
-
-def read_child_trace(path: str) -> ChildTrace:
-    findings: list[Finding] = []
-    header_id = start = first_response = end = None
-    for line in iter_objects(path, findings, max_bytes=MAX_TRANSCRIPT_BYTES):
-        record = line.record
-        entry_type = text_field(record, "type")
-        at = iso_to_ms(record.get("timestamp"))
-        if line.number == 1 and entry_type == "session":
-            header_id, start = text_field(record, "id"), at
-        is_assistant = entry_type == "message" and (
-            dict_field(record, "message").get("role") == "assistant"
-        )
-        if is_assistant and first_response is None:
-            first_response = at
-        if entry_type != HEARTBEAT and at is not None:
-            end = at
-    return ChildTrace(header_id, start, first_response, end)
-
-
-def read_receipts(parent: str, replies: dict[str, int], notices: dict[str, int]) -> None:
-    """The first reply per child header id and the first notice per childId in a parent."""
-    findings: list[Finding] = []
-    for line in iter_objects(parent, findings, max_bytes=MAX_TRANSCRIPT_BYTES):
-        record = line.record
-        if record.get("type") != "custom_message":
-            continue
-        at = iso_to_ms(record.get("timestamp"))
-        details = dict_field(record, "details")
-        custom_type = record.get("customType")
-        if custom_type == "agent_message" and details.get("fromRelationship") == "child":
-            sender = text_field(dict_field(details, "from"), "sessionId")
-            if sender and at is not None:
-                replies.setdefault(sender, at)
-        elif custom_type in NOTICE_TYPES:
-            child_id = text_field(details, "childId")
-            if child_id and at is not None:
-                notices.setdefault(child_id, at)
