@@ -17,7 +17,8 @@ import daemon
 from jsonl import open_regular
 
 if TYPE_CHECKING:
-    from runner import RunDir, Watch
+    from launch import Watch
+    from rundir import RunDir
 
 DAEMON_START_S = 30.0  # the product's own CLI gives a daemon 30 s to start (§2 exit codes)
 COMMAND_TIMEOUT_S = 120.0

@@ -9,6 +9,9 @@ runner was interrupted by SIGINT/SIGTERM (the run is still scored).
 
 With `--trials K` (or `--run-set`, `--resume`) it runs a run set instead: K such
 trials, each its own runner.py process (trials.py), then prints `summary.json`.
+
+The run dir's layout and the agent's argv and environment live in rundir.py;
+launching, watching and ending the agent's processes in launch.py.
 """
 
 from __future__ import annotations
@@ -17,43 +20,23 @@ import argparse
 import contextlib
 import json
 import os
-import secrets
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 from datetime import datetime, timezone
 
 import artifacts
-import daemon
-import ledger
-import procs
 import scorer
 import scripted
 import scripted_model
 import trials
-from fixture import MANIFEST, TASK, Fixture, FixtureError, load_fixture
-from jsonl import open_regular
-from resident import drive_resident
+from fixture import Fixture, FixtureError, load_fixture
+from launch import Interrupt, agent_version, launch_and_wait
+from rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
 
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
 DRIVES = ("oneshot", "resident")
-# Unix socket paths are limited to about 107 bytes (§2); the product also puts
-# worker sockets under $TMPDIR/prime-agent-<uid>/.
-MAX_SOCKET_PATH = 100
-MAX_TMPDIR = 60
-TERM_GRACE_S = 3.0
-SETTLE_S = 3.0
-PROGRESS_EVERY_S = 10.0
-STRIPPED_ENV_PREFIXES = ("PRIME_AGENT_INTERNAL_", "RLM_", "GIT_")
-STRIPPED_ENV = (
-    "PRIME_AGENT_CODING_AGENT_DIR",
-    "PRIME_AGENT_SESSION_DIR",
-    "PRIME_AGENT_CODING_AGENT_SESSION_DIR",
-    "PI_CODING_AGENT_DIR",
-)
 EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_INVALID, EXIT_AGENT = 0, 1, 2, 3
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot"}
@@ -162,7 +145,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    with _Interrupt() as interrupt:
+    with Interrupt() as interrupt:
         if args.resume:
             return _run_set(args, interrupt, args.resume)
         if args.trial_index is not None:
@@ -248,7 +231,7 @@ def _refuse(message: str) -> int:
     return EXIT_INVALID
 
 
-def _run_set(args: argparse.Namespace, interrupt: _Interrupt, set_dir: str | None) -> int:
+def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None) -> int:
     """Run (or resume) a run set, then write and print its summary."""
     try:
         stored = trials.load_config(set_dir) if set_dir else None
@@ -273,12 +256,12 @@ def _run_set(args: argparse.Namespace, interrupt: _Interrupt, set_dir: str | Non
     interrupted = trials.run_trials(set_dir, stored, overrides, args.jobs, interrupt)
     summary = trials.summarize_run_set(set_dir, stored, interrupted or 0)
     text = json.dumps(summary, indent=2)
-    _write_atomic(os.path.join(set_dir, trials.SUMMARY_FILE), text + "\n")
+    write_atomic(os.path.join(set_dir, trials.SUMMARY_FILE), text + "\n")
     print(text)
     return summary["exit_code"]
 
 
-def _trial_of_set(args: argparse.Namespace, interrupt: _Interrupt) -> int:
+def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
     """Exactly trial N of a run set: today's single run, in the set's next dir for trial N."""
     set_dir = os.path.realpath(args.run_set)
     try:
@@ -306,7 +289,7 @@ def _trial_of_set(args: argparse.Namespace, interrupt: _Interrupt) -> int:
 
 def _run(
     args: argparse.Namespace,
-    interrupt: _Interrupt,
+    interrupt: Interrupt,
     run_dir: str | None = None,
     trial: dict | None = None,
 ) -> int:
@@ -479,19 +462,9 @@ def _not_run(
 def _emit(result: dict, run: RunDir | None) -> int:
     text = json.dumps(result, indent=2)
     if run is not None:
-        _write_atomic(os.path.join(run.root, "result.json"), text + "\n")
+        write_atomic(os.path.join(run.root, "result.json"), text + "\n")
     print(text)
     return result["exit_code"]
-
-
-def _write_atomic(path: str, text: str) -> None:
-    directory = os.path.dirname(path)
-    fd, temporary = tempfile.mkstemp(prefix=".result-", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 def _now() -> str:
@@ -504,369 +477,6 @@ def _agent_config_dir(explicit: str | None) -> str:
     return os.environ.get("PRIME_AGENT_CODING_AGENT_DIR") or os.path.join(
         os.path.expanduser("~"), ".prime", "agent"
     )
-
-
-class RunDir:
-    """One run's dir; the same layout as the captured real runs (contract §3)."""
-
-    def __init__(self, root: str):
-        self.root = root
-        self.repo = os.path.join(root, "repo")
-        self.sessions = os.path.join(root, "sessions")
-        self.agent_home = os.path.join(root, "agent-home")
-        self.home = os.path.join(root, "home")
-        self.stdout = os.path.join(root, "stdout.jsonl")
-        self.stderr = os.path.join(root, "stderr.txt")
-        self.tmp = os.path.join(root, "tmp")
-        self.short_tmp: str | None = None
-        self.socket = os.path.join(root, "daemon.sock")
-        self.wire = os.path.join(root, "daemon-wire.jsonl")
-        self.daemon_stdout = os.path.join(root, "daemon-stdout.txt")
-
-    @classmethod
-    def at(cls, root: str) -> RunDir:
-        """The given dir, which must not exist yet: a trial of a run set."""
-        os.mkdir(root)
-        return cls(os.path.realpath(root))
-
-    @classmethod
-    def create(cls, out: str, fixture_name: str) -> RunDir:
-        """A new dir every time: a run dir is never reused or overwritten."""
-        os.makedirs(out, exist_ok=True)
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        while True:
-            root = os.path.join(
-                os.path.realpath(out), f"{fixture_name}-{stamp}-{secrets.token_hex(3)}"
-            )
-            try:
-                os.mkdir(root)
-                return cls(root)
-            except FileExistsError:
-                continue
-
-    def prepare(self, fixture, agent_config: str) -> None:
-        shutil.copytree(
-            fixture.root, self.repo, ignore=shutil.ignore_patterns(MANIFEST, TASK, ".git")
-        )
-        for path in (self.sessions, self.agent_home, self.home, self.tmp):
-            os.makedirs(path, exist_ok=True)
-        self._commit_repo(fixture.name)
-        self._copy_agent_config(agent_config)
-        if len(self.tmp) > MAX_TMPDIR or len(self.socket) > MAX_SOCKET_PATH:
-            self.short_tmp = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
-        if len(self.tmp) > MAX_TMPDIR:
-            self.tmp = self.short_tmp
-        if len(self.socket) > MAX_SOCKET_PATH:
-            self.socket = os.path.join(self.short_tmp, "daemon.sock")
-
-    def _commit_repo(self, fixture_name: str) -> None:
-        env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
-        env.update(
-            HOME=self.home,
-            GIT_CONFIG_NOSYSTEM="1",
-            GIT_AUTHOR_NAME="swarm-fanout",
-            GIT_AUTHOR_EMAIL="swarm-fanout@invalid",
-            GIT_COMMITTER_NAME="swarm-fanout",
-            GIT_COMMITTER_EMAIL="swarm-fanout@invalid",
-        )
-        for command in (
-            ["git", "-c", "init.defaultBranch=main", "init", "-q"],
-            ["git", "add", "-A"],
-            ["git", "-c", "commit.gpgsign=false", "commit", "-q", "-m", f"fixture {fixture_name}"],
-        ):
-            subprocess.run(
-                command,
-                cwd=self.repo,
-                env=env,
-                check=True,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                timeout=60,
-            )
-
-    def _copy_agent_config(self, source: str) -> None:
-        """The user's credentials and model catalog, nothing else of their agent dir."""
-        for name in ("auth.json", "models.json"):
-            path = os.path.join(source, name)
-            if os.path.isfile(path):
-                shutil.copyfile(path, os.path.join(self.agent_home, name))
-        auth = os.path.join(self.agent_home, "auth.json")
-        if not os.path.exists(auth):
-            with open(auth, "w", encoding="utf-8") as handle:
-                handle.write("{}\n")
-        os.chmod(auth, 0o600)
-
-    def agent_env(self) -> dict[str, str]:
-        """The user's environment minus anything that would steer the product elsewhere.
-
-        `PRIME_AGENT_SESSION_DIR` keys the ledger on this run's own sessions dir
-        (§1 fact 1); own HOME and TMPDIR keep the daemon registry, kernels and
-        sockets of other runs apart (§1 fact 7).
-        """
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(STRIPPED_ENV_PREFIXES) and key not in STRIPPED_ENV
-        }
-        env.update(
-            HOME=self.home,
-            TMPDIR=self.tmp,
-            PRIME_AGENT_CODING_AGENT_DIR=self.agent_home,
-            PRIME_AGENT_SESSION_DIR=self.sessions,
-            # No update check at start: the same agent build for every trial.
-            PI_SKIP_VERSION_CHECK="1",
-        )
-        return env
-
-    def argv(self, agent_bin: str, model: str, task: str) -> list[str]:
-        # Options first, then `--`, then the prompt as one argument (§2 "argv").
-        return [
-            agent_bin,
-            "--mode",
-            "json",
-            "--daemon-socket",
-            self.socket,
-            "--cwd",
-            self.repo,
-            "--session-dir",
-            self.sessions,
-            "--model",
-            model,
-            "--",
-            task,
-        ]
-
-    def daemon_argv(self, agent_bin: str) -> list[str]:
-        """Own the supervisor: start it ourselves on the run's socket (§8.2, last line)."""
-        return [agent_bin, "--mode", "daemon", "--daemon-socket", self.socket]
-
-    def write_meta(self, meta: dict) -> None:
-        _write_atomic(os.path.join(self.root, "run-meta.json"), json.dumps(meta, indent=2) + "\n")
-
-    def cleanup_tmp(self) -> None:
-        if self.short_tmp:
-            shutil.rmtree(self.short_tmp, ignore_errors=True)
-
-
-def agent_version(agent_bin: str, env: dict, cwd: str) -> str | None:
-    try:
-        process = subprocess.Popen(
-            [agent_bin, "--version"],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError:
-        return None
-    try:
-        out, err = process.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        _kill_group(process.pid)
-        process.communicate()
-        return None
-    _kill_group(process.pid)
-    # prime-agent prints its version on stderr when stdin is not a terminal (it
-    # keeps stdout for the json stream), so read whichever stream has it.
-    lines = (out or err).decode("utf-8", "replace").strip().splitlines()
-    return lines[0].strip()[:200] if lines and process.returncode == 0 else None
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-class _Interrupt:
-    """Remember SIGINT/SIGTERM so the run can end its tree and still be scored."""
-
-    def __init__(self):
-        self.signum = 0
-        self._previous = {}
-
-    def __enter__(self) -> _Interrupt:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def _handle(self, signum, _frame) -> None:
-        self.signum = self.signum or signum
-
-    def __exit__(self, *exc) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-
-class Watch:
-    """Timeout, interrupt and progress, checked while the agent runs."""
-
-    def __init__(self, run: RunDir, timeout: float, interrupt: _Interrupt):
-        self.started = time.monotonic()
-        self.deadline = self.started + timeout
-        self.interrupt = interrupt
-        self.progress = Progress(run)
-        self.timed_out = False
-        self._last_report = self.started
-
-    def stop_reason(self) -> str | None:
-        now = time.monotonic()
-        if self.interrupt.signum:
-            return "interrupted"
-        if now >= self.deadline:
-            self.timed_out = True
-            return "timeout"
-        if now - self._last_report >= PROGRESS_EVERY_S:
-            self._last_report = now
-            self.progress.report(now - self.started)
-        return None
-
-    def remaining(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
-
-
-def launch_and_wait(
-    run: RunDir,
-    agent_bin: str,
-    model: str,
-    task: str,
-    env: dict,
-    timeout: float,
-    interrupt: _Interrupt,
-    drive: str,
-) -> dict:
-    procs.become_subreaper()
-    watch = Watch(run, timeout, interrupt)
-    oneshot = drive == "oneshot"
-    argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
-    with (
-        open(run.stdout if oneshot else run.daemon_stdout, "wb") as out,
-        open(run.stderr, "wb") as err,
-    ):
-        # Files, never pipes: a full pipe would stall the agent. Closed stdin,
-        # or the CLI waits for EOF and prepends it to the prompt (§2).
-        process = subprocess.Popen(
-            argv,
-            cwd=run.repo,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
-    resident: dict | None = None
-    try:
-        if oneshot:
-            while process.poll() is None and not watch.stop_reason():
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=0.2)
-        else:
-            resident = drive_resident(run, process, model, task, env, watch)
-    finally:
-        wall = round(time.monotonic() - watch.started, 3)
-        cleanup = end_run(run, process)
-    watch.progress.report(wall, final=True)
-    return {
-        "exit_code": process.returncode,
-        "timed_out": watch.timed_out,
-        "interrupted": interrupt.signum,
-        "wall_time_s": wall,
-        "cleanup": cleanup,
-        "resident": resident,
-        "stderr_tail": _stderr_tail(run.stderr) if process.returncode else None,
-    }
-
-
-def end_run(run: RunDir, process: subprocess.Popen) -> dict:
-    """Shut the daemon down over its own socket, then end everything still running."""
-    shutdown = daemon.shutdown_daemon(run.socket)
-    supervisor = shutdown.get("supervisor_pid")
-    if shutdown.get("success") and supervisor == process.pid:
-        # The resident drive's daemon is our own child: let Popen reap it.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=10.0)
-        shutdown["exited"] = process.poll() is not None
-    elif shutdown.get("success") and supervisor:
-        shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
-    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
-    if shutdown.get("success"):
-        # A forced shutdown ends every worker and kernel (§2); give them a moment
-        # to finish exiting before anything is signalled.
-        procs.wait_gone(procs.run_processes(process.pid, *marker), SETTLE_S)
-    rounds = []
-    for _ in range(3):
-        remaining = procs.run_processes(process.pid, *marker)
-        if process.poll() is None:
-            remaining.add(process.pid)
-        if not remaining:
-            break
-        rounds.append(procs.end_processes(remaining, TERM_GRACE_S))
-    process.poll()
-    if process.returncode is not None:
-        procs.reap_children(SETTLE_S)
-    leaked = sorted(procs.run_processes(process.pid, *marker))
-    run.cleanup_tmp()
-    return {
-        "daemon_shutdown": shutdown,
-        "terminated": sorted({pid for item in rounds for pid in item["terminated"]}),
-        "killed": sorted({pid for item in rounds for pid in item["killed"]}),
-        "leaked_processes": len(leaked),
-        "leaked_pids": leaked,
-    }
-
-
-def _stderr_tail(path: str) -> str | None:
-    """The last non-empty line of the agent's stderr, for a crashed agent."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.path.getsize(path) - 65536))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:500] if lines else None
-
-
-class Progress:
-    """Spawns and replies seen so far, read incrementally, printed to stderr."""
-
-    def __init__(self, run: RunDir):
-        self.run = run
-        self.offsets: dict[str, int] = {}
-        self.spawns = 0
-        self.replies = 0
-
-    def report(self, elapsed: float, final: bool = False) -> None:
-        home = self.run.agent_home
-        for path in ledger.ledger_candidates(home, self.run.sessions, self.run.root):
-            self.spawns += self._count_new(path, b'"op":"spawn"')
-        try:
-            names = sorted(os.listdir(self.run.sessions))
-        except OSError:
-            names = []
-        for name in names:
-            path = os.path.join(self.run.sessions, name)
-            self.replies += self._count_new(path, b'"fromRelationship":"child"')
-        word = "finished after" if final else "running"
-        print(
-            f"runner.py: {word} {elapsed:.0f}s: {self.spawns} spawns, {self.replies} replies",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def _count_new(self, path: str, needle: bytes) -> int:
-        offset = self.offsets.get(path, 0)
-        handle = open_regular(path, path, [])
-        if handle is None:
-            return 0
-        with handle:
-            handle.seek(offset)
-            data = handle.read(64 * 1024 * 1024)
-        complete = data.rfind(b"\n") + 1
-        self.offsets[path] = offset + complete
-        return data[:complete].count(needle)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ import unittest
 from test_real_runs import materialize
 
 import daemon
+import launch
 import resident
-import runner
+import rundir
 from artifacts import collect
 from fixture import load_manifest
 from scorer import score
@@ -241,7 +242,7 @@ class ResidentDriveTest(SocketTestCase):
         super().setUp()
         self.root = materialize("resident", self.tmp)
         self.lines = recorded_lines(self.root)
-        self.run = runner.RunDir(self.root)
+        self.run = rundir.RunDir(self.root)
         self.run.socket = self.socket_path
         for name in ("stdout.jsonl", "daemon-wire.jsonl"):
             if os.path.exists(os.path.join(self.root, name)):
@@ -250,7 +251,7 @@ class ResidentDriveTest(SocketTestCase):
         self.env = {"PRIME_AGENT_SESSION_DIR": self.run.sessions, "HOME": self.run.home}
 
     def drive(self) -> dict:
-        watch = runner.Watch(self.run, 60, runner._Interrupt())
+        watch = launch.Watch(self.run, 60, launch.Interrupt())
         return resident.drive_resident(
             self.run, _Process(), "fake/fake-rlm", "the task", self.env, watch
         )

@@ -1,0 +1,247 @@
+"""Launching the agent headless, watching it, and ending every process a run started.
+
+The agent runs in its own session and process group, with the runner as its
+child subreaper (procs.py); a timeout or a SIGINT/SIGTERM to the runner ends the
+run's whole tree, and the product's daemon is shut down over its own socket
+(contract §2) before anything left is signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import daemon
+import ledger
+import procs
+from jsonl import open_regular
+from resident import drive_resident
+from rundir import RunDir
+
+TERM_GRACE_S = 3.0
+SETTLE_S = 3.0
+PROGRESS_EVERY_S = 10.0
+
+
+def agent_version(agent_bin: str, env: dict, cwd: str) -> str | None:
+    try:
+        process = subprocess.Popen(
+            [agent_bin, "--version"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+    try:
+        out, err = process.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        _kill_group(process.pid)
+        process.communicate()
+        return None
+    _kill_group(process.pid)
+    # prime-agent prints its version on stderr when stdin is not a terminal (it
+    # keeps stdout for the json stream), so read whichever stream has it.
+    lines = (out or err).decode("utf-8", "replace").strip().splitlines()
+    return lines[0].strip()[:200] if lines and process.returncode == 0 else None
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+class Interrupt:
+    """Remember SIGINT/SIGTERM so the run can end its tree and still be scored."""
+
+    def __init__(self):
+        self.signum = 0
+        self._previous = {}
+
+    def __enter__(self) -> Interrupt:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum, _frame) -> None:
+        self.signum = self.signum or signum
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+class Watch:
+    """Timeout, interrupt and progress, checked while the agent runs."""
+
+    def __init__(self, run: RunDir, timeout: float, interrupt: Interrupt):
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout
+        self.interrupt = interrupt
+        self.progress = Progress(run)
+        self.timed_out = False
+        self._last_report = self.started
+
+    def stop_reason(self) -> str | None:
+        now = time.monotonic()
+        if self.interrupt.signum:
+            return "interrupted"
+        if now >= self.deadline:
+            self.timed_out = True
+            return "timeout"
+        if now - self._last_report >= PROGRESS_EVERY_S:
+            self._last_report = now
+            self.progress.report(now - self.started)
+        return None
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+
+def launch_and_wait(
+    run: RunDir,
+    agent_bin: str,
+    model: str,
+    task: str,
+    env: dict,
+    timeout: float,
+    interrupt: Interrupt,
+    drive: str,
+) -> dict:
+    procs.become_subreaper()
+    watch = Watch(run, timeout, interrupt)
+    oneshot = drive == "oneshot"
+    argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
+    with (
+        open(run.stdout if oneshot else run.daemon_stdout, "wb") as out,
+        open(run.stderr, "wb") as err,
+    ):
+        # Files, never pipes: a full pipe would stall the agent. Closed stdin,
+        # or the CLI waits for EOF and prepends it to the prompt (§2).
+        process = subprocess.Popen(
+            argv,
+            cwd=run.repo,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+    resident: dict | None = None
+    try:
+        if oneshot:
+            while process.poll() is None and not watch.stop_reason():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=0.2)
+        else:
+            resident = drive_resident(run, process, model, task, env, watch)
+    finally:
+        wall = round(time.monotonic() - watch.started, 3)
+        cleanup = end_run(run, process)
+    watch.progress.report(wall, final=True)
+    return {
+        "exit_code": process.returncode,
+        "timed_out": watch.timed_out,
+        "interrupted": interrupt.signum,
+        "wall_time_s": wall,
+        "cleanup": cleanup,
+        "resident": resident,
+        "stderr_tail": stderr_tail(run.stderr) if process.returncode else None,
+    }
+
+
+def end_run(run: RunDir, process: subprocess.Popen) -> dict:
+    """Shut the daemon down over its own socket, then end everything still running."""
+    shutdown = daemon.shutdown_daemon(run.socket)
+    supervisor = shutdown.get("supervisor_pid")
+    if shutdown.get("success") and supervisor == process.pid:
+        # The resident drive's daemon is our own child: let Popen reap it.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10.0)
+        shutdown["exited"] = process.poll() is not None
+    elif shutdown.get("success") and supervisor:
+        shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
+    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+    if shutdown.get("success"):
+        # A forced shutdown ends every worker and kernel (§2); give them a moment
+        # to finish exiting before anything is signalled.
+        procs.wait_gone(procs.run_processes(process.pid, *marker), SETTLE_S)
+    rounds = []
+    for _ in range(3):
+        remaining = procs.run_processes(process.pid, *marker)
+        if process.poll() is None:
+            remaining.add(process.pid)
+        if not remaining:
+            break
+        rounds.append(procs.end_processes(remaining, TERM_GRACE_S))
+    process.poll()
+    if process.returncode is not None:
+        procs.reap_children(SETTLE_S)
+    leaked = sorted(procs.run_processes(process.pid, *marker))
+    run.cleanup_tmp()
+    return {
+        "daemon_shutdown": shutdown,
+        "terminated": sorted({pid for item in rounds for pid in item["terminated"]}),
+        "killed": sorted({pid for item in rounds for pid in item["killed"]}),
+        "leaked_processes": len(leaked),
+        "leaked_pids": leaked,
+    }
+
+
+def stderr_tail(path: str) -> str | None:
+    """The last non-empty line of the agent's stderr, for a crashed agent."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.path.getsize(path) - 65536))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:500] if lines else None
+
+
+class Progress:
+    """Spawns and replies seen so far, read incrementally, printed to stderr."""
+
+    def __init__(self, run: RunDir):
+        self.run = run
+        self.offsets: dict[str, int] = {}
+        self.spawns = 0
+        self.replies = 0
+
+    def report(self, elapsed: float, final: bool = False) -> None:
+        home = self.run.agent_home
+        for path in ledger.ledger_candidates(home, self.run.sessions, self.run.root):
+            self.spawns += self._count_new(path, b'"op":"spawn"')
+        try:
+            names = sorted(os.listdir(self.run.sessions))
+        except OSError:
+            names = []
+        for name in names:
+            path = os.path.join(self.run.sessions, name)
+            self.replies += self._count_new(path, b'"fromRelationship":"child"')
+        word = "finished after" if final else "running"
+        print(
+            f"runner.py: {word} {elapsed:.0f}s: {self.spawns} spawns, {self.replies} replies",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _count_new(self, path: str, needle: bytes) -> int:
+        offset = self.offsets.get(path, 0)
+        handle = open_regular(path, path, [])
+        if handle is None:
+            return 0
+        with handle:
+            handle.seek(offset)
+            data = handle.read(64 * 1024 * 1024)
+        complete = data.rfind(b"\n") + 1
+        self.offsets[path] = offset + complete
+        return data[:complete].count(needle)

@@ -1,0 +1,183 @@
+"""One run's dir: the captured real runs' layout (contract §3), the fresh git repo
+the agent works in, the isolated agent home, and the agent's argv and environment.
+
+A run dir is never reused or overwritten: `RunDir.create` makes a new one every
+time, and the files the runner writes into it are written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+from datetime import datetime, timezone
+
+from fixture import MANIFEST, TASK
+
+# Unix socket paths are limited to about 107 bytes (§2); the product also puts
+# worker sockets under $TMPDIR/prime-agent-<uid>/.
+MAX_SOCKET_PATH = 100
+MAX_TMPDIR = 60
+STRIPPED_ENV_PREFIXES = ("PRIME_AGENT_INTERNAL_", "RLM_", "GIT_")
+STRIPPED_ENV = (
+    "PRIME_AGENT_CODING_AGENT_DIR",
+    "PRIME_AGENT_SESSION_DIR",
+    "PRIME_AGENT_CODING_AGENT_SESSION_DIR",
+    "PI_CODING_AGENT_DIR",
+)
+
+
+class RunDir:
+    """One run's dir; the same layout as the captured real runs (contract §3)."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.repo = os.path.join(root, "repo")
+        self.sessions = os.path.join(root, "sessions")
+        self.agent_home = os.path.join(root, "agent-home")
+        self.home = os.path.join(root, "home")
+        self.stdout = os.path.join(root, "stdout.jsonl")
+        self.stderr = os.path.join(root, "stderr.txt")
+        self.tmp = os.path.join(root, "tmp")
+        self.short_tmp: str | None = None
+        self.socket = os.path.join(root, "daemon.sock")
+        self.wire = os.path.join(root, "daemon-wire.jsonl")
+        self.daemon_stdout = os.path.join(root, "daemon-stdout.txt")
+
+    @classmethod
+    def at(cls, root: str) -> RunDir:
+        """The given dir, which must not exist yet: a trial of a run set."""
+        os.mkdir(root)
+        return cls(os.path.realpath(root))
+
+    @classmethod
+    def create(cls, out: str, fixture_name: str) -> RunDir:
+        """A new dir every time: a run dir is never reused or overwritten."""
+        os.makedirs(out, exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        while True:
+            root = os.path.join(
+                os.path.realpath(out), f"{fixture_name}-{stamp}-{secrets.token_hex(3)}"
+            )
+            try:
+                os.mkdir(root)
+                return cls(root)
+            except FileExistsError:
+                continue
+
+    def prepare(self, fixture, agent_config: str) -> None:
+        shutil.copytree(
+            fixture.root, self.repo, ignore=shutil.ignore_patterns(MANIFEST, TASK, ".git")
+        )
+        for path in (self.sessions, self.agent_home, self.home, self.tmp):
+            os.makedirs(path, exist_ok=True)
+        self._commit_repo(fixture.name)
+        self._copy_agent_config(agent_config)
+        if len(self.tmp) > MAX_TMPDIR or len(self.socket) > MAX_SOCKET_PATH:
+            self.short_tmp = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
+        if len(self.tmp) > MAX_TMPDIR:
+            self.tmp = self.short_tmp
+        if len(self.socket) > MAX_SOCKET_PATH:
+            self.socket = os.path.join(self.short_tmp, "daemon.sock")
+
+    def _commit_repo(self, fixture_name: str) -> None:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+        env.update(
+            HOME=self.home,
+            GIT_CONFIG_NOSYSTEM="1",
+            GIT_AUTHOR_NAME="swarm-fanout",
+            GIT_AUTHOR_EMAIL="swarm-fanout@invalid",
+            GIT_COMMITTER_NAME="swarm-fanout",
+            GIT_COMMITTER_EMAIL="swarm-fanout@invalid",
+        )
+        for command in (
+            ["git", "-c", "init.defaultBranch=main", "init", "-q"],
+            ["git", "add", "-A"],
+            ["git", "-c", "commit.gpgsign=false", "commit", "-q", "-m", f"fixture {fixture_name}"],
+        ):
+            subprocess.run(
+                command,
+                cwd=self.repo,
+                env=env,
+                check=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=60,
+            )
+
+    def _copy_agent_config(self, source: str) -> None:
+        """The user's credentials and model catalog, nothing else of their agent dir."""
+        for name in ("auth.json", "models.json"):
+            path = os.path.join(source, name)
+            if os.path.isfile(path):
+                shutil.copyfile(path, os.path.join(self.agent_home, name))
+        auth = os.path.join(self.agent_home, "auth.json")
+        if not os.path.exists(auth):
+            with open(auth, "w", encoding="utf-8") as handle:
+                handle.write("{}\n")
+        os.chmod(auth, 0o600)
+
+    def agent_env(self) -> dict[str, str]:
+        """The user's environment minus anything that would steer the product elsewhere.
+
+        `PRIME_AGENT_SESSION_DIR` keys the ledger on this run's own sessions dir
+        (§1 fact 1); own HOME and TMPDIR keep the daemon registry, kernels and
+        sockets of other runs apart (§1 fact 7).
+        """
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(STRIPPED_ENV_PREFIXES) and key not in STRIPPED_ENV
+        }
+        env.update(
+            HOME=self.home,
+            TMPDIR=self.tmp,
+            PRIME_AGENT_CODING_AGENT_DIR=self.agent_home,
+            PRIME_AGENT_SESSION_DIR=self.sessions,
+            # No update check at start: the same agent build for every trial.
+            PI_SKIP_VERSION_CHECK="1",
+        )
+        return env
+
+    def argv(self, agent_bin: str, model: str, task: str) -> list[str]:
+        # Options first, then `--`, then the prompt as one argument (§2 "argv").
+        return [
+            agent_bin,
+            "--mode",
+            "json",
+            "--daemon-socket",
+            self.socket,
+            "--cwd",
+            self.repo,
+            "--session-dir",
+            self.sessions,
+            "--model",
+            model,
+            "--",
+            task,
+        ]
+
+    def daemon_argv(self, agent_bin: str) -> list[str]:
+        """Own the supervisor: start it ourselves on the run's socket (§8.2, last line)."""
+        return [agent_bin, "--mode", "daemon", "--daemon-socket", self.socket]
+
+    def write_meta(self, meta: dict) -> None:
+        write_atomic(os.path.join(self.root, "run-meta.json"), json.dumps(meta, indent=2) + "\n")
+
+    def cleanup_tmp(self) -> None:
+        if self.short_tmp:
+            shutil.rmtree(self.short_tmp, ignore_errors=True)
+
+
+def write_atomic(path: str, text: str) -> None:
+    directory = os.path.dirname(path)
+    fd, temporary = tempfile.mkstemp(prefix=".result-", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
