@@ -370,47 +370,34 @@ def _product_line_reader(path: str, strings: dict[str, str]):
         if found is None:
             return None
         groups = found.groups()
-        if groups[0]:  # spawn
-            _, at, child_id, parent, child, depth, name = groups[:7]
-            fields = (
-                "spawn",
-                at,
-                iso_to_ms(at),
-                intern(child_id, child_id),
-                intern(parent, parent),
-                intern(child, child),
-                int(depth),
-                intern(name, name),
-                None,
-            )
-        elif groups[7]:  # rename
-            _, at, child_id, child, name = groups[7:12]
-            fields = (
-                "rename",
-                at,
-                iso_to_ms(at),
-                intern(child_id, child_id),
-                None,
-                intern(child, child),
-                None,
-                intern(name, name),
-                None,
-            )
+        if groups[0]:
+            op, at, child_id, parent, child, depth, name = groups[:7]
+            depth, reason = int(depth), None
+        elif groups[7]:
+            op, at, child_id, child, name = groups[7:12]
+            parent = depth = reason = None
         else:
-            _, at, child_id, child, reason = groups[12:17]
-            fields = (
-                "delete",
+            op, at, child_id, child, reason = groups[12:17]
+            parent = depth = name = None
+        # tuple.__new__ skips the named tuple's Python-level constructor.
+        return new(
+            LedgerRecord,
+            (
+                path,
+                number,
+                intern(op, op),
                 at,
                 iso_to_ms(at),
                 intern(child_id, child_id),
-                None,
+                parent and intern(parent, parent),
                 intern(child, child),
+                depth,
+                name and intern(name, name),
+                reason and intern(reason, reason),
                 None,
-                None,
-                intern(reason, reason),
-            )
-        # tuple.__new__ skips the named tuple's Python-level constructor.
-        return new(LedgerRecord, (path, number, *fields, None, False))
+                False,
+            ),
+        )
 
     return read
 
