@@ -22,7 +22,7 @@ class SyntheticRunTest(unittest.TestCase):
         self.run_dir = os.path.join(tmp.name, "run")
 
     def test_a_small_synthetic_run_scores_resolved_with_every_check_passing(self):
-        manifest, files = bench.make_run(
+        manifest, _ = bench.make_run(
             self.run_dir, children=3, output_bytes=500, ledger_records=40, polls=4
         )
         fixture = load_manifest(manifest)
