@@ -30,9 +30,11 @@ COLOURS = {"replied": "#3a8a3a", "failed": "#d9822b", "dropped": "#c23030"}
 SVG_WIDTH, LABEL_WIDTH, ROW_HEIGHT = 760, 150, 20
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em;color:#222}"
-    "table{border-collapse:collapse;margin:1em 0}"
+    # Wide tables scroll and timelines shrink on a narrow window.
+    "table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto;max-width:100%}"
     "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
-    "th{background:#f3f3f3}code{font-size:90%}svg{display:block;margin:0.5em 0}"
+    "th{background:#f3f3f3}code{font-size:90%}"
+    "svg{display:block;margin:0.5em 0;max-width:100%;height:auto}"
 )
 
 
@@ -486,7 +488,7 @@ def render_svg(chart: Chart) -> str:
     height = ROW_HEIGHT * (len(shape.children) + 1)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" height="{height}" '
-        f'role="img" aria-label="fan-out timeline">'
+        f'viewBox="0 0 {SVG_WIDTH} {height}" role="img" aria-label="fan-out timeline">'
     ]
     for row, (child, link) in enumerate(zip(shape.children, chart.links, strict=True)):
         y = row * ROW_HEIGHT + 4
@@ -517,7 +519,8 @@ def render_svg(chart: Chart) -> str:
     axis_y = len(shape.children) * ROW_HEIGHT + 14
     parts.append(
         f'<text x="{LABEL_WIDTH}" y="{axis_y}" font-size="10">0 s</text>'
-        f'<text x="{SVG_WIDTH - 60}" y="{axis_y}" font-size="10">'
+        # The span's label ends where the time axis does.
+        f'<text x="{SVG_WIDTH - 10}" y="{axis_y}" font-size="10" text-anchor="end">'
         f"{_number(span / 1000)} s</text></svg>"
     )
     return "".join(parts)
