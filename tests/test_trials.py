@@ -107,6 +107,21 @@ class TrialsTest(RunSetCase):
         self.assertEqual(summary["failures"], {"unsourced_answer": 2, "wrong_answer": 2})
         self.assertEqual(summary["pass_at_k"], {"1": 0.0, "2": 0.0})
 
+    def test_a_resident_run_set_drives_every_trial_through_its_own_daemon(self):
+        done, summary = self.runner(
+            "--trials", "2", "--jobs", "2", "--drive", "resident", model="simulated/oracle"
+        )
+        self.assertEqual((done.returncode, summary["resolve_rate"]), (0, 1.0))
+        self.assertEqual(summary["run_set"]["drive"], "resident")
+        (set_dir,) = [os.path.join(self.out, name) for name in os.listdir(self.out)]
+        for name, result in self.trial_results(set_dir).items():
+            with self.subTest(trial=name):
+                self.assertEqual(result["drive"], "resident")
+                self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+                # Each trial's own daemon answered on its own socket, and was shut down.
+                self.assertTrue(os.path.exists(os.path.join(set_dir, name, "daemon-wire.jsonl")))
+                self.assertTrue(result["cleanup"]["daemon_shutdown"]["success"])
+
     def test_resume_after_a_killed_trial_gives_the_uninterrupted_summary(self):
         _, uninterrupted = self.runner(
             "--trials", "3", "--jobs", "3", "--run-set", os.path.join(self.tmp, "a")
