@@ -24,6 +24,7 @@ from html import escape
 import stats
 import timeline
 import trials
+from cli import print_json
 
 NONE = "n/a"
 COLOURS = {"replied": "#3a8a3a", "failed": "#d9822b", "dropped": "#c23030"}
@@ -576,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
         written[suffix] = path
-    print(json.dumps(written, indent=2))
+    print_json(json.dumps(written, indent=2))
     return 0
 
 

@@ -31,6 +31,7 @@ import scorer
 import scripted
 import scripted_model
 import trials
+from cli import print_json
 from fixture import Fixture, FixtureError, load_fixture
 from launch import Interrupt, agent_version, launch_and_wait
 from rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
@@ -257,7 +258,7 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
     summary = trials.summarize_run_set(set_dir, stored, interrupted or 0)
     text = json.dumps(summary, indent=2)
     write_atomic(os.path.join(set_dir, trials.SUMMARY_FILE), text + "\n")
-    print(text)
+    print_json(text)
     return summary["exit_code"]
 
 
@@ -280,7 +281,7 @@ def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
     for attempt in found:
         if attempt.index == args.trial_index and trials.is_done(attempt):
             print(f"runner.py: trial {attempt.index} is done: {attempt.dir}", file=sys.stderr)
-            print(json.dumps(attempt.result, indent=2))
+            print_json(json.dumps(attempt.result, indent=2))
             return attempt.result.get("exit_code", EXIT_UNRESOLVED)
     run_dir = trials.next_trial_dir(set_dir, args.trial_index, found)
     trial = {"index": args.trial_index, "run_set": set_dir}
@@ -463,7 +464,7 @@ def _emit(result: dict, run: RunDir | None) -> int:
     text = json.dumps(result, indent=2)
     if run is not None:
         write_atomic(os.path.join(run.root, "result.json"), text + "\n")
-    print(text)
+    print_json(text)
     return result["exit_code"]
 
 

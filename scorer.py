@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import integrity
 from artifacts import RunArtifacts, Transcript, Usage, collect, relative, transcripts_by_path
+from cli import print_json
 from fixture import Fixture, FixtureError, Shard, load_manifest
 from ledger import Edge
 
@@ -581,15 +582,17 @@ def main(argv: list[str] | None = None) -> int:
         fixture = load_manifest(args.fixture)
     except FixtureError as error:
         print(f"scorer.py: {error.message}", file=sys.stderr)
-        print(json.dumps({"error": "invalid_fixture", "code": error.code, "detail": error.message}))
+        print_json(
+            json.dumps({"error": "invalid_fixture", "code": error.code, "detail": error.message})
+        )
         return 2
     if not os.path.isdir(args.run_dir):
         print(f"scorer.py: {args.run_dir} is not a directory", file=sys.stderr)
-        print(json.dumps({"error": "run_dir_missing", "detail": args.run_dir}))
+        print_json(json.dumps({"error": "run_dir_missing", "detail": args.run_dir}))
         return 2
     run = collect(args.run_dir, fixture.artifact)
     verdict = score(fixture, run)
-    print(json.dumps(verdict.to_json(), indent=2))
+    print_json(json.dumps(verdict.to_json(), indent=2))
     return 0 if verdict.resolved else 1
 
 

@@ -475,6 +475,28 @@ class InvalidInputTest(RunnerTestCase):
         with open(os.path.join(result["run_dir"], "result.json"), encoding="utf-8") as handle:
             self.assertEqual(json.load(handle), result)
 
+    def test_a_reader_that_closed_stdout_early_gets_no_traceback_and_the_run_its_code(self):
+        # `runner.py ... | head -1`: the pipe is gone before the result is printed.
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            done = subprocess.run(
+                self.runner_argv("simulated/oracle"),
+                cwd=self.tmp,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                timeout=120,
+            )
+        finally:
+            os.close(write_end)
+        self.assertEqual(done.returncode, 0)
+        self.assertNotIn(b"Traceback", done.stderr)
+        (run_dir,) = glob.glob(os.path.join(self.out, "*"))
+        with open(os.path.join(run_dir, "result.json"), encoding="utf-8") as handle:
+            self.assertTrue(json.load(handle)["resolved"])
+
     def broken_fixture(self, mutate) -> str:
         path = os.path.join(self.tmp, "broken")
         shutil.copytree(JSON_EVENTS, path)
