@@ -304,20 +304,37 @@ def run_measurement(kind: str, payload: dict) -> dict:
     return json.loads(done.stdout)
 
 
+def _positive(text: str) -> int:
+    if not (text.strip().isascii() and text.strip().isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+def _scales(text: str) -> list[int]:
+    """`8,100,1000`: child counts, each a positive integer."""
+    return [_positive(item) for item in text.split(",")]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "--measure":
         return child_main(args[1:])
     parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--scales", default=",".join(str(n) for n in SCALES), help="children per scale, e.g. 8,100"
+        "--scales",
+        type=_scales,
+        default=list(SCALES),
+        help="children per scale, e.g. 8,100 (default: 8,100,1000)",
     )
     parser.add_argument(
-        "--repeat", type=int, default=5, help="fresh processes per measurement; the best counts"
+        "--repeat",
+        type=_positive,
+        default=5,
+        help="fresh processes per measurement; the best counts (default: 5)",
     )
     options = parser.parse_args(args)
     rows = []
-    for children in (int(item) for item in options.scales.split(",")):
+    for children in options.scales:
         output_bytes, ledger_records, polls = SCALES.get(
             children, (10_000, children * 10, children)
         )
