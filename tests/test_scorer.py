@@ -422,6 +422,17 @@ class BadInputTest(RunTestCase):
         self.assertTrue(verdict.resolved)
         self.assertEqual(verdict.findings["counts"], {"invalid_utf8": 1, "malformed_json": 1})
 
+    def test_stray_files_beside_the_parent_are_named_by_their_line_1_alone(self):
+        self.honest_run()
+        strays = {"message.jsonl": '{"type":"message"}\nnot json\n', "torn.jsonl": '{"ty\n{}\n'}
+        for name, text in strays.items():
+            with open(os.path.join(self.build.sessions, name), "w") as handle:
+                handle.write(text)
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved)
+        # Finding the parent reads line 1 of each root and no further.
+        self.assertEqual(verdict.findings["counts"], {"no_header": 2, "malformed_json": 1})
+
     def test_invalid_utf8_in_the_index_still_scores_the_good_lines(self):
         self.build.fan_out(FIXTURE)
         with open(os.path.join(self.build.repo, "combined-index.md"), "wb") as handle:
