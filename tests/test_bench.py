@@ -46,6 +46,25 @@ class SyntheticRunTest(unittest.TestCase):
         with open(files[-1], "rb") as handle:
             self.assertEqual(sum(1 for _ in handle), 10)
 
+    def test_a_run_dir_can_be_named_so_that_its_ledger_fills_a_byte_budget(self):
+        parent = os.path.dirname(self.run_dir)
+        plain = bench.run_dir_for(parent, 3, 50, None)
+        budget = 18_000
+        padded = bench.run_dir_for(parent, 3, 50, budget)
+        self.assertEqual(os.path.basename(plain), "run")
+        self.assertTrue(os.path.basename(padded).startswith("run-"))
+        manifest, files = bench.make_run(
+            padded, children=3, output_bytes=100, ledger_records=50, polls=1
+        )
+        size = os.path.getsize(files[-1])
+        # Each character of the run dir's name is in every record's paths: 50
+        # records, 3 of them spawns with two paths each, so one more character
+        # would add 53 bytes.
+        self.assertLessEqual(size, budget)
+        self.assertGreater(size, budget - 53)
+        fixture = load_manifest(manifest)
+        self.assertTrue(score(fixture, collect(padded, fixture.artifact)).resolved)
+
 
 if __name__ == "__main__":
     unittest.main()
