@@ -159,6 +159,8 @@ def _block_lines(
                 yield line
         return number + len(lines)
     scan = _SCAN
+    # tuple.__new__ skips the named tuple's Python-level constructor (a frame a line).
+    new = tuple.__new__
     length = len(text)
     pos = 0
     while pos < length:
@@ -170,7 +172,7 @@ def _block_lines(
         if shortcut is not None:
             value = shortcut(text, pos, newline, number)
             if value is not None:
-                yield Line(number, value, torn)
+                yield new(Line, (number, value, torn))
                 pos = newline + 1
                 continue
         try:
@@ -180,7 +182,7 @@ def _block_lines(
         if value.__class__ is dict and (
             end == newline or (end < newline and not text[end:newline].strip(" \t\r"))
         ):
-            yield Line(number, value, torn)
+            yield new(Line, (number, value, torn))
         else:
             # Leading blanks, a blank line, bad JSON, a value that runs on past its
             # line, a non-object: the slow path says which.

@@ -333,40 +333,43 @@ def _parse_record(
 # in this order, §4), matched whole. A string here has no escape and no control
 # character, so its JSON value is its text; every value the regexes admit passes
 # the checks `_parse_record` makes, which gives any other line the general path.
-_TEXT = r'"([^"\\\x00-\x1f]*)"'
-_AT = r'\{"v":1,"op":"(?:'
-_PRODUCT_LINE = re.compile(
-    _AT
-    + r'(spawn)","at":'
-    + _TEXT
-    + r',"childId":"(sub-[0-9a-f]{8})","parent":'
-    + _TEXT
-    + r',"child":'
-    + _TEXT
-    + r',"depth":([1-9][0-9]{0,8}),"name":"([^"\\\x00-\x1f]{1,64})"'
-    + r'|(rename)","at":'
-    + _TEXT
-    + r',"childId":"(sub-[0-9a-f]{8})","child":'
-    + _TEXT
-    + r',"name":"([^"\\\x00-\x1f]{1,64})"'
-    + r'|(delete)","at":'
-    + _TEXT
-    + r',"childId":"(sub-[0-9a-f]{8})","child":'
-    + _TEXT
-    + r',"reason":"('
-    + "|".join(re.escape(reason) for reason in DELETE_REASONS)
-    + r')")\}'
-)
+def _product_line(char: str) -> re.Pattern:
+    """The product's line layout, with `char` the class of a string's characters."""
+    text = f'"({char}*)"'
+    name = f'"({char}{{1,64}})"'
+    child_id = '"(sub-[0-9a-f]{8})"'
+    reasons = "|".join(re.escape(reason) for reason in DELETE_REASONS)
+    return re.compile(
+        r'\{"v":1,"op":"(?:'
+        + f'(spawn)","at":{text},"childId":{child_id},"parent":{text},"child":{text}'
+        + f',"depth":([1-9][0-9]{{0,8}}),"name":{name}'
+        + f'|(rename)","at":{text},"childId":{child_id},"child":{text},"name":{name}'
+        + f'|(delete)","at":{text},"childId":{child_id},"child":{text},"reason":"({reasons})"'
+        + r")\}"
+    )
+
+
+_PRODUCT_LINE = _product_line(r'[^"\\\x00-\x1f]')
+# In a block of text with no backslash and no control character (newlines aside),
+# a string's characters are simply not quotes: the same lines match, and a regex
+# that only looks for the closing quote reads a path about twice as fast.
+_PRODUCT_LINE_IN_CLEAN_TEXT = _product_line('[^"]')
+_UNCLEAN = ("\\", *(chr(code) for code in range(32) if code != 10))
 
 
 def _product_line_reader(path: str, strings: dict[str, str]):
     """A `jsonl` shortcut: the record of a line in the product's own layout, else None."""
-    match = _PRODUCT_LINE.fullmatch
+    strict, clean = _PRODUCT_LINE.fullmatch, _PRODUCT_LINE_IN_CLEAN_TEXT.fullmatch
     intern = strings.setdefault
     new = tuple.__new__
+    block: list = [None, strict]  # the text last seen, and the matcher it allows
 
     def read(text: str, start: int, end: int, number: int) -> LedgerRecord | None:
-        found = match(text, start, end)
+        if text is not block[0]:
+            # A new block (every line of one block comes in the same text).
+            block[0] = text
+            block[1] = strict if any(char in text for char in _UNCLEAN) else clean
+        found = block[1](text, start, end)
         if found is None:
             return None
         groups = found.groups()

@@ -336,6 +336,17 @@ class ProductLayoutTest(TempDirTest):
             fatal = fatal or any(f.code in ledger.FATAL_CODES for f in findings)
         return records, [(f.line, f.code) for f in findings]
 
+    def assert_read_alike(self, name: str, text: str) -> ledger.LedgerFile:
+        path = self.write(name, text)
+        parsed = ledger.read_ledger(path)
+        records, findings = self.general(path, text)
+        self.assertEqual(list(parsed.records), records, text)
+        # The reference skips bad JSON silently and never checks the meta's hash.
+        skipped = ("malformed_json", "meta_hash_mismatch")
+        own = [(f.line, f.code) for f in parsed.findings if f.code not in skipped]
+        self.assertEqual(own, findings, text)
+        return parsed
+
     def test_shortcut_and_general_path_agree_on_every_variant(self):
         spawn = SPAWN | {"child": "/r/s/p/sub-9f89a7ec/c.jsonl"}
         rename = {k: spawn[k] for k in ("v", "op", "at", "childId", "child", "name")}
@@ -347,7 +358,7 @@ class ProductLayoutTest(TempDirTest):
             {"name": "x" * 64},
             {"name": "x" * 65},
             {"name": ""},
-            {"name": "w\u00e9\u2028\U0001f600"},
+            {"name": "w\u00e9\u2028\U0001f600\x7f"},
             {"name": "tab\there"},
             {"name": 'quote"d'},
             {"childId": "sub-9F89A7EC"},
@@ -374,20 +385,19 @@ class ProductLayoutTest(TempDirTest):
                 lines.append(json.dumps(record, separators=(",", ":"), ensure_ascii=False))
             # A different key order is still a valid record, just not the shortcut's.
             lines.append(json.dumps(dict(reversed(list(base.items()))), separators=(",", ":")))
+            # A raw control character in a string is not JSON.
+            for char in "\x00\t\x1f":
+                lines.append(json.dumps(base, separators=(",", ":")).replace("/r/", f"/r{char}/"))
         lines.append('{"v":1,"op":"spawn"')  # fatal: later spawns are suspicious
         lines.append(json.dumps(spawn, separators=(",", ":")))
-        text = "".join(item + "\n" for item in lines)
-        path = self.write("ledger.jsonl", text)
         shortcut_lines = sum(1 for item in lines if ledger._PRODUCT_LINE.fullmatch(item))
         self.assertGreaterEqual(shortcut_lines, 15)  # the shortcut is really exercised
-        parsed = ledger.read_ledger(path)
-        records, findings = self.general(path, text)
-        self.assertEqual(list(parsed.records), records)
-        # The reference skips bad JSON silently and never checks the meta's hash.
-        skipped = ("malformed_json", "meta_hash_mismatch")
-        own = [(f.line, f.code) for f in parsed.findings if f.code not in skipped]
-        self.assertEqual(own, findings)
+        # All in one file, read as one block that holds escapes and control characters.
+        parsed = self.assert_read_alike("ledger.jsonl", "".join(item + "\n" for item in lines))
         self.assertTrue(parsed.records[-1].after_fatal)
+        # Each line in a file of its own, a block as clean as the line itself.
+        for number, item in enumerate(lines[1:]):
+            self.assert_read_alike(f"ledger-{number}.jsonl", f"{lines[0]}\n{item}\n")
 
     def test_a_child_id_with_a_final_newline_is_malformed(self):
         parsed = ledger.read_ledger(
