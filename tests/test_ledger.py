@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
+import random
 import tempfile
 import unittest
 from datetime import datetime
 
 import ledger
 from jsonl import iso_to_ms
+
+CAPTURED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs")
 
 SPAWN = {
     "v": 1,
@@ -403,6 +407,28 @@ class ProductLayoutTest(TempDirTest):
         # Each line in a file of its own, a block as clean as the line itself.
         for number, item in enumerate(lines[1:]):
             self.assert_read_alike(f"ledger-{number}.jsonl", f"{lines[0]}\n{item}\n")
+
+    def test_random_edits_of_captured_ledger_lines_read_alike(self):
+        lines = []
+        for path in sorted(glob.glob(os.path.join(CAPTURED, "*", "agent-home", "rlm-ledger", "*"))):
+            with open(path, encoding="utf-8") as handle:
+                lines += [item for item in handle.read().splitlines() if '"op":"meta"' not in item]
+        # Characters that end a string, escape, break JSON, or are merely unusual.
+        alphabet = '\\"\x00\t\x1f\x7f0a9é\u2028\U0001f600{}[],: '
+        rng = random.Random(20261202)
+        for case in range(400):
+            chars = list(rng.choice(lines))
+            for _ in range(rng.randrange(1, 4)):
+                at = rng.randrange(len(chars))
+                edit = rng.randrange(3)
+                if edit == 0:
+                    chars[at] = rng.choice(alphabet)
+                elif edit == 1:
+                    chars.insert(at, rng.choice(alphabet))
+                else:
+                    del chars[at]
+            text = f"{meta(self.root)}\n{''.join(chars)}\n"
+            self.assert_read_alike(f"edit-{case}.jsonl", text)
 
     def test_a_child_id_with_a_final_newline_is_malformed(self):
         parsed = ledger.read_ledger(
