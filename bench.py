@@ -18,7 +18,7 @@ belongs to that step alone.
 Targets: score <= 1.5 x floor at every scale; peak memory that does not grow with
 transcript size; time linear in input size.
 
-    uv run --locked python bench.py                 # all scales (about a minute)
+    uv run --locked python bench.py                 # all scales (three to four minutes)
     uv run --locked python bench.py --scales 8,100  # a subset
 """
 
