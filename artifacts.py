@@ -72,7 +72,6 @@ def usage_of(message: dict) -> Usage:
     return usage_from(dict_field(message, "usage"))
 
 
-USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 NO_USAGE = Usage()
 
 
@@ -82,8 +81,22 @@ def usage_from(raw: dict) -> Usage:
     if not raw:
         return NO_USAGE
     get = raw.get
-    counts = [get(key) for key in USAGE_KEYS]
-    return Usage(*(value if value.__class__ is int and value > 0 else 0 for value in counts))
+    # Spelled out rather than looped: every assistant message and every usage
+    # attribution of a run comes through here.
+    fresh, output, read, write, total = (
+        get("input"),
+        get("output"),
+        get("cacheRead"),
+        get("cacheWrite"),
+        get("totalTokens"),
+    )
+    return Usage(
+        fresh if fresh.__class__ is int and fresh > 0 else 0,
+        output if output.__class__ is int and output > 0 else 0,
+        read if read.__class__ is int and read > 0 else 0,
+        write if write.__class__ is int and write > 0 else 0,
+        total if total.__class__ is int and total > 0 else 0,
+    )
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import unittest
 
 from builders import RunBuilder, small_fixture
 
-from artifacts import collect
+from artifacts import Usage, collect, usage_from
 from scorer import numbers_in, parse_answer_lines, score
 
 FIXTURE = small_fixture()
@@ -399,6 +399,12 @@ class EfficiencyTest(RunTestCase):
         self.assertEqual(efficiency["children"]["tokens"]["total"], 3 * 220)
         self.assertEqual(efficiency["total_tokens"], 1100 + 660)
         self.assertEqual(efficiency["total_turns"], 4)
+
+    def test_a_usage_count_that_is_not_a_positive_integer_reads_as_zero(self):
+        wrong = {"input": True, "output": 1.5, "cacheRead": "7", "cacheWrite": -3}
+        self.assertEqual(usage_from(wrong | {"totalTokens": 12}), Usage(0, 0, 0, 0, 12))
+        self.assertEqual(usage_from({"cacheWrite": 4, "cost": 9}), Usage(cache_write=4))
+        self.assertEqual(usage_from({}), Usage())
 
 
 class BadInputTest(RunTestCase):
