@@ -17,6 +17,7 @@ launching, watching and ending the agent's processes in launch.py.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -464,8 +465,42 @@ def _emit(result: dict, run: RunDir | None) -> int:
     text = json.dumps(result, indent=2)
     if run is not None:
         write_atomic(os.path.join(run.root, "result.json"), text + "\n")
+    if result.get("status") == "scored":
+        where = os.path.join(run.root, "result.json") if run is not None else None
+        print(f"runner.py: {summary_line(result, where)}", file=sys.stderr, flush=True)
     print_json(text)
     return result["exit_code"]
+
+
+def summary_line(result: dict, result_file: str | None = None) -> str:
+    """One line for a person at a terminal: the outcome, what failed and where to look."""
+    verdict = result["verdict"]
+    state = "resolved" if result["resolved"] else "NOT resolved"
+    parts = [f"{state} (exit {result['exit_code']})"]
+    if "contract_check" in result:
+        parts.append(f"contract check {result['contract_check']}")
+    if result.get("baseline"):
+        parts.append(f"baseline, judged on coverage: {_mark(verdict['coverage'])}")
+    else:
+        criteria = ("coverage", "delegation_evidence", "dedup", "receipts")
+        parts.append(", ".join(f"{name} {_mark(verdict[name])}" for name in criteria))
+    counts = collections.Counter(item["code"] for item in result["reasons"])
+    if counts:
+        named = [code if n == 1 else f"{code} x{n}" for code, n in counts.most_common()]
+        parts.append("reasons: " + ", ".join(named))
+    efficiency = verdict["efficiency"]
+    parts.append(f"{efficiency['total_turns']} model calls, {efficiency['total_tokens']:,} tokens")
+    leaked = result["cleanup"]["leaked_processes"]
+    if leaked:
+        parts.append(f"{leaked} leaked processes")
+    if result_file:
+        near = os.path.relpath(result_file)
+        parts.append(f"result in {result_file if near.startswith('..') else near}")
+    return "; ".join(parts)
+
+
+def _mark(passed: bool) -> str:
+    return "ok" if passed else "FAILED"
 
 
 def _now() -> str:

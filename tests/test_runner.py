@@ -108,6 +108,16 @@ class ResolvedRunTest(RunnerTestCase):
         self.assertTrue(done.stdout.decode().lstrip().startswith("{"))
         self.assertIn(b"8 spawns, 8 replies", done.stderr)
 
+    def test_stderr_ends_with_one_line_that_sums_the_verdict_up(self):
+        done, result = self.run_runner("simulated/oracle")
+        last = done.stderr.decode().splitlines()[-1]
+        self.assertTrue(last.startswith("runner.py: resolved (exit 0); coverage ok"), last)
+        turns = result["verdict"]["efficiency"]["total_turns"]
+        self.assertIn(f"; {turns} model calls, ", last)
+        where = os.path.join(self.run_dir(result), "result.json")
+        near = os.path.relpath(where, os.path.realpath(self.tmp))
+        self.assertTrue(last.endswith(f"; result in {near}"), last)
+
     def test_daemon_is_shut_down_over_its_own_socket(self):
         _, result = self.run_runner("simulated/oracle")
         shutdown = result["cleanup"]["daemon_shutdown"]
@@ -152,6 +162,10 @@ class CheatTest(RunnerTestCase):
         self.assertEqual(result["status"], "scored")
         self.assertEqual(sorted(set(self.codes(result))), sorted(expected_codes))
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        summary = done.stderr.decode().splitlines()[-1]
+        self.assertIn("NOT resolved (exit 1)", summary)
+        for code in expected_codes:
+            self.assertIn(code, summary)
         return result
 
     def test_agent_that_does_nothing_fails(self):
