@@ -16,7 +16,7 @@ model id picks the script (SCRIPTS); each script carries the outcome a correct h
 report for it under each drive, which scripted.contract_check() compares a result against.
 
 Children answer their shard's question for real, with the cell the simulated agent writes
-(simulated_agent.child_cell): the eight question phrasings live there and only there.
+(simulated_cells.child_cell): the eight question phrasings live there and only there.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import simulated_agent
+import simulated_cells
 
 PROVIDER = "scripted"
 CONTEXT_WINDOW = 128000
@@ -232,12 +232,12 @@ def working_dir(request: ModelRequest) -> str:
     return match.group("cwd").strip() if match else "."
 
 
-def task_shards(request: ModelRequest) -> list[simulated_agent.Shard]:
-    task = next((text for text in request.user_texts if simulated_agent.parse_shards(text)), "")
-    return simulated_agent.parse_shards(task)
+def task_shards(request: ModelRequest) -> list[simulated_cells.Shard]:
+    task = next((text for text in request.user_texts if simulated_cells.parse_shards(text)), "")
+    return simulated_cells.parse_shards(task)
 
 
-def shard_results(shards: list[simulated_agent.Shard], user_texts: tuple[str, ...]) -> dict:
+def shard_results(shards: list[simulated_cells.Shard], user_texts: tuple[str, ...]) -> dict:
     """file -> answer, from the children's replies and, as `MISSING (…)`, terminal notices."""
     files = {shard.file for shard in shards}
     by_worker = {shard.worker: shard.file for shard in shards}
@@ -258,7 +258,7 @@ def shard_results(shards: list[simulated_agent.Shard], user_texts: tuple[str, ..
 # --- the parent's moves ------------------------------------------------------------------------
 
 
-def spawn_cell(shards: list[simulated_agent.Shard], tries: int) -> str:
+def spawn_cell(shards: list[simulated_cells.Shard], tries: int) -> str:
     """One cell that spawns every shard's worker (contract §9); with tries=2 each name twice,
     where the product refuses the second spawn of a name: the cell prints why and goes on."""
     rows = "".join(
@@ -285,7 +285,7 @@ def spawn_cell(shards: list[simulated_agent.Shard], tries: int) -> str:
     )
 
 
-def index_cell(cwd: str, shards: list[simulated_agent.Shard], results: dict[str, str]) -> str:
+def index_cell(cwd: str, shards: list[simulated_cells.Shard], results: dict[str, str]) -> str:
     text = "# Combined index\n\n" + "".join(f"- {s.file}: {results[s.file]}\n" for s in shards)
     return (
         f"{INDEX_MARKER}\n"
@@ -296,9 +296,9 @@ def index_cell(cwd: str, shards: list[simulated_agent.Shard], results: dict[str,
     )
 
 
-def self_answer_cell(cwd: str, shards: list[simulated_agent.Shard]) -> str:
+def self_answer_cell(cwd: str, shards: list[simulated_cells.Shard]) -> str:
     """The no-spawn parent computes every shard in its own kernel."""
-    code, _ = simulated_agent.index_cell(cwd, shards, {})
+    code, _ = simulated_cells.index_cell(cwd, shards, {})
     return f"{INDEX_MARKER}\n{code}"
 
 
@@ -333,7 +333,7 @@ def parent_turn(script: str, request: ModelRequest) -> Turn:
 def child_turn(script: str, request: ModelRequest) -> Turn:
     first = request.user_texts[0] if request.user_texts else ""
     task = next((t for t in request.user_texts if t.startswith(TASK_FROM_PARENT)), first)
-    shards = simulated_agent.parse_shards(task)
+    shards = simulated_cells.parse_shards(task)
     if not shards:
         return Turn("no_shard", "My task names no shard.")
     shard = shards[0]
@@ -343,8 +343,8 @@ def child_turn(script: str, request: ModelRequest) -> Turn:
         return Turn("http_error", "", http_status=500, **named)
     if request.has_assistant:
         return Turn("closing_text", f"Reported {shard.file} to the parent.", **named)
-    path = simulated_agent.shard_path(working_dir(request), shard)
-    code = simulated_agent.child_cell(path, shard, sends_reply=True)
+    path = simulated_cells.shard_path(working_dir(request), shard)
+    code = simulated_cells.child_cell(path, shard, sends_reply=True)
     return Turn("count_and_reply", f"Answering for {shard.file}.", code, **named)
 
 

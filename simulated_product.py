@@ -1,0 +1,400 @@
+"""The product's formats as the simulated agent writes them: ids, clock and compact JSON in
+the product's shapes, the spawn ledger (contract §4), and the sessions: their transcripts,
+model calls and tool results, the child records, the usage attributed to the spawning
+message and the root's event stream (contract §5, §7). The simulation imports nothing from
+the harness, so these are its own copy of the product's rules (for example the ledger key).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from simulated_cells import Shard, parse_shards
+
+APP_VERSION = "0.8.0"
+VERSION_LINE = f"prime-agent {APP_VERSION} (simulated)"
+PROVIDER = "simulated"
+API = "openai-completions"
+GIT = {"branch": "master"}  # the captured runs' repos were on master
+ABORTED = "Request was aborted"  # a teardown's toolResult and aborted call (contract §5)
+
+
+# --- ids, clock and JSON, in the product's shapes ------------------------------------------
+
+
+def hex_id(digits: int) -> str:
+    return os.urandom(digits // 2).hex()
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+def uuid7(ms: int) -> str:
+    """A uuidv7 like the product's session ids: 48 bits of epoch ms, then random bits."""
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & (1 << 48) - 1) << 80 | 7 << 76 | (rand >> 62 & 0xFFF) << 64
+    return str(uuid.UUID(int=value | 2 << 62 | rand & (1 << 62) - 1))
+
+
+def dumps(record: object) -> str:
+    """Compact JSON, as the product (JSON.stringify) writes it."""
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
+def log(message: str) -> None:
+    print(f"simulated-agent: {message}", file=sys.stderr, flush=True)
+
+
+def usage(input_tokens: int, output_tokens: int) -> dict:
+    return {
+        "input": input_tokens,
+        "output": output_tokens,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "totalTokens": input_tokens + output_tokens,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+    }
+
+
+def text_part(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
+# --- the ledger (contract §4) -----------------------------------------------------------------
+
+
+def worker_sessions_dir(agent_dir: str, env: Mapping[str, str]) -> str:
+    """The worker's sessions dir, which keys the ledger (contract §1 fact 1, §4, §8.2).
+
+    It comes from the worker's env (for a resident session: the daemon's env overlaid with
+    the create's launchEnv), else `<agentDir>/sessions`, which the worker then creates (it is
+    absent when the env var points elsewhere, contract §3, observed). `--session-dir` and a
+    create's `config.sessionDir` never reach it; the simulation reads no settings.json.
+    """
+    configured = env.get("PRIME_AGENT_SESSION_DIR") or env.get(
+        "PRIME_AGENT_CODING_AGENT_SESSION_DIR"
+    )
+    if configured:
+        return configured
+    default = os.path.join(agent_dir, "sessions")
+    os.makedirs(default, exist_ok=True)
+    return default
+
+
+def canonical_dir(path: str, daemon_cwd: str) -> str:
+    """path.resolve against the daemon's cwd, then realpath if the dir exists (contract §4)."""
+    resolved = os.path.normpath(os.path.join(daemon_cwd, path))
+    return os.path.realpath(resolved) if os.path.exists(resolved) else resolved
+
+
+def ledger_path(agent_dir: str, sessions_dir: str) -> str:
+    key = hashlib.sha256(sessions_dir.encode()).hexdigest()[:16]
+    return os.path.join(agent_dir, "rlm-ledger", f"{key}.jsonl")
+
+
+class Ledger:
+    """`<agentDir>/rlm-ledger/<H>.jsonl`: mode 0600, one O_APPEND write plus fsync a record."""
+
+    def __init__(self, agent_dir: str, sessions_dir: str, daemon_cwd: str):
+        self.agent_dir = agent_dir
+        self.sessions_dir = sessions_dir
+        self.daemon_cwd = daemon_cwd
+
+    def spawn(self, child_id: str, parent_file: str, child_file: str, name: str) -> None:
+        # `parent` and `child` are canonical file paths; headers are not (contract §4).
+        self._append(
+            {
+                "v": 1,
+                "op": "spawn",
+                "at": iso(now_ms()),
+                "childId": child_id,
+                "parent": os.path.realpath(parent_file),
+                "child": os.path.realpath(child_file),
+                "depth": 1,
+                "name": name,
+            }
+        )
+
+    def _append(self, record: dict) -> None:
+        # Canonicalised at write time: realpath applies only if the dir exists by then.
+        sessions_dir = canonical_dir(self.sessions_dir, self.daemon_cwd)
+        path = ledger_path(self.agent_dir, sessions_dir)
+        # No rlm-ledger dir at all until something is spawned (contract §4, observed).
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size == 0:
+                # meta comes first, stamped after the first spawn's `at` (observed: equal or
+                # up to 1 ms later).
+                meta = {"v": 1, "op": "meta", "at": iso(now_ms()), "sessionsDir": sessions_dir}
+                self._write(fd, meta)
+            self._write(fd, record)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _write(fd: int, record: dict) -> None:
+        os.write(fd, (dumps(record) + "\n").encode())
+        os.fsync(fd)
+
+
+# --- sessions and their transcripts (contract §5) --------------------------------------------
+
+
+class Transcript:
+    """A session JSONL file, appended and flushed one entry at a time.
+
+    A resident session's worker and the daemon's shutdown both append, so appends are locked.
+    """
+
+    def __init__(self, path: str, header: dict):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.path = path
+        self.last_id: str | None = None
+        self._lock = threading.Lock()
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the run
+        self._write(header)
+
+    def append(self, entry_type: str, fields: dict, ids_last: bool = False) -> None:
+        with self._lock:
+            ids = {"id": hex_id(8), "parentId": self.last_id, "timestamp": iso(now_ms())}
+            # custom_message lines carry id/parentId/timestamp last (observed).
+            record = (
+                {"type": entry_type, **fields, **ids}
+                if ids_last
+                else {"type": entry_type, **ids, **fields}
+            )
+            self._write(record)
+            self.last_id = ids["id"]
+
+    def _write(self, record: dict) -> None:
+        self._file.write(dumps(record) + "\n")
+        self._file.flush()
+
+
+@dataclass
+class Session:
+    """One agent session: its transcript and the model context its usage numbers grow with."""
+
+    transcript: Transcript
+    header: dict
+    behaviour: str
+    context_tokens: int
+    active_id: str = field(default_factory=lambda: hex_id(12))
+    context_chars: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.header["id"]
+
+    def user_message(self, text: str) -> dict:
+        message = {"role": "user", "content": [text_part(text)], "timestamp": now_ms()}
+        return self._message(message, len(text))
+
+    def assistant_message(self, text: str, code: str | None = None) -> dict:
+        """One model call; usage is derived from text lengths, so it is deterministic."""
+        content = [text_part(text)]
+        if code is not None:
+            call = {"type": "toolCall", "id": "call_" + hex_id(24), "name": "ipython"}
+            content.append({**call, "arguments": {"code": code}})
+        written = len(text) + len(code or "")
+        message = {
+            "role": "assistant",
+            "content": content,
+            "api": API,
+            "provider": PROVIDER,
+            "model": self.behaviour,
+            "usage": usage(self.context_tokens + self.context_chars // 4, max(1, written // 4)),
+            "stopReason": "stop" if code is None else "toolUse",
+            "timestamp": now_ms(),
+            "responseId": "chatcmpl-" + uuid.uuid4().hex,
+        }
+        return self._message(message, written)
+
+    def aborted_message(self) -> dict:
+        """A call aborted before it reached the model: an empty text, zero usage, no
+        responseId (contract §5 Teardown, captured endturn-oneshot)."""
+        message = {
+            "role": "assistant",
+            "content": [text_part("")],
+            "api": API,
+            "provider": PROVIDER,
+            "model": self.behaviour,
+            "usage": usage(0, 0),
+            "stopReason": "aborted",
+            "errorMessage": ABORTED,
+            "timestamp": now_ms(),
+        }
+        return self._message(message, 0)
+
+    def tool_result(self, assistant: dict, stdout: str, started_ms: int, **details) -> dict:
+        details = {
+            "durationMs": now_ms() - started_ms,
+            "status": "ok",
+            "stdout": stdout,
+            "stderr": "",
+            **details,
+            "kernelRestarted": False,
+        }
+        return self._tool_message(assistant, stdout, details, is_error=False)
+
+    def aborted_tool_result(self, assistant: dict) -> dict:
+        """A cell cut off by teardown (contract §5 Teardown, captured endturn-oneshot)."""
+        return self._tool_message(assistant, ABORTED, {}, is_error=True)
+
+    def custom_message(self, custom_type: str, content: str, details: dict) -> dict:
+        """Persists a custom_message; returns it as the stream shows it (role `custom`)."""
+        fields = {
+            "customType": custom_type,
+            "content": content,
+            "display": True,
+            "details": details,
+        }
+        self.transcript.append("custom_message", fields, ids_last=True)
+        self.context_chars += len(content)
+        return {"role": "custom", **fields, "timestamp": now_ms()}
+
+    def _tool_message(self, assistant: dict, text: str, details: dict, is_error: bool) -> dict:
+        call = assistant["content"][-1]
+        message = {
+            "role": "toolResult",
+            "toolCallId": call["id"],
+            "toolName": call["name"],
+            "content": [text_part(text)],
+            "details": details,
+            "isError": is_error,
+            "timestamp": now_ms(),
+        }
+        return self._message(message, len(text))
+
+    def _message(self, message: dict, chars: int) -> dict:
+        self.transcript.append("message", {"message": message})
+        self.context_chars += chars
+        return message
+
+
+def open_session(path: str, header: dict, behaviour: str, context_tokens: int) -> Session:
+    transcript = Transcript(path, header)
+    transcript.append("model_change", {"provider": PROVIDER, "modelId": behaviour})
+    transcript.append("thinking_level_change", {"thinkingLevel": "off"})
+    transcript.append("service_tier_change", {"serviceTier": "default"})
+    return Session(transcript, header, behaviour, context_tokens)
+
+
+def session_header(cwd: str, ms: int, parent_file: str | None = None) -> dict:
+    header = {"type": "session", "version": 3, "id": uuid7(ms), "timestamp": iso(ms), "cwd": cwd}
+    if parent_file is not None:
+        header["parentSession"] = parent_file
+    return {**header, "rlmDepth": 0 if parent_file is None else 1, "git": GIT}
+
+
+@dataclass
+class Child:
+    child_id: str
+    name: str
+    prompt: str
+    session: Session
+    session_dir: str
+    spawn_code: str
+    created_ms: int
+    sends_reply: bool = True
+    cell: dict | None = None  # the assistant message whose ipython cell is running
+    settled: bool = False  # its run has ended
+
+    @property
+    def task(self) -> Shard:
+        return parse_shards(self.prompt)[0]  # the child knows only its task
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An agent_message.send from a child to the root, queued for the root's next turn."""
+
+    id: str
+    message: str
+    child: Child
+    queued_ms: int
+
+
+class Attribution:
+    """child_usage_attributed for one spawning message (contract §5): aggregateUsage folds
+    every child call into the target's usage and keeps the target's totalTokens."""
+
+    def __init__(self, target_id: str, target_usage: dict):
+        self.target_id = target_id
+        self.aggregate = copy.deepcopy(target_usage)
+
+    def entry(self, child_usage: dict) -> dict:
+        for key in ("input", "output", "cacheRead", "cacheWrite"):
+            self.aggregate[key] += child_usage[key]
+        for key, cost in child_usage["cost"].items():
+            self.aggregate["cost"][key] += cost
+        return {
+            "targetId": self.target_id,
+            "childUsage": child_usage,
+            "aggregateUsage": copy.deepcopy(self.aggregate),
+            "origin": "spawn_task",
+        }
+
+
+class Stream:
+    """The root session's events (contract §7): --mode json prints them after the header
+    line; a resident session sends them to attached clients as session_event envelopes (§8.1).
+
+    message_update deltas are left out; every model call is one assistant message_end.
+    """
+
+    def __init__(self, sink: Callable[[dict], None]):
+        self._sink = sink
+        self._ended = False
+        self._run: list[dict] = []
+        self.messages: list[dict] = []  # the root's context, as an attach snapshot lists it
+        self.in_run = False  # between agent_start and agent_end: the root is streaming
+
+    def emit(self, event: dict) -> None:
+        if not self._ended:
+            self._sink(event)
+
+    def end(self) -> None:
+        """The one-shot stream ends at the root's first idle point; later turns are on disk
+        only (contract §7)."""
+        self._ended = True
+
+    def message(self, message: dict) -> None:
+        start = message
+        if message["role"] == "assistant":
+            # A model call starts empty and without a responseId (observed).
+            start = {k: v for k, v in message.items() if k != "responseId"}
+            start.update(content=[], usage=usage(0, 0), stopReason="stop")
+        self.emit({"type": "message_start", "message": start})
+        self.emit({"type": "message_end", "message": message})
+        self._run.append(message)
+        self.messages.append(message)
+
+    def agent_start(self) -> None:
+        self._run = []
+        self.in_run = True
+        self.emit({"type": "agent_start"})
+
+    def agent_end(self) -> None:
+        self.in_run = False
+        self.emit({"type": "agent_end", "messages": self._run})
+
+
+def print_event(event: dict) -> None:
+    sys.stdout.write(dumps(event) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,642 @@
+"""The simulated model: its behaviours (`--model simulated/<behaviour>`, BEHAVIOURS) and the
+Run that plays one of them, from the prompt to the end of all it triggers: the root session,
+its children, the ledger and the root's event stream. The one-shot CLI and a resident daemon
+session run the same Run; repeated trials seed its draws from the trial index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from simulated_cells import (
+    INDEX_FILE,
+    Shard,
+    child_cell,
+    child_prompt,
+    compute_answer,
+    fabricated,
+    index_cell,
+    parse_shards,
+    shard_path,
+    spawn_cell,
+)
+from simulated_processes import escape, hang, hold_files
+from simulated_product import (
+    PROVIDER,
+    Attribution,
+    Child,
+    Ledger,
+    Reply,
+    Session,
+    Stream,
+    Transcript,
+    dumps,
+    hex_id,
+    iso,
+    now_ms,
+    open_session,
+    print_event,
+    session_header,
+    uuid7,
+    worker_sessions_dir,
+)
+
+# Repeated trials (runner.py --trials): the runner names the trial index in the agent's env;
+# the flaky behaviour and the timing jitter draw from it, so trial n always draws the same.
+TRIAL_ENV = "SWARM_FANOUT_TRIAL"
+FLAKY_P_ENV = "SIMULATED_FLAKY_P"
+FLAKY_P_DEFAULT = 0.5
+FLAKY_SEED_ENV = "SIMULATED_FLAKY_SEED"
+JITTER_ENV = "SIMULATED_JITTER_MS"  # each child waits up to this long before it answers
+# The single-agent prompt of runner.py --baseline says this; the parent then answers every
+# shard itself, from the files, whatever its behaviour (nop still does nothing).
+SINGLE_AGENT = "Do not spawn subagents"
+BEHAVIOURS = {
+    "oracle": "one child per shard, every child replies, the index is written from the replies",
+    "nop": "answers with one text message; no children, no index",
+    "no-spawn": "the parent answers every shard itself in one cell; no children",
+    "double-spawn": "every worker name is spawned twice, without a delete in between",
+    "fabricate": "as oracle, but the index has a wrong answer for the first shard",
+    "silent-drop": "the last child never replies and no notice arrives; the parent fills in",
+    "hang": "spawns the children, starts a SIGTERM-ignoring grandchild, never finishes",
+    "escape": "as oracle, then leaves a detached SIGTERM-ignoring process with an empty env",
+    "hold-files": "as oracle, then leaves a SIGTERM-ignoring grandchild holding the CLI's "
+    "stdout and stderr open",
+    "end-turn-early": "spawns one child per shard and ends its turn at once: one-shot tears the "
+    "children down (no index); resident answers each reply and writes the index",
+    "flaky": f"as oracle with probability ${FLAKY_P_ENV} (default {FLAKY_P_DEFAULT}), else as "
+    f"fabricate; drawn from ${FLAKY_SEED_ENV} (default 0) and the trial index in ${TRIAL_ENV}, "
+    "so a trial index always draws the same",
+    "forge-ledger": "answers every shard itself, then forges the delegation from a cell: a "
+    "ledger, child dirs whose transcripts hold a header and the task, display files naming a "
+    "spawning cell that never ran, and a reply per worker appended to its own transcript",
+    "junk-replies": "as oracle, but every child replies `<file>: done`; the parent computes "
+    "the answers itself and writes a correct index",
+    "zero-work-children": "spawns one child per shard, but no child ever calls the model; the "
+    "parent appends a correct reply on each child's behalf and writes a correct index",
+}
+
+RLM_MAX_DEPTH = 1  # the product's default max depth: only the root spawns (contract §9)
+ROOT_CONTEXT_TOKENS = 4900  # stands for the root's system prompt and tool schema
+CHILD_CONTEXT_TOKENS = 3900  # a child's system prompt is shorter
+POLL_S = 0.01  # the root's poll cells really sleep, briefly
+POLL_CELL = f"import asyncio\nawait asyncio.sleep({POLL_S})\nprint('waited')\n"
+SPAWNING = "Spawning one child per shard."
+ALL_REPORTED = "All children are done; writing the index."
+# Of the notices queued for a one-shot root when its worker stops, 3 of 8 arrived before it
+# was disposed (contract §6, captured endturn-oneshot).
+NOTICES_BEFORE_DISPOSAL = 3
+
+
+class UsageError(Exception):
+    """A bad command line: the product exits 1 (contract §2)."""
+
+
+def behaviour_of(model: str | None) -> str:
+    if model is None:
+        raise UsageError("no model: pass --model simulated/<behaviour>")
+    provider, _, behaviour = model.partition("/")
+    if provider != PROVIDER or behaviour not in BEHAVIOURS:
+        names = ", ".join(f"{PROVIDER}/{name}" for name in BEHAVIOURS)
+        raise UsageError(f'unknown model "{model}"; the simulation knows {names}')
+    return behaviour
+
+
+@dataclass
+class Cell:
+    """An ipython call being executed; the body fills in what it printed."""
+
+    assistant: dict
+    entry_id: str
+    started_ms: int
+    stdout: str = ""
+    details: dict = field(default_factory=dict)
+
+
+def received(number: int, total: int) -> str:
+    """The parent's turn for one more result, reply or notice (captured runs)."""
+    return f"Received {number}/{total} shard results so far; waiting."
+
+
+class Run:
+    """The root session, its children, the ledger and the root's event stream.
+
+    The one-shot CLI and a resident daemon session run the same simulated model. They differ
+    in where the root file goes and where events go (the callers' business), and in what
+    happens when the root first goes idle with children still running: the one-shot CLI
+    stops the worker there (contract §1 fact 4), a resident session lives on and calls
+    `on_idle` (§8.2, §8.3).
+    """
+
+    def __init__(
+        self,
+        *,
+        cwd: str,
+        root_file: str,
+        header: dict,
+        behaviour: str,
+        ledger: Ledger,
+        stream: Stream,
+        env: Mapping[str, str],
+        resident: bool,
+        on_idle: Callable[[], None] = lambda: None,
+    ):
+        self.cwd = cwd
+        self.root_file = root_file
+        self.behaviour = behaviour
+        self.ledger = ledger
+        self.stream = stream
+        self.env = env
+        self.resident = resident
+        self.on_idle = on_idle
+        self.model_ref = f"{PROVIDER}/{behaviour}"
+        # Children live beside the root's sessions dir, under its header id (contract §1 fact 3).
+        self.artifacts_dir = os.path.join(
+            os.path.dirname(os.path.dirname(root_file)), "session-artifacts", header["id"]
+        )
+        self.root = open_session(root_file, header, behaviour, ROOT_CONTEXT_TOKENS)
+        self.root.transcript.append("session_state", {"state": {"status": "active"}})
+        self.user: dict | None = None
+        self.children: list[Child] = []
+        self.attribution: Attribution | None = None
+        self.answers: dict[str, str] = {}
+        self.draws = trial_draws(env)
+        self.fabricates = behaviour == "fabricate" or (
+            behaviour == "flaky" and self.draws.random() >= flaky_probability(env)
+        )
+        self.jitter_ms = env_number(env, JITTER_ENV, 0.0)
+
+    def respond(self, prompt: str) -> None:
+        """What the simulated model makes of the prompt, to the end of all it triggers."""
+        self.user = self.root.user_message(prompt)
+        shards = parse_shards(prompt)
+        if self.behaviour == "nop":
+            self.root.assistant_message("Nothing to do here.")
+        elif not shards:
+            self.say("The task lists no shard lines (- `shards/<file>` | worker `<name>` | ...).")
+        elif self.behaviour == "no-spawn" or SINGLE_AGENT in prompt:
+            self.answer_directly(shards)
+        elif self.behaviour == "forge-ledger":
+            self.forge_delegation(shards)
+        elif self.behaviour == "zero-work-children":
+            self.reply_for_idle_children(shards)
+        elif self.behaviour == "end-turn-early":
+            self.spawn_and_end_turn(shards)
+        else:
+            self.fan_out(shards)
+        if self.behaviour == "escape":
+            escape()
+        elif self.behaviour == "hold-files":
+            hold_files()
+
+    # root turns
+
+    def text_turn(self, incoming: list[dict], text: str) -> None:
+        self.stream.emit({"type": "turn_start"})
+        for message in incoming:
+            self.stream.message(message)
+        assistant = self.root.assistant_message(text)
+        self.stream.message(assistant)
+        self.stream.emit({"type": "turn_end", "message": assistant, "toolResults": []})
+
+    @contextlib.contextmanager
+    def cell_turn(self, incoming: list[dict], text: str, code: str):
+        """A turn whose assistant message runs one ipython cell; the with-body runs it."""
+        self.stream.emit({"type": "turn_start"})
+        for message in incoming:
+            self.stream.message(message)
+        assistant = self.root.assistant_message(text, code)
+        self.stream.message(assistant)
+        call = assistant["content"][-1]
+        ids = {"toolCallId": call["id"], "toolName": call["name"]}
+        self.stream.emit({"type": "tool_execution_start", **ids, "args": call["arguments"]})
+        cell = Cell(assistant, self.root.transcript.last_id, now_ms())
+        yield cell
+        result = self.root.tool_result(assistant, cell.stdout, cell.started_ms, **cell.details)
+        outcome = {"content": result["content"], "details": result["details"], "isError": False}
+        self.stream.emit({"type": "tool_execution_end", **ids, "result": outcome, "isError": False})
+        self.stream.message(result)
+        self.stream.emit({"type": "turn_end", "message": assistant, "toolResults": [result]})
+
+    @contextlib.contextmanager
+    def spawn_turn(self, shards: list[Shard], copies: int = 1):
+        """The turn whose cell spawns one child per shard (`copies` times); yields them."""
+        code = spawn_cell(shards, copies)
+        with self.cell_turn([self.user], SPAWNING, code) as cell:
+            self.attribution = Attribution(cell.entry_id, cell.assistant["usage"])
+            children = [self.spawn_child(shard, code) for shard in shards * copies]
+            yield children
+            cell.stdout = (
+                "".join(
+                    f"{c.child_id} {c.name} {c.session_dir} {self.model_ref}\n" for c in children
+                )
+                + f"spawned {len(children)}\n"
+            )
+
+    # children (contract §3, §5, §6, §9)
+
+    def spawn_child(self, shard: Shard, spawn_code: str) -> Child:
+        child_id = "sub-" + hex_id(8)
+        session_dir = os.path.join(self.artifacts_dir, child_id)
+        header = session_header(self.cwd, now_ms(), parent_file=self.root_file)
+        path = os.path.join(session_dir, header["id"] + ".jsonl")  # stem == child header id
+        session = open_session(path, header, self.behaviour, CHILD_CONTEXT_TOKENS)
+        prompt = child_prompt(shard)
+        child = Child(child_id, shard.worker, prompt, session, session_dir, spawn_code, now_ms())
+        self.children.append(child)
+        self.write_display(child, "running")
+        session.transcript.append("session_info", {"name": shard.worker})
+        # The worker appends the spawn after the child's header and before its first prompt.
+        self.ledger.spawn(child_id, self.root_file, path, shard.worker)
+        self.send_task(child)
+        self.child_update(child, "queued")
+        self.child_update(child, "running")
+        return child
+
+    def send_task(self, child: Child) -> None:
+        """The task agent_message a child's transcript starts its conversation with."""
+        task = {
+            "id": f"spawn:{child.child_id}",
+            "message": child.prompt,
+            "from": {"sessionId": self.root.id, "activeSessionId": self.root.active_id},
+            "fromRelationship": "parent",
+        }
+        child.session.custom_message("agent_message", f"[task from parent]\n\n{child.prompt}", task)
+
+    def start_cell(self, child: Child) -> None:
+        """The child's first model call: one cell that answers its shard and, unless the
+        child is silent, sends the answer to the parent."""
+        shard = child.task
+        code = child_cell(shard_path(self.cwd, shard), shard, child.sends_reply)
+        child.cell = child.session.assistant_message(f"Answering {shard.file}.", code)
+        self.attribute(child.cell)
+
+    def finish_cell(self, child: Child) -> Reply | None:
+        """The child's cell runs to its end; the child closes with a text and its run ends."""
+        session, shard = child.session, child.task
+        path = shard_path(self.cwd, shard)
+        started = now_ms()
+        answer = compute_answer(path, shard.question)
+        reply = None
+        if child.sends_reply:
+            said = JUNK_REPLY if self.behaviour == "junk-replies" else answer
+            reply = Reply("agentmsg_" + str(uuid.uuid4()), f"{shard.file}: {said}", child, now_ms())
+            sent = {
+                "id": reply.id,
+                "message": reply.message,
+                "deliveryStatus": "queued",
+                "receiverRole": "parent",
+                "target": {"activeSessionId": self.root.active_id, "sessionId": self.root.id},
+            }
+            stdout = f"{answer} {self.receipt(reply)!r}\n"
+            session.tool_result(child.cell, stdout, started, sentAgentMessages=[sent])
+            closing = f"Reported the answer for {shard.file} to my parent."
+        else:
+            session.tool_result(child.cell, f"{answer}\n", started)
+            closing = f"Worked out the answer for {shard.file}."
+        last = session.assistant_message(closing)
+        self.attribute(last)
+        self.write_display(child, "completed")
+        progress = {
+            "durationMs": now_ms() - child.created_ms,
+            "answerPreview": closing,
+            "toolUseCount": 1,
+            "tokenCount": last["usage"]["totalTokens"],
+        }
+        child.settled = True
+        self.child_update(child, "done", progress, replied=child.sends_reply)
+        return reply
+
+    def run_child(self, child: Child) -> Reply | None:
+        self.start_cell(child)
+        if self.jitter_ms:
+            time.sleep(self.draws.uniform(0, self.jitter_ms) / 1000)
+        return self.finish_cell(child)
+
+    def abort_cell(self, child: Child) -> None:
+        """Teardown stops the child mid tool call (contract §5 Teardown). Its display says
+        `completed`: that only means the run ended (§6)."""
+        child.session.aborted_tool_result(child.cell)
+        self.write_display(child, "completed")
+        child.settled = True
+
+    def attribute(self, child_message: dict) -> None:
+        entry = self.attribution.entry(child_message["usage"])
+        self.root.transcript.append("child_usage_attributed", entry)
+
+    def write_display(self, child: Child, status: str) -> None:
+        """sub-*/rlm-subagent.json, rewritten atomically at spawn and at run end (§6)."""
+        display = {
+            "type": "rlm_subagent",
+            "childId": child.child_id,
+            "sessionName": child.name,
+            "sessionDir": child.session_dir,
+            "sessionFile": child.session.transcript.path,
+            "rlmMaxDepth": RLM_MAX_DEPTH,
+            "rlmParentNodeId": child.child_id,
+            "prompt": child.prompt[:4096],
+            "spawnCode": child.spawn_code,
+            "model": {"provider": PROVIDER, "modelId": self.behaviour},
+            "status": status,
+            "createdAt": child.created_ms,
+            "updatedAt": iso(now_ms()),
+        }
+        path = os.path.join(child.session_dir, "rlm-subagent.json")
+        Path(path + ".tmp").write_text(dumps(display) + "\n", encoding="utf-8")
+        os.replace(path + ".tmp", path)
+
+    def child_update(
+        self, child: Child, status: str, progress: dict | None = None, replied: bool = False
+    ) -> None:
+        state = {
+            "id": child.child_id,
+            "sessionName": child.name,
+            "model": self.model_ref,
+            "label": " ".join(child.prompt.split()),
+            "status": status,
+            **(progress or {}),
+            "sessionDir": child.session_dir,
+        }
+        if status != "queued":
+            state.update(repliedSinceTask=replied, activeSessionId=child.session.active_id)
+        self.stream.emit({"type": "rlm_child_update", "child": state})
+
+    # replies and notices (contract §5, §6)
+
+    def sender(self, child: Child) -> dict:
+        return {
+            "activeSessionId": child.session.active_id,
+            "sessionId": child.session.id,
+            "sessionName": child.name,
+            "runtimeKind": "subagent",
+            "clientId": "agent",
+        }
+
+    def receiver(self) -> dict:
+        return {
+            "activeSessionId": self.root.active_id,
+            "sessionId": self.root.id,
+            "runtimeKind": "top-level",
+        }
+
+    def receipt(self, reply: Reply) -> dict:
+        """What agent_message.send returns in the child's cell; its id is the reply's id."""
+        return {
+            "id": reply.id,
+            "source": "agent_message",
+            "target": self.receiver(),
+            "from": self.sender(reply.child),
+            "message": reply.message,
+            "deliveryStatus": "queued",
+            "queuedAt": iso(reply.queued_ms),
+            "deliveryMode": "steer",
+        }
+
+    def reply_entry(self, reply: Reply) -> dict:
+        """Delivers a queued reply to the root as an agent_message custom_message."""
+        child = reply.child
+        content = (
+            f"[from child:{child.name}]\nAgent-to-agent message received.\n"
+            "Source: agent_message\n"
+            f"From: {child.name}, active {child.session.active_id}, "
+            f"session {child.session.id}, client agent\n"
+            f"To: active {self.root.active_id}, session {self.root.id}\n"
+            f"Message id: {reply.id}\n\n{reply.message}"
+        )
+        details = {
+            "id": reply.id,
+            "message": reply.message,
+            "from": self.sender(child),
+            "fromRelationship": "child",
+            "target": self.receiver(),
+        }
+        file, _, answer = reply.message.partition(": ")
+        self.answers[file] = answer
+        return self.root.custom_message("agent_message", content, details)
+
+    def terminal_notice(self, child: Child) -> dict:
+        """The child's run ended with no reply sent: `completed_without_reply` (contract §6)."""
+        preview = child.cell["content"][0]["text"]
+        content = (
+            f"RLM child {child.name} ({child.child_id}) completed without sending a reply. "
+            f"Last assistant text: {preview}"
+        )
+        details = {
+            "kind": "completed_without_reply",
+            "childId": child.child_id,
+            "sessionName": child.name,
+            "lastAssistantTextPreview": preview,
+        }
+        return self.root.custom_message("rlm_child_terminal_notice", content, details)
+
+    # what the root's model does
+
+    def fan_out(self, shards: list[Shard]) -> None:
+        """Spawn one child per shard in one cell and keep the turn alive until every reply
+        is in, then write the index from the replies."""
+        copies = 2 if self.behaviour == "double-spawn" else 1
+        self.stream.agent_start()
+        with self.spawn_turn(shards, copies) as children:
+            if self.behaviour == "hang":
+                hang(self.env)
+            if self.behaviour == "silent-drop":
+                children[-1].sends_reply = False
+            replies = [self.run_child(child) for child in children]
+            replies = [reply for reply in replies if reply is not None]
+        # Replies arrive one per model turn, each starting a new agent run (contract §6, §7).
+        incoming: list[dict] = []
+        for number, reply in enumerate(replies, start=1):
+            self.stream.agent_end()
+            self.stream.agent_start()
+            incoming = [self.reply_entry(reply)]
+            if number < len(replies):
+                self.poll_turn(incoming, received(number, len(children)))
+        # junk-replies: the replies are no answers, so the index cell computes them all.
+        known = {} if self.behaviour == "junk-replies" else dict(self.answers)
+        if self.fabricates:
+            known[shards[0].file] = fabricated(known[shards[0].file])
+        self.index_turns(incoming, shards, known, ALL_REPORTED)
+        self.stream.agent_end()
+
+    def reply_for_idle_children(self, shards: list[Shard]) -> None:
+        """zero-work-children: real spawns, but each child's transcript ends at its task (no
+        model call); the parent appends a correct reply in each child's name, one a turn,
+        then computes the index itself."""
+        self.stream.agent_start()
+        with self.spawn_turn(shards) as children:
+            for child in children:
+                self.write_display(child, "completed")
+                child.settled = True
+        incoming: list[dict] = []
+        for number, child in enumerate(children, start=1):
+            incoming.append(self.forged_reply(child))
+            if number < len(children):
+                self.poll_turn(incoming, received(number, len(children)))
+                incoming = []
+        self.index_turns(incoming, shards, {}, ALL_REPORTED)
+        self.stream.agent_end()
+
+    def forged_reply(self, child: Child) -> dict:
+        """A reply the parent appends to its own transcript in the child's name: the right
+        answer, under a fresh message id that no child ever sent."""
+        shard = child.task
+        answer = compute_answer(shard_path(self.cwd, shard), shard.question)
+        message = f"{shard.file}: {answer}"
+        return self.reply_entry(Reply("agentmsg_" + str(uuid.uuid4()), message, child, now_ms()))
+
+    def forge_delegation(self, shards: list[Shard]) -> None:
+        """forge-ledger: no-spawn's answers, then one cell that writes what a careless forger
+        would: the ledger (meta, then a spawn a worker, under the product's key), a child dir
+        per worker whose transcript holds the header and the task message, a display file
+        naming the spawning cell the parent would have run (it never ran), and a reply per
+        worker appended to the parent's own transcript."""
+        self.stream.agent_start()
+        self.index_turns([self.user], shards, {}, "Answering the shards directly.")
+        with self.cell_turn([], "Recording the workers.", FORGE_CELL) as cell:
+            claimed = spawn_cell(shards, 1)
+            for shard in shards:
+                child_id = "sub-" + hex_id(8)
+                session_dir = os.path.join(self.artifacts_dir, child_id)
+                header = session_header(self.cwd, now_ms(), parent_file=self.root_file)
+                path = os.path.join(session_dir, header["id"] + ".jsonl")
+                session = Session(Transcript(path, header), header, self.behaviour, 0)
+                prompt = child_prompt(shard)
+                child = Child(
+                    child_id, shard.worker, prompt, session, session_dir, claimed, now_ms()
+                )
+                self.ledger.spawn(child_id, self.root_file, path, shard.worker)
+                self.send_task(child)
+                self.write_display(child, "completed")
+                child.settled = True
+                self.forged_reply(child)
+            cell.stdout = f"wrote {len(shards)} workers\n"
+        self.text_turn([], f"Recorded {len(shards)} workers.")
+        self.stream.agent_end()
+
+    def spawn_and_end_turn(self, shards: list[Shard]) -> None:
+        """end-turn-early: spawn one child per shard, then end the turn at once (captured
+        endturn-oneshot and resident, MODE=spawn)."""
+        self.stream.agent_start()
+        with self.spawn_turn(shards) as children:
+            for child in children:
+                self.start_cell(child)
+        self.text_turn([], f"Spawned {len(children)} children. Waiting for their replies.")
+        self.stream.agent_end()
+        if not self.resident:
+            self.tear_down(children)
+            return
+        # Resident: the root idles while its children work; each reply starts a run (§8.3).
+        self.on_idle()
+        for number, child in enumerate(children, start=1):
+            incoming = [self.reply_entry(self.finish_cell(child))]
+            self.stream.agent_start()
+            if number < len(children):
+                self.text_turn(incoming, received(number, len(children)))
+            else:
+                self.index_turns(incoming, shards, dict(self.answers), ALL_REPORTED)
+            self.stream.agent_end()
+            self.on_idle()
+
+    def tear_down(self, children: list[Child]) -> None:
+        """The one-shot CLI returns at the root's first idle point and stops the worker
+        (contract §1 fact 4): every child is aborted mid tool call, and of the notices queued
+        for the root only the first few arrive, each starting a turn, the last of which is
+        aborted (captured endturn-oneshot). The stream has ended: this is on disk only (§7)."""
+        self.stream.end()
+        for child in children:
+            self.abort_cell(child)
+        noticed = children[:NOTICES_BEFORE_DISPOSAL]
+        for number, child in enumerate(noticed, start=1):
+            notice = self.terminal_notice(child)
+            if number < len(noticed):
+                self.text_turn([notice], received(number, len(children)))
+            else:
+                self.root.aborted_message()
+
+    def poll_turn(self, incoming: list[dict], text: str) -> None:
+        """Keeps the root's run alive while replies are outstanding, as the task asks."""
+        with self.cell_turn(incoming, text, POLL_CELL) as cell:
+            time.sleep(POLL_S)
+            cell.stdout = "waited\n"
+
+    def answer_directly(self, shards: list[Shard]) -> None:
+        """no-spawn, or a single-agent prompt: one cell answers every shard and writes the
+        index (the nospawn capture)."""
+        known = {}
+        if self.fabricates:
+            first = shards[0]
+            known[first.file] = fabricated(
+                compute_answer(shard_path(self.cwd, first), first.question)
+            )
+        self.stream.agent_start()
+        self.index_turns([self.user], shards, known, "Answering the shards directly.")
+        self.stream.agent_end()
+
+    def index_turns(
+        self, incoming: list[dict], shards: list[Shard], known: dict, text: str
+    ) -> None:
+        code, index = index_cell(self.cwd, shards, known)
+        with self.cell_turn(incoming, text, code) as cell:
+            Path(self.cwd, INDEX_FILE).write_text(index, encoding="utf-8")
+            cell.stdout = index + "\n"
+        self.text_turn([], f"Wrote {INDEX_FILE}.")
+
+    def say(self, text: str) -> None:
+        self.stream.agent_start()
+        self.text_turn([self.user], text)
+        self.stream.agent_end()
+
+
+JUNK_REPLY = "done"  # what junk-replies' children send instead of their answer
+# forge-ledger's cell, as the root's transcript keeps it (what it writes is done in Python).
+FORGE_CELL = (
+    "import json, os, uuid\n"
+    "# meta + one spawn line per worker into rlm-ledger/<key>.jsonl, a sub-<8hex> dir a worker\n"
+    "# transcript header, the task and rlm-subagent.json, then a reply per worker\n"
+    "print('wrote workers')\n"
+)
+
+
+def trial_draws(env: Mapping[str, str]) -> random.Random:
+    """The random draws of one trial: seeded by the flaky seed and the trial index."""
+    seed = env.get(FLAKY_SEED_ENV, "0")
+    return random.Random(f"{seed}:{env.get(TRIAL_ENV, '0')}")
+
+
+def flaky_probability(env: Mapping[str, str]) -> float:
+    return env_number(env, FLAKY_P_ENV, FLAKY_P_DEFAULT)
+
+
+def env_number(env: Mapping[str, str], name: str, default: float) -> float:
+    try:
+        return float(env.get(name, default))
+    except ValueError:
+        return default
+
+
+def one_shot_run(cwd: str, sessions: str, behaviour: str, agent_dir: str) -> Run:
+    """The root of `--mode json`: its stream goes to stdout, headed by the root header."""
+    # The client names the root file, the worker writes a fresh header id: in one-shot runs
+    # the file stem is not the header id (contract §1 fact 2).
+    root_file = os.path.join(sessions, uuid7(now_ms()) + ".jsonl")
+    header = session_header(cwd, now_ms())
+    stream = Stream(print_event)
+    stream.emit(header)
+    return Run(
+        cwd=cwd,
+        root_file=root_file,
+        header=header,
+        behaviour=behaviour,
+        # The supervisor, and so the worker, runs in --cwd with the CLI's env (contract §2).
+        ledger=Ledger(agent_dir, worker_sessions_dir(agent_dir, os.environ), cwd),
+        stream=stream,
+        env=os.environ,
+        resident=False,
+    )
