@@ -258,9 +258,33 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
     interrupted = trials.run_trials(set_dir, stored, overrides, args.jobs, interrupt)
     summary = trials.summarize_run_set(set_dir, stored, interrupted or 0)
     text = json.dumps(summary, indent=2)
-    write_atomic(os.path.join(set_dir, trials.SUMMARY_FILE), text + "\n")
+    summary_file = os.path.join(set_dir, trials.SUMMARY_FILE)
+    write_atomic(summary_file, text + "\n")
+    print(f"runner.py: {set_summary_line(summary, summary_file)}", file=sys.stderr, flush=True)
     print_json(text)
     return summary["exit_code"]
+
+
+def set_summary_line(summary: dict, summary_file: str) -> str:
+    """One line for a person at a terminal: how many trials resolved, and why the others not."""
+    scored, resolved = summary["trials_scored"], summary["resolved"]
+    head = f"run set: {resolved}/{scored} scored trials resolved"
+    if scored:
+        low, high = summary["resolve_rate_ci95"]
+        head += f" ({resolved / scored:.0%}, 95% CI {low:.0%}-{high:.0%})"
+    parts = [head + f", {summary['trials_planned']} planned; exit {summary['exit_code']}"]
+    failures = summary["failures"]
+    if failures:
+        counted = sorted(failures.items(), key=lambda item: (-item[1], item[0]))
+        parts.append("failures: " + ", ".join(f"{code} x{n}" for code, n in counted))
+    parts.append(f"summary in {_near(summary_file)}")
+    return "; ".join(parts)
+
+
+def _near(path: str) -> str:
+    """The path relative to the working dir, unless that climbs out of it."""
+    near = os.path.relpath(path)
+    return path if near.startswith("..") else near
 
 
 def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
@@ -494,8 +518,7 @@ def summary_line(result: dict, result_file: str | None = None) -> str:
     if leaked:
         parts.append(f"{leaked} leaked processes")
     if result_file:
-        near = os.path.relpath(result_file)
-        parts.append(f"result in {result_file if near.startswith('..') else near}")
+        parts.append(f"result in {_near(result_file)}")
     return "; ".join(parts)
 
 
