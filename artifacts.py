@@ -471,11 +471,12 @@ def _header(path: str, findings: list[Finding]) -> dict | None:
         if seen.number == 1 and seen.record.get("type") == "session":
             header = seen.record
         break
-    # Stopping there is the point, not a finding.
-    found = [finding for finding in found if finding.code != "byte_cap"]
-    if header is None and (seen or found):
-        found.append(Finding(path, 1, "no_header", "line 1 is not a session header"))
-    findings.extend(found)
+    # Anything at all there (a line, a bad line, more past line 1) and no header on it.
+    missing = header is None and (seen is not None or bool(found))
+    # Stopping after line 1 is the point, not a finding.
+    findings.extend(finding for finding in found if finding.code != "byte_cap")
+    if missing:
+        findings.append(Finding(path, 1, "no_header", "line 1 is not a session header"))
     return header
 
 

@@ -430,14 +430,19 @@ class BadInputTest(RunTestCase):
 
     def test_stray_files_beside_the_parent_are_named_by_their_line_1_alone(self):
         self.honest_run()
-        strays = {"message.jsonl": '{"type":"message"}\nnot json\n', "torn.jsonl": '{"ty\n{}\n'}
+        strays = {
+            "message.jsonl": '{"type":"message"}\nnot json\n',
+            "torn.jsonl": '{"ty\n{}\n',
+            "blank.jsonl": '\n{"type":"session","id":"x"}\n',
+            "empty.jsonl": "",
+        }
         for name, text in strays.items():
             with open(os.path.join(self.build.sessions, name), "w") as handle:
                 handle.write(text)
         verdict = self.verdict()
         self.assertTrue(verdict.resolved)
         # Finding the parent reads line 1 of each root and no further.
-        self.assertEqual(verdict.findings["counts"], {"no_header": 2, "malformed_json": 1})
+        self.assertEqual(verdict.findings["counts"], {"no_header": 3, "malformed_json": 1})
 
     def test_invalid_utf8_in_the_index_still_scores_the_good_lines(self):
         self.build.fan_out(FIXTURE)
