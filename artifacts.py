@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import ledger
 from jsonl import (
@@ -39,8 +40,12 @@ CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}\Z")
 DISPLAY_FILE = "rlm-subagent.json"  # the child's display record, beside its transcript (§6)
 
 
-@dataclass(frozen=True)
-class Usage:
+# The records a transcript yields one of per line (a usage, a reply, a notice, a
+# model call, a cell, a receipt) are named tuples: a run has thousands, and a named
+# tuple is built about twice as fast as a frozen dataclass (2.7% fewer
+# instructions for a whole score at 100 children, counted by callgrind). The records
+# of a whole file or run below stay frozen dataclasses.
+class Usage(NamedTuple):
     """Token usage as the product records it on an assistant message (§5)."""
 
     input: int = 0
@@ -99,8 +104,7 @@ def usage_from(raw: dict) -> Usage:
     )
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(NamedTuple):
     """A child's `agent_message` as it landed in the parent transcript (§6)."""
 
     reply_id: str | None
@@ -111,8 +115,7 @@ class Reply:
     line: int
 
 
-@dataclass(frozen=True)
-class Notice:
+class Notice(NamedTuple):
     """`rlm_child_terminal_notice` (kind from details) or `rlm_child_failure` (§6)."""
 
     kind: str
@@ -122,8 +125,7 @@ class Notice:
     line: int
 
 
-@dataclass(frozen=True)
-class AssistantCall:
+class AssistantCall(NamedTuple):
     """One persisted assistant message, as the integrity checks compare it (§5)."""
 
     line: int
@@ -132,16 +134,14 @@ class AssistantCall:
     usage: Usage
 
 
-@dataclass(frozen=True)
-class UsageAttribution:
+class UsageAttribution(NamedTuple):
     """A `child_usage_attributed` entry: the `childUsage` it repeats (§5)."""
 
     line: int
     usage: Usage
 
 
-@dataclass(frozen=True)
-class IpythonCall:
+class IpythonCall(NamedTuple):
     """An `ipython` tool call: its code's digest and when the cell ran.
 
     The cell runs between its assistant message's entry timestamp and its
@@ -162,8 +162,7 @@ class IpythonCall:
         )
 
 
-@dataclass(frozen=True)
-class SentMessage:
+class SentMessage(NamedTuple):
     """An `agent_message.send` receipt in the sender's toolResult (§5 "Child transcripts")."""
 
     message_id: str
