@@ -14,6 +14,8 @@ import tempfile
 import time
 import unittest
 
+import runner
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
 SIMULATED = os.path.join(ROOT, "simulated_agent.py")
@@ -586,6 +588,77 @@ class InvalidInputTest(RunnerTestCase):
         )
         self.assertEqual(done.returncode, 2)
         self.assertIn(b"--fixture", done.stderr)
+
+
+class SummaryLineTest(unittest.TestCase):
+    """The one-line verdicts on stderr, for the branches a simulated run seldom takes."""
+
+    def result(self, **changes) -> dict:
+        verdict = {
+            "coverage": True,
+            "delegation_evidence": False,
+            "dedup": True,
+            "receipts": False,
+            "efficiency": {"total_turns": 12, "total_tokens": 45210},
+        }
+        result = {
+            "resolved": False,
+            "exit_code": 1,
+            "reasons": [{"code": "missing_receipt"}, {"code": "timeout"}] * 2,
+            "verdict": verdict,
+            "cleanup": {"leaked_processes": 0},
+        }
+        result.update(changes)
+        return result
+
+    def test_each_criterion_reason_count_and_the_calls_are_named(self):
+        line = runner.summary_line(self.result())
+        self.assertEqual(
+            line,
+            "NOT resolved (exit 1); coverage ok, delegation_evidence FAILED, dedup ok, "
+            "receipts FAILED; reasons: missing_receipt x2, timeout x2; "
+            "12 model calls, 45,210 tokens",
+        )
+
+    def test_a_baseline_a_contract_check_and_leaked_processes_are_said(self):
+        result = self.result(baseline=True, contract_check="fail", reasons=[])
+        result["cleanup"]["leaked_processes"] = 2
+        line = runner.summary_line(result, os.path.join(os.sep, "elsewhere", "result.json"))
+        self.assertEqual(
+            line,
+            "NOT resolved (exit 1); contract check fail; baseline, judged on coverage: ok; "
+            f"12 model calls, 45,210 tokens; 2 leaked processes; result in "
+            f"{os.path.join(os.sep, 'elsewhere', 'result.json')}",
+        )
+
+    def test_a_run_set_line_counts_failures_most_first(self):
+        summary = {
+            "trials_scored": 4,
+            "trials_planned": 5,
+            "resolved": 1,
+            "resolve_rate_ci95": [0.046, 0.699],
+            "exit_code": 1,
+            "failures": {"not_run": 1, "missing_receipt": 3, "dedup": 3},
+        }
+        line = runner.set_summary_line(summary, os.path.join(os.getcwd(), "set", "summary.json"))
+        self.assertEqual(
+            line,
+            "run set: 1/4 scored trials resolved (25%, 95% CI 5%-70%), 5 planned; exit 1; "
+            "failures: dedup x3, missing_receipt x3, not_run x1; "
+            f"summary in {os.path.join('set', 'summary.json')}",
+        )
+
+    def test_a_run_set_with_nothing_scored_has_no_rate(self):
+        summary = {
+            "trials_scored": 0,
+            "trials_planned": 2,
+            "resolved": 0,
+            "resolve_rate_ci95": [None, None],
+            "exit_code": 3,
+            "failures": {"not_run": 2},
+        }
+        line = runner.set_summary_line(summary, os.path.join(os.getcwd(), "summary.json"))
+        self.assertTrue(line.startswith("run set: 0/0 scored trials resolved, 2 planned; exit 3"))
 
 
 if __name__ == "__main__":
