@@ -176,10 +176,12 @@ def run_dir_for(parent: str, children: int, records: int, ledger_bytes: int | No
             child_path = os.path.join(artifacts_dir, child_id, session_id + ".jsonl")
             edges.append((child_id, child_path, worker, at_ms))
         parent_path = os.path.join(sessions, PARENT_NAME)
-        return sum(len(line) for line in ledger_lines(sessions, parent_path, edges, records))
+        lines = ledger_lines(sessions, parent_path, edges, records)
+        return sum(len(line.encode()) for line in lines)
 
     base = os.path.join(parent, "run")
-    fixed, per_char = size(base), size(base + "-") - size(base)
+    fixed = size(base)
+    per_char = size(base + "-") - fixed
     pad = max(0, (ledger_bytes - fixed) // per_char)
     if pad > 200:  # a path component has at most 255 bytes
         raise ValueError(f"a {ledger_bytes}-byte ledger needs longer paths than a dir name gives")
