@@ -1,4 +1,5 @@
-"""What the command-line entry points share: stdout carries only the JSON result."""
+"""What the command-line entry points share: stdout carries only the JSON result,
+stderr the lines for a person."""
 
 from __future__ import annotations
 
@@ -12,12 +13,22 @@ def print_json(text: str) -> None:
     The files a run writes are written before this, and the exit code stays the
     run's: a closed pipe is no reason for a traceback.
     """
+    _write(sys.stdout, text)
+
+
+def print_note(text: str) -> None:
+    """A line for the person at the terminal, on stderr; a closed stderr (`2>&1 | head`)
+    loses it and nothing else."""
+    _write(sys.stderr, text)
+
+
+def _write(stream, text: str) -> None:
     try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        stream.write(text + "\n")
+        stream.flush()
     except BrokenPipeError:
-        # Point stdout at devnull, so that the interpreter's own flush at exit does
-        # not raise again.
+        # Point the stream at devnull, so that the interpreter's own flush at exit
+        # does not raise again.
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)

@@ -12,12 +12,12 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import daemon
 import ledger
 import procs
+from cli import print_note
 from jsonl import open_regular
 from resident import drive_resident
 from rundir import RunDir
@@ -228,10 +228,8 @@ class Progress:
             path = os.path.join(self.run.sessions, name)
             self.replies += self._count_new(path, b'"fromRelationship":"child"')
         word = "finished after" if final else "running"
-        print(
-            f"runner.py: {word} {elapsed:.0f}s: {self.spawns} spawns, {self.replies} replies",
-            file=sys.stderr,
-            flush=True,
+        print_note(
+            f"runner.py: {word} {elapsed:.0f}s: {self.spawns} spawns, {self.replies} replies"
         )
 
     def _count_new(self, path: str, needle: bytes) -> int:

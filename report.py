@@ -24,7 +24,7 @@ from html import escape
 import stats
 import timeline
 import trials
-from cli import print_json
+from cli import print_json, print_note
 
 NONE = "n/a"
 COLOURS = {"replied": "#3a8a3a", "failed": "#d9822b", "dropped": "#c23030"}
@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
             blocks = build_report(sets, os.path.realpath(out))
             stem = "report"
     except (trials.RunSetError, OSError) as error:
-        print(f"report.py: {error}", file=sys.stderr)
+        print_note(f"report.py: {error}")
         return 2
     os.makedirs(out, exist_ok=True)
     written = {}

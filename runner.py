@@ -32,7 +32,7 @@ import scorer
 import scripted
 import scripted_model
 import trials
-from cli import print_json
+from cli import print_json, print_note
 from fixture import Fixture, FixtureError, load_fixture
 from launch import Interrupt, agent_version, launch_and_wait
 from rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
@@ -229,7 +229,7 @@ def _stored_flags(stored: dict | None) -> dict:
 
 
 def _refuse(message: str) -> int:
-    print(f"runner.py: {message}", file=sys.stderr)
+    print_note(f"runner.py: {message}")
     return EXIT_INVALID
 
 
@@ -246,7 +246,7 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
             resolved, fixture = _matched(args, stored)
     except (trials.RunSetError, OSError) as error:
         return _refuse(f"cannot run the run set: {error}")
-    print(f"runner.py: run set {set_dir}", file=sys.stderr, flush=True)
+    print_note(f"runner.py: run set {set_dir}")
     overrides = [
         item
         for flag, key in (("--agent-bin", "agent_bin"), ("--agent-config", "agent_config"))
@@ -260,7 +260,7 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
     text = json.dumps(summary, indent=2)
     summary_file = os.path.join(set_dir, trials.SUMMARY_FILE)
     write_atomic(summary_file, text + "\n")
-    print(f"runner.py: {set_summary_line(summary, summary_file)}", file=sys.stderr, flush=True)
+    print_note(f"runner.py: {set_summary_line(summary, summary_file)}")
     print_json(text)
     return summary["exit_code"]
 
@@ -305,7 +305,7 @@ def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
     found = trials.attempts(set_dir)
     for attempt in found:
         if attempt.index == args.trial_index and trials.is_done(attempt):
-            print(f"runner.py: trial {attempt.index} is done: {attempt.dir}", file=sys.stderr)
+            print_note(f"runner.py: trial {attempt.index} is done: {attempt.dir}")
             print_json(json.dumps(attempt.result, indent=2))
             return attempt.result.get("exit_code", EXIT_UNRESOLVED)
     run_dir = trials.next_trial_dir(set_dir, args.trial_index, found)
@@ -331,7 +331,7 @@ def _run(
     try:
         fixture = load_fixture(args.fixture)
     except FixtureError as error:
-        print(f"runner.py: invalid fixture: {error.message}", file=sys.stderr)
+        print_note(f"runner.py: invalid fixture: {error.message}")
         result = dict(base, status="invalid_fixture", resolved=False, exit_code=EXIT_INVALID)
         result["fixture"] = {"path": args.fixture}
         result["reasons"] = [
@@ -343,7 +343,7 @@ def _run(
         run = RunDir.at(run_dir) if run_dir else RunDir.create(args.out, fixture.name)
     except OSError as error:
         where = run_dir or f"under {args.out}"
-        print(f"runner.py: cannot create a run dir {where}: {error}", file=sys.stderr)
+        print_note(f"runner.py: cannot create a run dir {where}: {error}")
         result = dict(base, status="invalid_invocation", resolved=False, exit_code=EXIT_INVALID)
         result["reasons"] = [{"code": "run_dir_unwritable", "message": str(error)}]
         return _emit(result, None)
@@ -477,7 +477,7 @@ def _not_run(
     exit_code: int = EXIT_AGENT,
     extra: dict | None = None,
 ) -> int:
-    print(f"runner.py: the agent could not be run: {message}", file=sys.stderr)
+    print_note(f"runner.py: the agent could not be run: {message}")
     result = dict(base, status="agent_not_run", resolved=False, exit_code=exit_code)
     result.update(extra or {})
     result["reasons"] = [{"code": code, "message": message}]
@@ -491,7 +491,7 @@ def _emit(result: dict, run: RunDir | None) -> int:
         write_atomic(os.path.join(run.root, "result.json"), text + "\n")
     if result.get("status") == "scored":
         where = os.path.join(run.root, "result.json") if run is not None else None
-        print(f"runner.py: {summary_line(result, where)}", file=sys.stderr, flush=True)
+        print_note(f"runner.py: {summary_line(result, where)}")
     print_json(text)
     return result["exit_code"]
 

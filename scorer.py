@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import integrity
 from artifacts import RunArtifacts, Transcript, Usage, collect, relative, transcripts_by_path
-from cli import print_json
+from cli import print_json, print_note
 from fixture import Fixture, FixtureError, Shard, load_manifest
 from ledger import Edge
 
@@ -581,13 +581,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         fixture = load_manifest(args.fixture)
     except FixtureError as error:
-        print(f"scorer.py: {error.message}", file=sys.stderr)
+        print_note(f"scorer.py: {error.message}")
         print_json(
             json.dumps({"error": "invalid_fixture", "code": error.code, "detail": error.message})
         )
         return 2
     if not os.path.isdir(args.run_dir):
-        print(f"scorer.py: {args.run_dir} is not a directory", file=sys.stderr)
+        print_note(f"scorer.py: {args.run_dir} is not a directory")
         print_json(json.dumps({"error": "run_dir_missing", "detail": args.run_dir}))
         return 2
     run = collect(args.run_dir, fixture.artifact)

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 
 import stats
 import timeline
+from cli import print_note
 from fixture import Fixture
 from jsonl import read_json_object
 
@@ -250,7 +251,7 @@ def _outcome(exit_code: int) -> str:
 
 
 def _say(message: str) -> None:
-    print(f"runner.py: {message}", file=sys.stderr, flush=True)
+    print_note(f"runner.py: {message}")
 
 
 # --- the summary (pure) -----------------------------------------------------------------------

@@ -513,6 +513,26 @@ class InvalidInputTest(RunnerTestCase):
         with open(os.path.join(run_dir, "result.json"), encoding="utf-8") as handle:
             self.assertTrue(json.load(handle)["resolved"])
 
+    def test_a_closed_stderr_costs_only_the_lines_for_a_person(self):
+        # `runner.py ... 2>&1 | head -1`, with stdout kept: stderr is gone before the
+        # verdict line is printed.
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            done = subprocess.run(
+                self.runner_argv("simulated/oracle"),
+                cwd=self.tmp,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=write_end,
+                timeout=120,
+            )
+        finally:
+            os.close(write_end)
+        self.assertEqual(done.returncode, 0)
+        self.assertTrue(json.loads(done.stdout)["resolved"])
+
     def broken_fixture(self, mutate) -> str:
         path = os.path.join(self.tmp, "broken")
         shutil.copytree(JSON_EVENTS, path)
