@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 # carry megabytes of output. Lines longer than this are skipped, not loaded.
 MAX_LINE_BYTES = 32 * 1024 * 1024
 # Blocks of about this size are read, decoded and parsed in turn. A block and its
-# decoded text stay in the CPU's cache while they are parsed: on the 2-core CI VM,
+# decoded text stay in the CPU's cache while they are parsed: on the project's 2-core VM,
 # 256 KiB scored 3% faster than 1 MiB at 100 children and 6% faster at 1,000 (64 KiB
 # was as good at 100 and slower at 1,000, where a line often outgrows the block).
 _CHUNK = 256 * 1024
