@@ -491,22 +491,27 @@ class InvalidInputTest(RunnerTestCase):
         with open(os.path.join(result["run_dir"], "result.json"), encoding="utf-8") as handle:
             self.assertEqual(json.load(handle), result)
 
-    def test_a_reader_that_closed_stdout_early_gets_no_traceback_and_the_run_its_code(self):
-        # `runner.py ... | head -1`: the pipe is gone before the result is printed.
+    def run_with_a_closed_pipe(self, stream: str) -> subprocess.CompletedProcess:
+        """The oracle run with `stream` ("stdout" or "stderr") a pipe nobody reads;
+        the other is captured."""
         read_end, write_end = os.pipe()
         os.close(read_end)
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: write_end}
         try:
-            done = subprocess.run(
+            return subprocess.run(
                 self.runner_argv("simulated/oracle"),
                 cwd=self.tmp,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
-                stdout=write_end,
-                stderr=subprocess.PIPE,
                 timeout=120,
+                **pipes,
             )
         finally:
             os.close(write_end)
+
+    def test_a_reader_that_closed_stdout_early_gets_no_traceback_and_the_run_its_code(self):
+        # `runner.py ... | head -1`: the pipe is gone before the result is printed.
+        done = self.run_with_a_closed_pipe("stdout")
         self.assertEqual(done.returncode, 0)
         self.assertNotIn(b"Traceback", done.stderr)
         (run_dir,) = glob.glob(os.path.join(self.out, "*"))
@@ -516,20 +521,7 @@ class InvalidInputTest(RunnerTestCase):
     def test_a_closed_stderr_costs_only_the_lines_for_a_person(self):
         # `runner.py ... 2>&1 | head -1`, with stdout kept: stderr is gone before the
         # verdict line is printed.
-        read_end, write_end = os.pipe()
-        os.close(read_end)
-        try:
-            done = subprocess.run(
-                self.runner_argv("simulated/oracle"),
-                cwd=self.tmp,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=write_end,
-                timeout=120,
-            )
-        finally:
-            os.close(write_end)
+        done = self.run_with_a_closed_pipe("stderr")
         self.assertEqual(done.returncode, 0)
         self.assertTrue(json.loads(done.stdout)["resolved"])
 
