@@ -26,11 +26,23 @@ def expected_outcome(script: str, drive: str) -> Outcome:
 
 
 def contract_check(script: str, drive: str, result: Mapping) -> dict:
-    """{"contract_check": "pass"|"fail", "differences": [...]} for one runner result."""
+    """{"contract_check": "pass"|"fail"|"inconclusive", "differences": [...]} for one result.
+
+    An interrupted run is inconclusive: the person who stopped it, not the product,
+    decided how it ended. A timed-out run is judged (a product that hangs disagrees),
+    and the timeout is named first among the differences.
+    """
+    if result.get("interrupted"):
+        return {
+            "contract_check": "inconclusive",
+            "differences": ["the runner was interrupted before the agent finished"],
+        }
     expected = expected_outcome(script, drive)
     verdict = result.get("verdict") or {}
     codes = {reason.get("code") for reason in result.get("reasons") or []}
     differences = []
+    if (result.get("agent") or {}).get("timed_out"):
+        differences.append("the agent timed out")
     if result.get("status") != "scored":
         differences.append(f"status is {result.get('status')!r}, not 'scored'")
     if result.get("resolved") is not expected.resolved:

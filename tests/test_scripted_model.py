@@ -529,6 +529,20 @@ class ContractCheckTest(unittest.TestCase):
             scripted.contract_check("child-fail", "oneshot", guessed)["contract_check"], "fail"
         )
 
+    def test_an_interrupted_run_is_inconclusive(self):
+        stopped = {**result(False, ["interrupted", "artifact_missing"]), "interrupted": True}
+        check = scripted.contract_check("fanout", "oneshot", stopped)
+        self.assertEqual(check["contract_check"], "inconclusive")
+        self.assertEqual(
+            check["differences"], ["the runner was interrupted before the agent finished"]
+        )
+
+    def test_a_timed_out_run_fails_and_says_so_first(self):
+        hung = {**result(False, ["timeout"]), "agent": {"timed_out": True}}
+        check = scripted.contract_check("fanout", "resident", hung)
+        self.assertEqual(check["contract_check"], "fail")
+        self.assertEqual(check["differences"][0], "the agent timed out")
+
     def test_an_unexpected_reason_fails(self):
         check = scripted.contract_check(
             "double-spawn", "oneshot", result(False, ["duplicate_spawn"], 16)
