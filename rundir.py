@@ -17,10 +17,25 @@ from datetime import datetime, timezone
 
 from fixture import MANIFEST, TASK
 
-# Unix socket paths are limited to about 107 bytes (§2); the product also puts
-# worker sockets under $TMPDIR/prime-agent-<uid>/.
-MAX_SOCKET_PATH = 100
-MAX_TMPDIR = 60
+# A Unix socket path holds at most 107 bytes (108 with its NUL; §2 says "about 107").
+# Besides the daemon socket the runner names, the product binds one socket per session
+# worker at $TMPDIR/prime-agent-<uid>/worker-<12 hex>-<12 hex>.sock (source
+# `modes/daemon/daemon-supervisor.ts`). A longer path is cut short when bound and the
+# worker never answers: the CLI fails after 30 s with no transcript (seen with v0.8.0,
+# in a run set whose trials' TMPDIR was 56 bytes long).
+MAX_SOCKET_PATH = 107
+WORKER_SOCKET = "worker-" + "0" * 12 + "-" + "0" * 12 + ".sock"
+
+
+def worker_socket_path(tmpdir: str) -> str:
+    """The path of the product's worker sockets under this TMPDIR (their longest form)."""
+    return os.path.join(tmpdir, f"prime-agent-{os.getuid()}", WORKER_SOCKET)
+
+
+def fits_a_socket(path: str) -> bool:
+    return len(os.fsencode(path)) <= MAX_SOCKET_PATH
+
+
 STRIPPED_ENV_PREFIXES = ("PRIME_AGENT_INTERNAL_", "RLM_", "GIT_")
 STRIPPED_ENV = (
     "PRIME_AGENT_CODING_AGENT_DIR",
@@ -76,11 +91,17 @@ class RunDir:
             os.makedirs(path, exist_ok=True)
         self._commit_repo(fixture.name)
         self._copy_agent_config(agent_config)
-        if len(self.tmp) > MAX_TMPDIR or len(self.socket) > MAX_SOCKET_PATH:
+        self.fit_sockets()
+
+    def fit_sockets(self) -> None:
+        """Move TMPDIR or the daemon socket to a short dir under /tmp when the product's
+        sockets would not fit under the run dir (removed again by `cleanup_tmp`)."""
+        tmp_fits = fits_a_socket(worker_socket_path(self.tmp))
+        if not tmp_fits or not fits_a_socket(self.socket):
             self.short_tmp = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
-        if len(self.tmp) > MAX_TMPDIR:
+        if not tmp_fits:
             self.tmp = self.short_tmp
-        if len(self.socket) > MAX_SOCKET_PATH:
+        if not fits_a_socket(self.socket):
             self.socket = os.path.join(self.short_tmp, "daemon.sock")
 
     def _commit_repo(self, fixture_name: str) -> None:

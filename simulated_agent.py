@@ -48,7 +48,7 @@ from typing import NoReturn
 
 from simulated_daemon import Daemon
 from simulated_processes import detach
-from simulated_product import VERSION_LINE, log, worker_sessions_dir
+from simulated_product import VERSION_LINE, bind_worker_socket, log, worker_sessions_dir
 from simulated_run import BEHAVIOURS, UsageError, behaviour_of, one_shot_run
 
 
@@ -192,9 +192,16 @@ def main(argv: list[str]) -> int:
             run_daemon(options)
         behaviour = validate(options)
         cwd = os.path.abspath(options.cwd or ".")
-        log(f"supervisor pid={start_supervisor(daemon_socket_path(options), cwd)}")
+        socket_path = daemon_socket_path(options)
+        log(f"supervisor pid={start_supervisor(socket_path, cwd)}")
     except UsageError as error:
         log(str(error))
+        return 1
+    # The root runs in a session worker, which must bind its socket (the product's CLI
+    # then fails with this, after 30 s, and exits 1).
+    refused = bind_worker_socket(socket_path, os.environ)
+    if refused:
+        log(f'Error: waiting for the daemon response to "create": {refused}')
         return 1
     agent_dir = os.environ.get("PRIME_AGENT_CODING_AGENT_DIR") or os.path.expanduser(
         "~/.prime/agent"

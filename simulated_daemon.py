@@ -26,6 +26,7 @@ from simulated_product import (
     Child,
     Ledger,
     Stream,
+    bind_worker_socket,
     dumps,
     hex_id,
     iso,
@@ -475,6 +476,9 @@ class Daemon:
             raise CommandError(str(error)) from None
         # launchEnv is overlaid on the daemon's env for the new worker (contract §8.2).
         env = {**os.environ, **launch_env}
+        refused = bind_worker_socket(self.socket_path, env)
+        if refused:
+            raise CommandError(refused)
         try:
             session = ResidentSession(cwd, agent_dir, session_dir, behaviour, env)
         except OSError as error:

@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -75,6 +76,33 @@ def text_part(text: str) -> dict:
 
 
 # --- the ledger (contract §4) -----------------------------------------------------------------
+
+
+def bind_worker_socket(supervisor_socket: str, env: Mapping[str, str]) -> str | None:
+    """Bind the session worker's socket where the product puts it; the error if it cannot.
+
+    The product names it `$TMPDIR/prime-agent-<uid>/worker-<key>-<worker id>.sock`, `key`
+    the first 12 hex digits of the SHA-256 of the supervisor's socket path and the worker
+    id cut to 12 (source `modes/daemon/daemon-supervisor.ts`). A Unix socket path holds at
+    most 107 bytes: the real worker binds a longer one cut short, fails its own check of
+    the path and never answers, and the supervisor gives up on `create` after 30 s (seen
+    with v0.8.0). The simulation binds it too, so a TMPDIR the product could not use fails
+    here as well, at once. The simulated worker serves nothing on it: it is closed and
+    removed again.
+    """
+    key = hashlib.sha256(os.path.abspath(supervisor_socket).encode()).hexdigest()[:12]
+    folder = os.path.join(env.get("TMPDIR") or "/tmp", f"prime-agent-{os.getuid()}")
+    path = os.path.join(folder, f"worker-{key}-{hex_id(12)}.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        listener.bind(path)
+        os.unlink(path)
+    except OSError as error:
+        return f"Timed out connecting to daemon session worker: {path}: {error}"
+    finally:
+        listener.close()
+    return None
 
 
 def worker_sessions_dir(agent_dir: str, env: Mapping[str, str]) -> str:

@@ -14,6 +14,7 @@ import tempfile
 import time
 import unittest
 
+import rundir
 import runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -303,6 +304,38 @@ class HygieneTest(RunnerTestCase):
 
     def test_sigterm_ends_the_tree_scores_what_exists_and_exits_143(self):
         self.assert_interrupted(*self.interrupt_hanging_run(signal.SIGTERM), 143)
+
+
+class SocketPathTest(RunnerTestCase):
+    """The product binds a socket per session worker under $TMPDIR (at most 107 bytes)."""
+
+    def test_every_run_dir_length_gives_sockets_that_fit(self):
+        branches = set()
+        for length in range(1, 140):
+            run = rundir.RunDir("/" + "r" * length)
+            run.fit_sockets()
+            self.addCleanup(run.cleanup_tmp)
+            self.assertTrue(rundir.fits_a_socket(rundir.worker_socket_path(run.tmp)), length)
+            self.assertTrue(rundir.fits_a_socket(run.socket), length)
+            own_tmp = run.tmp == os.path.join(run.root, "tmp")
+            # The run dir's own tmp is kept whenever the product's sockets fit there.
+            fits_there = rundir.fits_a_socket(rundir.worker_socket_path(run.root + "/tmp"))
+            self.assertEqual(own_tmp, fits_there, length)
+            branches.add(own_tmp)
+        self.assertEqual(branches, {True, False})
+
+    def test_a_run_whose_own_tmp_is_60_bytes_still_resolves(self):
+        # v0.8.0 failed such a run (a run set's trial): its 60-byte TMPDIR passed the old
+        # bound, but the worker socket under it was over 107 bytes long.
+        base = tempfile.mkdtemp(prefix="", dir="/tmp")
+        self.addCleanup(shutil.rmtree, base, True)
+        run_name = len("json-events-20261202T220414Z-509525/tmp") + 1
+        self.out = os.path.join(base, "p" * (60 - run_name - len(base) - 1))
+        for drive in ("oneshot", "resident"):
+            done, result = self.run_runner("simulated/oracle", JSON_EVENTS, "--drive", drive)
+            self.assertEqual(len(os.path.join(self.run_dir(result), "tmp")), 60)
+            self.assertEqual(done.returncode, 0, result["reasons"])
+            self.assertTrue(result["resolved"])
 
 
 class ResidentDriveTest(RunnerTestCase):

@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -23,6 +24,8 @@ import time
 import unittest
 from dataclasses import dataclass
 from pathlib import Path
+
+import rundir
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "simulated_agent.py"
@@ -448,12 +451,17 @@ class SimulatedAgentCase(unittest.TestCase):
         run_dir = Path(temp.name)
         for name in ("sessions", "agent-home", "home", "tmp"):
             (run_dir / name).mkdir()
+        tmp = str(run_dir / "tmp")
+        if not rundir.fits_a_socket(rundir.worker_socket_path(tmp)):
+            # A long system TMPDIR: the product's worker sockets need a shorter one.
+            tmp = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
+            self.addCleanup(shutil.rmtree, tmp, True)
         write_shards(run_dir / "repo" / "shards")
         env = {
             "PATH": os.environ.get("PATH", os.defpath),
             "PRIME_AGENT_CODING_AGENT_DIR": str(run_dir / "agent-home"),
             "HOME": str(run_dir / "home"),
-            "TMPDIR": str(run_dir / "tmp"),
+            "TMPDIR": tmp,
         }
         if session_dir_env:
             env["PRIME_AGENT_SESSION_DIR"] = str(run_dir / "sessions")
@@ -684,6 +692,25 @@ class SupervisorTest(SimulatedAgentCase):
                 "error": "unsupported in simulation",
             },
         )
+
+    def test_a_tmpdir_too_long_for_the_worker_socket_fails_as_the_product_does(self):
+        # The product binds $TMPDIR/prime-agent-<uid>/worker-<12 hex>-<12 hex>.sock; over
+        # 107 bytes the worker never answers and the CLI exits 1 with no transcript.
+        run = self.make_run()
+        long_tmp = run.dir / ("t" * 60)
+        long_tmp.mkdir()
+        argv = [
+            *(sys.executable, str(AGENT), "--mode", "json"),
+            *("--daemon-socket", str(run.socket), "--cwd", str(run.repo)),
+            *("--model", "simulated/oracle", "--", run.prompt),
+        ]
+        self.start(run, argv, {**run.env, "TMPDIR": str(long_tmp)})
+        self.addCleanup(self.shut_down_supervisor, run)
+        self.assertEqual(run.process.wait(timeout=DEADLINE_S), 1)
+        self.assertIn("Timed out connecting to daemon session worker", run.stderr())
+        self.assertIn(f"{long_tmp}/prime-agent-{os.getuid()}/worker-", run.stderr())
+        self.assertEqual(list((run.dir / "sessions").iterdir()), [])
+        self.assertEqual(list((run.dir / "agent-home").iterdir()), [])
 
     def test_shutdown_without_force_leaves_the_supervisor_running(self):
         run = self.launch("nop")
@@ -1080,6 +1107,18 @@ class ResidentDaemonTest(SimulatedAgentCase):
         self.assertEqual(hello["supervisorPid"], run.process.pid)
         self.assertEqual(list(key_orders(hello)), list(key_orders(captured_wire()[0])))
         self.assertEqual(stat.S_IMODE(run.socket.stat().st_mode), 0o600)
+
+    def test_create_fails_when_the_worker_socket_would_be_too_long(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        long_tmp = str(run.dir / ("t" * 60))
+        create = run.create_command("oracle", {**run.env, "TMPDIR": long_tmp})
+        response = client.request(create)
+        self.assertFalse(response["success"])
+        self.assertIn("Timed out connecting to daemon session worker", response["error"])
+        self.assertEqual(list((run.dir / "sessions").iterdir()), [])
+        # A TMPDIR that fits is still taken afterwards.
+        self.assertIn("activeSessionId", client.call(run.create_command("oracle")))
 
     def test_events_arrive_as_session_events_in_sequence(self):
         run = self.make_run()
