@@ -339,6 +339,13 @@ def _run(
         ]
         return _emit(result, None)
     base["fixture"] = {"name": fixture.name, "path": args.fixture, "shards": len(fixture.shards)}
+    script = _script(args.model)
+    refusal = scripted.too_many_shards(len(fixture.shards)) if script else None
+    if refusal:
+        print_note(f"runner.py: {refusal}")
+        result = dict(base, status="invalid_invocation", resolved=False, exit_code=EXIT_INVALID)
+        result["reasons"] = [{"code": "too_many_shards_for_script", "message": refusal}]
+        return _emit(result, None)
     try:
         run = RunDir.at(run_dir) if run_dir else RunDir.create(args.out, fixture.name)
     except OSError as error:
@@ -382,7 +389,6 @@ def _run(
             "interrupted before the agent started",
             exit_code=EXIT_SIGNAL[interrupt.signum],
         )
-    script = _script(args.model)
     try:
         with contextlib.ExitStack() as stack:
             if script:

@@ -445,6 +445,13 @@ class GeneratorTest(FixtureChecks):
         self.assertEqual(files[-1], "events-100.jsonl")
         self.assert_answers_recomputed_and_distinct(out / "json-events")
 
+    def test_more_than_19_shards_get_a_note_on_the_products_message_limit(self):
+        for shards, noted in (("19", False), ("20", True)):
+            with tempfile.TemporaryDirectory() as out:
+                result = run_generator("--out", out, "--shards", shards, "--fixture", "csv-metrics")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual("at most 19 replies" in result.stderr, noted, shards)
+
     def test_fixture_option_generates_only_that_fixture(self):
         out = self.generate("--fixture", "csv-metrics")
         self.assertEqual([p.name for p in out.iterdir()], ["csv-metrics"])

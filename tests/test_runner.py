@@ -306,6 +306,33 @@ class HygieneTest(RunnerTestCase):
         self.assert_interrupted(*self.interrupt_hanging_run(signal.SIGTERM), 143)
 
 
+class ScriptedShardLimitTest(RunnerTestCase):
+    def test_a_script_refuses_a_fixture_of_more_than_19_shards(self):
+        # prime-agent v0.8.0 delivers at most 19 replies to a parent busy in one turn.
+        fixtures = os.path.join(self.tmp, "fixtures")
+        generator = os.path.join(ROOT, "fixtures", "generate.py")
+        for shards in ("20", "19"):
+            subprocess.run(
+                [sys.executable, generator, "--out", fixtures, "--shards", shards]
+                + ["--fixture", "json-events"],
+                check=True,
+                capture_output=True,
+            )
+            done, result = self.run_runner(
+                "scripted/fanout", os.path.join(fixtures, "json-events"), "--timeout", "5"
+            )
+            if shards == "20":
+                self.assertEqual(done.returncode, 2)
+                self.assertEqual(result["status"], "invalid_invocation")
+                self.assertEqual(self.codes(result), ["too_many_shards_for_script"])
+                self.assertFalse(os.path.exists(self.out))
+            else:
+                # 19 shards are run (the simulated agent cannot serve the endpoint's
+                # model, so the product and the script disagree: exit 1, not 2).
+                self.assertEqual(result["status"], "scored")
+                self.assertEqual(done.returncode, 1)
+
+
 class SocketPathTest(RunnerTestCase):
     """The product binds a socket per session worker under $TMPDIR (at most 107 bytes)."""
 
