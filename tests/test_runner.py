@@ -313,8 +313,10 @@ class ScriptedShardLimitTest(RunnerTestCase):
         generator = os.path.join(ROOT, "fixtures", "generate.py")
         for shards in ("20", "19"):
             subprocess.run(
-                [sys.executable, generator, "--out", fixtures, "--shards", shards]
-                + ["--fixture", "json-events"],
+                [
+                    *(sys.executable, generator, "--out", fixtures, "--shards", shards),
+                    *("--fixture", "json-events"),
+                ],
                 check=True,
                 capture_output=True,
             )
