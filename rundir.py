@@ -162,6 +162,10 @@ class RunDir:
             # No update check at start: the same agent build for every trial.
             PI_SKIP_VERSION_CHECK="1",
         )
+        # No usage metrics from eval runs, unless the user's env asks for them. Not
+        # PI_OFFLINE, which would also drop private Prime Inference models (source
+        # `core/model-registry.ts`); scripted runs set it (runner.py, contract §11).
+        env.setdefault("PRIME_AGENT_TELEMETRY", "0")
         return env
 
     def argv(self, agent_bin: str, model: str, task: str) -> list[str]:

@@ -368,6 +368,9 @@ def _run(
         run.cleanup_tmp()
         return _not_run(base, run, "run_setup_failed", str(error))
     env = run.agent_env()
+    if script:
+        # The model is the harness's own endpoint: nothing needs the network (§11).
+        env["PI_OFFLINE"] = "1"
     if trial:
         env[trials.TRIAL_ENV] = str(trial["index"])
     task = trials.baseline_task(fixture) if args.baseline else fixture.task

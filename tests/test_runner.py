@@ -335,6 +335,32 @@ class ScriptedShardLimitTest(RunnerTestCase):
                 self.assertEqual(done.returncode, 1)
 
 
+class AgentEnvTest(unittest.TestCase):
+    def agent_env(self, **user) -> dict:
+        saved = dict(os.environ)
+        self.addCleanup(lambda: (os.environ.clear(), os.environ.update(saved)))
+        os.environ.update(user)
+        return rundir.RunDir("/run").agent_env()
+
+    def test_metrics_are_off_unless_the_user_asks_and_models_stay_online(self):
+        os.environ.pop("PRIME_AGENT_TELEMETRY", None)
+        env = self.agent_env()
+        self.assertEqual(env["PRIME_AGENT_TELEMETRY"], "0")
+        self.assertEqual(env["PI_SKIP_VERSION_CHECK"], "1")
+        # PI_OFFLINE would also drop private Prime Inference models: never set for a real model.
+        self.assertNotIn("PI_OFFLINE", env)
+        self.assertEqual(self.agent_env(PRIME_AGENT_TELEMETRY="1")["PRIME_AGENT_TELEMETRY"], "1")
+
+    def test_what_would_steer_the_product_elsewhere_is_dropped(self):
+        env = self.agent_env(
+            PRIME_AGENT_INTERNAL_X="1", RLM_DEPTH="2", GIT_DIR="/x", PRIME_AGENT_SESSION_DIR="/s"
+        )
+        for name in ("PRIME_AGENT_INTERNAL_X", "RLM_DEPTH", "GIT_DIR"):
+            self.assertNotIn(name, env)
+        self.assertEqual(env["PRIME_AGENT_SESSION_DIR"], "/run/sessions")
+        self.assertEqual(env["HOME"], "/run/home")
+
+
 class SocketPathTest(RunnerTestCase):
     """The product binds a socket per session worker under $TMPDIR (at most 107 bytes)."""
 
@@ -510,7 +536,11 @@ class ScriptedModelTest(RunnerTestCase):
         self.assertEqual(request["http_status"], 200)
         self.assertTrue(request["response_id"].startswith("chatcmpl-"))
         with open(os.path.join(run, "stderr.txt"), encoding="utf-8") as handle:
-            self.assertIn(request["response_id"], handle.read())
+            stderr = handle.read()
+        self.assertIn(request["response_id"], stderr)
+        # The endpoint is local: the product runs offline, without metrics or update check.
+        for setting in ("PI_OFFLINE=1", "PRIME_AGENT_TELEMETRY=0", "PI_SKIP_VERSION_CHECK=1"):
+            self.assertIn(setting, stderr.splitlines())
 
     def test_unknown_script_is_a_usage_error(self):
         done = subprocess.run(
@@ -533,6 +563,8 @@ request = urllib.request.Request(base + "/chat/completions", json.dumps(body).en
                                  {{"Content-Type": "application/json"}})
 with urllib.request.urlopen(request, timeout=10) as response:
     print(json.load(response)["id"], file=sys.stderr)
+for name in ("PI_OFFLINE", "PRIME_AGENT_TELEMETRY", "PI_SKIP_VERSION_CHECK"):
+    print(name + "=" + str(os.environ.get(name)), file=sys.stderr)
 """
 
 
