@@ -198,6 +198,9 @@ class Transcript:
     tool_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     first_error: str | None = None
+    # The product's own failure to start the IPython kernel, as an ipython call's error
+    # result: the environment failed, not the model (first line, capped).
+    kernel_error: str | None = None
     last_stop_reason: str | None = None
     replies: tuple[Reply, ...] = ()
     notices: tuple[Notice, ...] = ()
@@ -488,6 +491,28 @@ def read_transcript(path: str, canon: ledger.Canon | None = None) -> Transcript:
     return acc.result(findings)
 
 
+# How prime-agent v0.8.0 words an ipython call's result when it could not set up the
+# kernel's Python (source `core/kernel/bootstrap.ts`, seen in a run without
+# PRIME_AGENT_KERNEL_PYTHON and without internet: every call failed with it).
+KERNEL_FAILURE = "Failed to set up the Python kernel runtime."
+MAX_KERNEL_ERROR_CHARS = 500
+
+
+def kernel_error(message: dict) -> str | None:
+    """The first line of an error result that is the product's kernel-setup failure.
+
+    Only the ipython tool itself fails with `isError: true` (here with empty `details`);
+    a cell's own exception gives `isError: false` and `details.status: "error"` (seen in
+    v0.8.0 runs), so a model cannot word such a result.
+    """
+    content = message.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    text = text_field(first, "text") if isinstance(first, dict) else None
+    if text is None or not text.startswith(KERNEL_FAILURE):
+        return None
+    return text.split("\n", 1)[0][:MAX_KERNEL_ERROR_CHARS]
+
+
 class _TranscriptAccumulator:
     def __init__(self, path: str, canon: ledger.Canon):
         self.path = path
@@ -499,6 +524,7 @@ class _TranscriptAccumulator:
         self.turns = self.failed = self.aborted = self.tool_calls = 0
         self.usage = Usage()
         self.first_error = None
+        self.kernel_error = None
         self.last_stop = None
         self.replies: list[Reply] = []
         self.notices: list[Notice] = []
@@ -599,6 +625,8 @@ class _TranscriptAccumulator:
             ended = iso_to_ms(record.get("timestamp"))
             call = self.ipython[index]
             self.ipython[index] = IpythonCall(call.line, call.code_sha256, call.started_ms, ended)
+        if message.get("isError") is True and self.kernel_error is None:
+            self.kernel_error = kernel_error(message)
         sent = dict_field(message, "details").get("sentAgentMessages")
         for item in sent if isinstance(sent, list) else ():
             if not isinstance(item, dict):
@@ -673,6 +701,7 @@ class _TranscriptAccumulator:
             tool_calls=self.tool_calls,
             usage=self.usage,
             first_error=self.first_error,
+            kernel_error=self.kernel_error,
             last_stop_reason=self.last_stop,
             replies=tuple(self.replies),
             notices=tuple(self.notices),

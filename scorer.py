@@ -42,6 +42,8 @@ MESSAGES = {
     "conflicting_answers": "the shard has lines with different answers",
     "parent_transcript_missing": "no root transcript was found in sessions/",
     "no_spawn": "the parent spawned no depth-1 child at all",
+    "kernel_unavailable": "the agent could not start its IPython kernel, so no cell ran "
+    "(set PRIME_AGENT_KERNEL_PYTHON)",
     "missing_worker_edge": "no ledger spawn edge from the parent carries this worker's name",
     "missing_child_transcript": "the worker's edge has no child transcript under "
     "session-artifacts/<parent header id>/<childId>/",
@@ -329,6 +331,9 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
     report = integrity.check(run, tuple(edges), checked)
 
     # Delegation evidence, per shard.
+    if parent is not None and parent.kernel_error:
+        # The environment, not the model, failed: said first, before what follows from it.
+        reasons.insert(0, reason("kernel_unavailable", extra=parent.kernel_error))
     if parent is None:
         reasons.append(reason("parent_transcript_missing"))
     elif not edges:

@@ -26,6 +26,13 @@ VERSION_LINE = f"prime-agent {APP_VERSION} (simulated)"
 PROVIDER = "simulated"
 API = "openai-completions"
 GIT = {"branch": "master"}  # the captured runs' repos were on master
+KERNEL_FAILURE = (
+    "Failed to set up the Python kernel runtime. uv python install 3.11 failed with exit code 1\n"
+    "First-time setup needs internet to install uv, Python, ipykernel, prime-agent-runtime, and "
+    "default Python packages; once set up, prime-agent runs offline. Set "
+    "PRIME_AGENT_KERNEL_PYTHON to a Python with ipykernel, a current prime-agent-runtime, and "
+    "default Python packages installed to skip auto-bootstrap."
+)
 ABORTED = "Request was aborted"  # a teardown's toolResult and aborted call (contract §5)
 
 
@@ -279,6 +286,12 @@ class Session:
             "kernelRestarted": False,
         }
         return self._tool_message(assistant, stdout, details, is_error=False)
+
+    def kernel_failure_result(self, assistant: dict) -> dict:
+        """The ipython tool could not set up the kernel's Python: an error result with empty
+        details (source `core/kernel/bootstrap.ts`; seen in a v0.8.0 run without
+        PRIME_AGENT_KERNEL_PYTHON and without internet)."""
+        return self._tool_message(assistant, KERNEL_FAILURE, {}, is_error=True)
 
     def aborted_tool_result(self, assistant: dict) -> dict:
         """A cell cut off by teardown (contract §5 Teardown, captured endturn-oneshot)."""

@@ -81,6 +81,8 @@ BEHAVIOURS = {
     "the answers itself and writes a correct index",
     "zero-work-children": "spawns one child per shard, but no child ever calls the model; the "
     "parent appends a correct reply on each child's behalf and writes a correct index",
+    "no-kernel": "the product cannot set up the kernel's Python: both tries of the spawning cell "
+    "fail with the product's kernel-setup error, and the parent gives up",
 }
 
 RLM_MAX_DEPTH = 1  # the product's default max depth: only the root spawns (contract §9)
@@ -189,6 +191,8 @@ class Run:
             self.reply_for_idle_children(shards)
         elif self.behaviour == "end-turn-early":
             self.spawn_and_end_turn(shards)
+        elif self.behaviour == "no-kernel":
+            self.fail_to_start_kernel(shards)
         else:
             self.fan_out(shards)
         if self.behaviour == "escape":
@@ -224,6 +228,30 @@ class Run:
         self.stream.emit({"type": "tool_execution_end", **ids, "result": outcome, "isError": False})
         self.stream.message(result)
         self.stream.emit({"type": "turn_end", "message": assistant, "toolResults": [result]})
+
+    def failed_cell_turn(self, incoming: list[dict], text: str, code: str) -> None:
+        """A turn whose ipython call the tool itself fails: the kernel never started."""
+        self.stream.emit({"type": "turn_start"})
+        for message in incoming:
+            self.stream.message(message)
+        assistant = self.root.assistant_message(text, code)
+        self.stream.message(assistant)
+        call = assistant["content"][-1]
+        ids = {"toolCallId": call["id"], "toolName": call["name"]}
+        self.stream.emit({"type": "tool_execution_start", **ids, "args": call["arguments"]})
+        result = self.root.kernel_failure_result(assistant)
+        outcome = {"content": result["content"], "details": result["details"], "isError": True}
+        self.stream.emit({"type": "tool_execution_end", **ids, "result": outcome, "isError": True})
+        self.stream.message(result)
+        self.stream.emit({"type": "turn_end", "message": assistant, "toolResults": [result]})
+
+    def fail_to_start_kernel(self, shards: list[Shard]) -> None:
+        self.stream.agent_start()
+        code = spawn_cell(shards, 1)
+        self.failed_cell_turn([self.user], SPAWNING, code)
+        self.failed_cell_turn([], "Trying the spawning cell again.", code)
+        self.text_turn([], "The ipython tool cannot start its kernel; no shard can be run.")
+        self.stream.agent_end()
 
     @contextlib.contextmanager
     def spawn_turn(self, shards: list[Shard], copies: int = 1):

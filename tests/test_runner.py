@@ -232,6 +232,16 @@ class CheatTest(RunnerTestCase):
         )
 
 
+class EnvironmentFailureTest(RunnerTestCase):
+    def test_a_kernel_that_cannot_start_is_named_first_under_both_drives(self):
+        for drive in ("oneshot", "resident"):
+            done, result = self.run_runner("simulated/no-kernel", JSON_EVENTS, "--drive", drive)
+            self.assertEqual(done.returncode, 1)
+            self.assertEqual(self.codes(result)[0], "kernel_unavailable")
+            self.assertIn("PRIME_AGENT_KERNEL_PYTHON", result["reasons"][0]["message"])
+            self.assertIn(b"reasons: kernel_unavailable, ", done.stderr)
+
+
 class HygieneTest(RunnerTestCase):
     def test_hanging_agent_is_ended_at_the_timeout_and_still_scored(self):
         done, result = self.run_runner("simulated/hang", JSON_EVENTS, "--timeout", "2")

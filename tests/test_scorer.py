@@ -146,6 +146,51 @@ class CoverageTest(RunTestCase):
         self.assertEqual([w.code for w in verdict.warnings], ["extra_lines"])
 
 
+KERNEL_FAILURE = (
+    "Failed to set up the Python kernel runtime. uv python install 3.11 failed with exit code 1\n"
+    "First-time setup needs internet to install uv, Python, ..."
+)
+
+
+class KernelUnavailableTest(RunTestCase):
+    """The product could not start the kernel: the environment failed, not the model."""
+
+    def failed_cell(self, text: str, is_error: bool) -> None:
+        self.build.assistant("Spawning.", code="await rlm('x', name='worker-a')")
+        call_id, _ = self.build.running
+        self.build.running = None
+        result = {
+            "role": "toolResult",
+            "toolCallId": call_id,
+            "toolName": "ipython",
+            "content": [{"type": "text", "text": text}],
+            "details": {},
+            "isError": is_error,
+            "timestamp": 1,
+        }
+        self.build._append_parent({"type": "message", "message": result})
+
+    def test_the_products_kernel_failure_is_named_first(self):
+        self.failed_cell(KERNEL_FAILURE, is_error=True)
+        self.failed_cell("Failed to set up the Python kernel runtime. again", is_error=True)
+        verdict = self.verdict()
+        self.assertEqual(
+            self.codes(verdict)[:3], ["kernel_unavailable", "artifact_missing", "no_spawn"]
+        )
+        first_line = KERNEL_FAILURE.split("\n")[0]
+        self.assertTrue(verdict.reasons[0].message.endswith(": " + first_line))
+        self.assertFalse(verdict.resolved)
+
+    def test_a_cell_that_prints_the_words_is_not_the_product(self):
+        # A cell's own output or exception is never an error result of the tool.
+        self.failed_cell(KERNEL_FAILURE, is_error=False)
+        self.assertNotIn("kernel_unavailable", self.codes(self.verdict()))
+
+    def test_other_tool_errors_are_not_kernel_failures(self):
+        self.failed_cell("Request was aborted", is_error=True)
+        self.assertNotIn("kernel_unavailable", self.codes(self.verdict()))
+
+
 class DelegationTest(RunTestCase):
     def test_parent_that_answers_itself_fails_delegation(self):
         self.build.assistant("I counted every shard myself.", code="print('done')")
