@@ -45,6 +45,30 @@ STRIPPED_ENV = (
 )
 
 
+def users_kernel_python(environ: dict[str, str]) -> str | None:
+    """The kernel Python the user's own prime-agent set up, when nothing names one.
+
+    Without PRIME_AGENT_KERNEL_PYTHON (or PRIME_AGENT_KERNEL_VENV) the product looks for
+    its kernel venv under HOME, `~/.prime/agent/kernel-venv`, else
+    `$XDG_DATA_HOME/prime/agent/kernel-venv`, and builds one with uv when there is none
+    (source `core/kernel/bootstrap.ts`). A run's HOME is its own and empty, so every run
+    would download Python and its packages (minutes, and impossible offline); the user's
+    venv is used instead, as the user's own prime-agent would use it.
+    """
+    if environ.get("PRIME_AGENT_KERNEL_PYTHON") or environ.get("PRIME_AGENT_KERNEL_VENV"):
+        return None
+    home = environ.get("HOME") or os.path.expanduser("~")
+    data = environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    for venv in (
+        os.path.join(home, ".prime", "agent", "kernel-venv"),
+        os.path.join(data, "prime", "agent", "kernel-venv"),
+    ):
+        python = os.path.join(venv, "bin", "python")
+        if os.path.isfile(python) and os.access(python, os.X_OK):
+            return python
+    return None
+
+
 class RunDir:
     """One run's dir; the same layout as the captured real runs (contract §3)."""
 
@@ -166,6 +190,9 @@ class RunDir:
         # PI_OFFLINE, which would also drop private Prime Inference models (source
         # `core/model-registry.ts`); scripted runs set it (runner.py, contract §11).
         env.setdefault("PRIME_AGENT_TELEMETRY", "0")
+        kernel = users_kernel_python(dict(os.environ))
+        if kernel:
+            env["PRIME_AGENT_KERNEL_PYTHON"] = kernel
         return env
 
     def argv(self, agent_bin: str, model: str, task: str) -> list[str]:

@@ -377,6 +377,15 @@ def _run(
     version = agent_version(agent_bin, env, run.repo)
     base["simulated"] = base["simulated"] or "simulated" in (version or "")
     base["agent"]["version"] = version
+    base["agent"]["kernel_python"] = env.get("PRIME_AGENT_KERNEL_PYTHON")
+    if not base["simulated"] and not (
+        env.get("PRIME_AGENT_KERNEL_PYTHON") or env.get("PRIME_AGENT_KERNEL_VENV")
+    ):
+        print_note(
+            "runner.py: note: no kernel Python (PRIME_AGENT_KERNEL_PYTHON is unset and your "
+            "HOME has no prime-agent kernel venv): the agent will try to build one in the "
+            "run's own HOME, which needs internet and takes minutes"
+        )
     argv = (
         run.argv(agent_bin, args.model, task)
         if args.drive == "oneshot"

@@ -371,6 +371,45 @@ class AgentEnvTest(unittest.TestCase):
         self.assertEqual(env["HOME"], "/run/home")
 
 
+class KernelPythonTest(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.home = tmp.name
+
+    def venv_python(self, *parts: str) -> str:
+        python = os.path.join(self.home, *parts, "kernel-venv", "bin", "python")
+        os.makedirs(os.path.dirname(python))
+        with open(python, "w", encoding="utf-8") as handle:
+            handle.write("#!/bin/sh\n")
+        os.chmod(python, 0o755)
+        return python
+
+    def test_the_users_own_kernel_venv_is_found_under_home_then_xdg(self):
+        self.assertIsNone(rundir.users_kernel_python({"HOME": self.home}))
+        xdg = self.venv_python("data", "prime", "agent")
+        env = {"HOME": self.home, "XDG_DATA_HOME": os.path.join(self.home, "data")}
+        self.assertEqual(rundir.users_kernel_python(env), xdg)
+        primary = self.venv_python(".prime", "agent")
+        self.assertEqual(rundir.users_kernel_python(env), primary)
+
+    def test_a_kernel_the_user_names_is_left_to_the_product(self):
+        self.venv_python(".prime", "agent")
+        for name in ("PRIME_AGENT_KERNEL_PYTHON", "PRIME_AGENT_KERNEL_VENV"):
+            self.assertIsNone(rundir.users_kernel_python({"HOME": self.home, name: "/k"}))
+
+    def test_the_run_gets_it_although_its_home_is_its_own(self):
+        python = self.venv_python(".prime", "agent")
+        saved = dict(os.environ)
+        self.addCleanup(lambda: (os.environ.clear(), os.environ.update(saved)))
+        os.environ.pop("PRIME_AGENT_KERNEL_PYTHON", None)
+        os.environ.pop("PRIME_AGENT_KERNEL_VENV", None)
+        os.environ["HOME"] = self.home
+        env = rundir.RunDir("/run").agent_env()
+        self.assertEqual(env["HOME"], "/run/home")
+        self.assertEqual(env["PRIME_AGENT_KERNEL_PYTHON"], python)
+
+
 class SocketPathTest(RunnerTestCase):
     """The product binds a socket per session worker under $TMPDIR (at most 107 bytes)."""
 
@@ -530,8 +569,12 @@ class ScriptedModelTest(RunnerTestCase):
         os.chmod(agent, 0o755)
         argv = self.runner_argv("scripted/fanout")
         argv[argv.index(SIMULATED)] = agent
-        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        # A HOME with no kernel venv and no PRIME_AGENT_KERNEL_PYTHON: the runner warns.
+        env = {**self.env, "HOME": self.tmp}
+        done = subprocess.run(argv, env=env, capture_output=True, timeout=60)
         result = json.loads(done.stdout)
+        self.assertIn(b"runner.py: note: no kernel Python", done.stderr)
+        self.assertIsNone(result["agent"]["kernel_python"])
         # The agent did no fan-out, so the product and the script disagree.
         self.assertEqual(done.returncode, 1)
         self.assertEqual(result["contract_check"], "fail")
