@@ -601,7 +601,7 @@ class CommandLineTest(SimulatedAgentCase):
             [
                 *("oracle", "nop", "no-spawn", "double-spawn", "fabricate", "silent-drop"),
                 *("hang", "escape", "hold-files", "end-turn-early", "flaky"),
-                *("forge-ledger", "junk-replies", "zero-work-children"),
+                *("forge-ledger", "junk-replies", "zero-work-children", "no-kernel"),
             ],
         )
 
