@@ -142,6 +142,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     script = _script(args.model or "")
     if script is not None and script not in scripted_model.SCRIPTS:
         parser.error(f"no script {script!r}; scripts: {', '.join(scripted_model.SCRIPTS)}")
+    if script is not None and args.baseline:
+        parser.error(
+            "--baseline with a scripted model checks nothing: the scripts' expected outcomes "
+            "are for the fan-out task"
+        )
     return args
 
 

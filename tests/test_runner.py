@@ -602,6 +602,13 @@ class ScriptedModelTest(RunnerTestCase):
         self.assertEqual(done.returncode, 2)
         self.assertIn(b"no script 'no-such-script'", done.stderr)
 
+    def test_a_scripted_baseline_is_a_usage_error(self):
+        argv = self.runner_argv("scripted/no-spawn", JSON_EVENTS, "--baseline")
+        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(b"--baseline with a scripted model checks nothing", done.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
 
 # An agent that finds the scripted provider in its agent home and calls it once.
 CALLS_THE_MODEL = f"""#!{sys.executable}
