@@ -213,24 +213,19 @@ class Run:
     @contextlib.contextmanager
     def cell_turn(self, incoming: list[dict], text: str, code: str):
         """A turn whose assistant message runs one ipython cell; the with-body runs it."""
-        self.stream.emit({"type": "turn_start"})
-        for message in incoming:
-            self.stream.message(message)
-        assistant = self.root.assistant_message(text, code)
-        self.stream.message(assistant)
-        call = assistant["content"][-1]
-        ids = {"toolCallId": call["id"], "toolName": call["name"]}
-        self.stream.emit({"type": "tool_execution_start", **ids, "args": call["arguments"]})
+        assistant = self._start_cell(incoming, text, code)
         cell = Cell(assistant, self.root.transcript.last_id, now_ms())
         yield cell
         result = self.root.tool_result(assistant, cell.stdout, cell.started_ms, **cell.details)
-        outcome = {"content": result["content"], "details": result["details"], "isError": False}
-        self.stream.emit({"type": "tool_execution_end", **ids, "result": outcome, "isError": False})
-        self.stream.message(result)
-        self.stream.emit({"type": "turn_end", "message": assistant, "toolResults": [result]})
+        self._end_cell(assistant, result)
 
     def failed_cell_turn(self, incoming: list[dict], text: str, code: str) -> None:
         """A turn whose ipython call the tool itself fails: the kernel never started."""
+        assistant = self._start_cell(incoming, text, code)
+        self._end_cell(assistant, self.root.kernel_failure_result(assistant))
+
+    def _start_cell(self, incoming: list[dict], text: str, code: str) -> dict:
+        """Opens a cell's turn up to its tool_execution_start; returns the assistant message."""
         self.stream.emit({"type": "turn_start"})
         for message in incoming:
             self.stream.message(message)
@@ -239,9 +234,17 @@ class Run:
         call = assistant["content"][-1]
         ids = {"toolCallId": call["id"], "toolName": call["name"]}
         self.stream.emit({"type": "tool_execution_start", **ids, "args": call["arguments"]})
-        result = self.root.kernel_failure_result(assistant)
-        outcome = {"content": result["content"], "details": result["details"], "isError": True}
-        self.stream.emit({"type": "tool_execution_end", **ids, "result": outcome, "isError": True})
+        return assistant
+
+    def _end_cell(self, assistant: dict, result: dict) -> None:
+        """Closes a cell's turn with its toolResult."""
+        call = assistant["content"][-1]
+        ids = {"toolCallId": call["id"], "toolName": call["name"]}
+        failed = result["isError"]
+        outcome = {"content": result["content"], "details": result["details"], "isError": failed}
+        self.stream.emit(
+            {"type": "tool_execution_end", **ids, "result": outcome, "isError": failed}
+        )
         self.stream.message(result)
         self.stream.emit({"type": "turn_end", "message": assistant, "toolResults": [result]})
 
