@@ -82,7 +82,7 @@ def text_part(text: str) -> dict:
     return {"type": "text", "text": text}
 
 
-# --- the ledger (contract §4) -----------------------------------------------------------------
+# --- the session worker's socket (contract §2) --------------------------------------------
 
 
 def bind_worker_socket(supervisor_socket: str, env: Mapping[str, str]) -> str | None:
@@ -110,6 +110,9 @@ def bind_worker_socket(supervisor_socket: str, env: Mapping[str, str]) -> str | 
     finally:
         listener.close()
     return None
+
+
+# --- the ledger (contract §4) -----------------------------------------------------------------
 
 
 def worker_sessions_dir(agent_dir: str, env: Mapping[str, str]) -> str:
