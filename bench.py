@@ -1,12 +1,13 @@
 """Benchmark: scoring time and peak memory at the product's limits (not a test).
 
 For each scale, writes a synthetic run dir in the product's formats to a temp dir
-(a parent transcript, N children with their transcripts and display files, a spawn
-ledger padded with valid rename records, a combined index) and measures two steps:
+(a parent transcript and the root's `--mode json` stdout stream, N children with
+their transcripts and display files, a spawn ledger padded with valid rename
+records, a combined index) and measures two steps:
 
 - score: `artifacts.collect` + `scorer.score`, the runner's scoring path;
-- floor: reading every line of the same JSON files (transcripts, display
-  records, ledger) and `json.loads`-ing it.
+- floor: reading every line of the same JSON files (transcripts, stdout stream,
+  display records, ledger) and `json.loads`-ing it.
 
 Time: each of `--repeat` fresh processes times its first score and floor (cold),
 then times the two back to back, in pairs, for about a second. The ratio is the
@@ -20,6 +21,7 @@ transcript size; time linear in input size.
 
     uv run --locked python bench.py                 # all scales (three to four minutes)
     uv run --locked python bench.py --scales 8,100  # a subset
+    uv run --locked python bench.py --no-stream     # without the stdout stream
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ SCALES = {
     1000: (180_000, 100_000, PRODUCT_LEDGER_LIMIT - 64 * 1024, 2_000),
 }
 ROOT_ID = "01a23676-2c0e-73cc-9a77-4316f379fb77"
+STREAM = "stdout.jsonl"
 PARENT_NAME = "01a23676-21ac-7333-b829-3ac088ac78fd.jsonl"
 USAGE = {
     "input": 4000,
@@ -59,6 +62,7 @@ USAGE = {
     "totalTokens": 4070,
     "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
 }
+ZERO_USAGE = {**{key: 0 for key in USAGE if key != "cost"}, "cost": USAGE["cost"]}
 
 
 def dumps(record: dict) -> str:
@@ -73,13 +77,16 @@ def iso(ms: int) -> str:
 class Transcript:
     """Writes one session transcript in the product's record shapes, on a fake clock."""
 
-    def __init__(self, path: str, header: dict, clock_ms: int):
+    def __init__(self, path: str, header: dict, clock_ms: int, stream_path: str | None = None):
         self.handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self.clock = clock_ms
         self.number = 0
         record = {"type": "session", "version": 3, "id": header.pop("id")}
         record.update(timestamp=iso(clock_ms), **header)
         self.handle.write(dumps(record) + "\n")
+        # The root's stdout stream, when asked: each message goes to both.
+        self.stream = Stream(stream_path, record) if stream_path else None
+        self.codes: dict[str, str] = {}
 
     def entry(self, kind: str, at_ms: int | None = None, **fields) -> str:
         self.clock = at_ms if at_ms is not None else self.clock + 1
@@ -119,7 +126,24 @@ class Transcript:
             "responseId": "chatcmpl-"
             + hashlib.md5(f"{self.handle.name}{self.number}".encode()).hexdigest(),
         }
+        if call:
+            self.codes[call[0]] = call[1]
+        if self.stream:
+            self.stream.assistant(message)
         return self.entry("message", at_ms, message=message)
+
+    def user(self, text: str) -> None:
+        message = {"role": "user", "content": [{"type": "text", "text": text}]}
+        message["timestamp"] = self.clock
+        if self.stream:
+            self.stream.message(message)
+        self.entry("message", message=message)
+
+    def custom(self, custom_type: str, content: str, details: dict) -> None:
+        if self.stream:
+            message = {"role": "custom", "customType": custom_type, "content": content}
+            self.stream.message({**message, "details": details, "timestamp": self.clock})
+        self.entry("custom_message", customType=custom_type, content=content, details=details)
 
     def tool_result(self, call_id: str, output: str, sent: list | None = None, at_ms=None):
         details = {"status": "ok", "sentAgentMessages": sent} if sent else {"status": "ok"}
@@ -132,7 +156,136 @@ class Transcript:
             "isError": False,
             "timestamp": self.clock,
         }
+        if self.stream:
+            self.stream.tool_result(message, self.codes[call_id])
         self.entry("message", at_ms, message=message)
+
+    def close(self) -> None:
+        self.handle.close()
+        if self.stream:
+            self.stream.close()
+
+
+# The states a child passes through in `rlm_child_update` (captured runs): while the
+# spawning cell runs, while it works, and once it has replied.
+_LIVE = {"repliedSinceTask": False, "activeSessionId": "be08203c0cd6"}
+_ANSWERED = {
+    **_LIVE,
+    "repliedSinceTask": True,
+    "answerPreview": "Replied.",
+    "toolUseCount": 1,
+    "tokenCount": 4270,
+}
+CHILD_PHASES = {
+    "spawned": [("queued", {}), ("running", _LIVE)],
+    "working": [
+        ("running", {**_LIVE, "activity": {"kind": "waiting"}}),
+        ("running", {**_LIVE, "activity": {"kind": "writing"}, "answerPreview": "Counting."}),
+        ("running", {**_LIVE, "answerPreview": "Counting.", "tokenCount": 4054}),
+        ("running", {**_LIVE, "tokenCount": 4054, "toolUseCount": 1}),
+    ],
+    "replied": [
+        ("running", _ANSWERED),
+        ("done", {**_ANSWERED, "durationMs": 6123}),
+        ("done", {**_ANSWERED, "durationMs": 6123, "recap": ""}),
+    ],
+}
+
+
+class Stream:
+    """Writes the root's `--mode json` stdout (contract §7) in the product's event shapes.
+
+    Every real run leaves this file and the scorer reads all of it; in the captured
+    runs it is 7 to 9 times the size of the parent transcript. Content is streamed as
+    coarsely as the captured runs' scripted model streams it (a start, two deltas and
+    an end per content part, each update carrying the message so far), and each child
+    gets one `rlm_child_update` per state it passes through (the captures hold about
+    26 per child, repeats of these). A real model streams finer, so a real stream is
+    larger still.
+    """
+
+    def __init__(self, path: str, header: dict):
+        self.handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.run: list[dict] = []
+        self.pending: list[dict] = []
+        self.write(header)
+
+    def write(self, event: dict) -> None:
+        self.handle.write(dumps(event) + "\n")
+
+    def agent_start(self) -> None:
+        self.run = []
+        self.write({"type": "agent_start"})
+
+    def agent_end(self) -> None:
+        self.write({"type": "agent_end", "messages": self.run})
+
+    def message(self, message: dict) -> None:
+        self.write({"type": "message_start", "message": message})
+        self.write({"type": "message_end", "message": message})
+        self.run.append(message)
+
+    def assistant(self, message: dict) -> None:
+        self.write({"type": "turn_start"})
+        empty = {key: value for key, value in message.items() if key != "responseId"}
+        empty.update(content=[], usage=ZERO_USAGE, stopReason="stop")
+        self.write({"type": "message_start", "message": empty})
+        done: list[dict] = []
+        for index, part in enumerate(message["content"]):
+            is_text = part["type"] == "text"
+            body = part["text"] if is_text else dumps(part["arguments"])
+            kind = "text" if is_text else "toolcall"
+            steps = [("start", "", None), ("delta", body[: len(body) // 2], body[: len(body) // 2])]
+            steps += [("delta", body, body[len(body) // 2 :]), ("end", body, None)]
+            for step, shown, delta in steps:
+                if is_text:
+                    partial = {"type": "text", "text": shown}
+                else:
+                    arguments = part["arguments"] if step == "end" else {}
+                    partial = {**part, "arguments": arguments, "partialArgs": shown}
+                update = {"type": f"{kind}_{step}", "contentIndex": index}
+                if delta is not None:
+                    update["delta"] = delta
+                snapshot = {**empty, "content": [*done, partial]}
+                self.write(
+                    {"type": "message_update", "message": snapshot, "assistantMessageEvent": update}
+                )
+            done.append(part)
+        self.write({"type": "message_end", "message": message})
+        self.run.append(message)
+        self.turn_message = message
+
+    def tool_result(self, message: dict, code: str) -> None:
+        call = {"toolCallId": message["toolCallId"], "toolName": "ipython", "args": {"code": code}}
+        result = {"content": message["content"], "details": message["details"]}
+        self.write({"type": "tool_execution_start", **call})
+        self.write({"type": "tool_execution_update", **call, "partialResult": result})
+        self.flush()  # what the children did while the cell ran
+        end = {key: value for key, value in call.items() if key != "args"}
+        end.update(result={**result, "isError": False}, isError=False)
+        self.write({"type": "tool_execution_end", **end})
+        self.message(message)
+        self.write({"type": "turn_end", "message": self.turn_message, "toolResults": [message]})
+
+    def children(self, states: list[dict], phase: str) -> None:
+        """Queue each child's updates for one phase of its life (CHILD_PHASES)."""
+        for status, progress in CHILD_PHASES[phase]:
+            for state in states:
+                child = {**state, "status": status, **progress}
+                self.pending.append({"type": "rlm_child_update", "child": child})
+
+    def flush(self) -> None:
+        for event in self.pending:
+            self.write(event)
+        self.pending = []
+
+    def reply_arrives(self, text: str) -> None:
+        """A delivered reply ends the root's run and starts the next (contract §7)."""
+        self.flush()
+        self.agent_end()
+        actions = {"queuedCount": 1, "steering": [f"Agent message received: {text}"]}
+        self.write({"type": "session_action_update", "actions": {**actions, "followUps": []}})
+        self.agent_start()
 
     def close(self) -> None:
         self.handle.close()
@@ -188,11 +341,19 @@ def run_dir_for(parent: str, children: int, records: int, ledger_bytes: int | No
     return base + "-" * pad
 
 
-def make_run(root: str, children: int, output_bytes: int, ledger_records: int, polls: int):
+def make_run(
+    root: str,
+    children: int,
+    output_bytes: int,
+    ledger_records: int,
+    polls: int,
+    stream: bool = True,
+):
     """Write an honest run dir (it scores resolved, every integrity check passing).
 
     Returns the fixture manifest path and the JSON files the floor reads: every
-    transcript, display record and ledger the scorer reads (the ledger last).
+    transcript, display record, stdout stream and ledger the scorer reads (the
+    ledger last). `stream=False` leaves out the stdout stream that every real run has.
     """
     repo, sessions = os.path.join(root, "repo"), os.path.join(root, "sessions")
     home = os.path.join(root, "agent-home")
@@ -204,10 +365,16 @@ def make_run(root: str, children: int, output_bytes: int, ledger_records: int, p
     artifacts_dir = os.path.join(os.path.dirname(sessions), "session-artifacts", ROOT_ID)
     filler = "x" * output_bytes
     start = 1_796_210_000_000
-    parent = Transcript(parent_path, {"id": ROOT_ID, "cwd": repo, "rlmDepth": 0}, start)
+    stream_path = os.path.join(root, STREAM) if stream else None
+    header = {"id": ROOT_ID, "cwd": repo, "rlmDepth": 0, "git": {"branch": "master"}}
+    parent = Transcript(parent_path, header, start, stream_path)
+    if parent.stream:
+        parent.stream.agent_start()
+    parent.user("Process every shard: one RLM child per shard, then write combined-index.md.")
     spawn_code = "for shard in shards:\n    await rlm(task(shard), name=worker(shard))\n"
     parent.assistant("Spawning.", ("call_spawn", spawn_code), at_ms=start + 10)
-    shards, spawns, files = [], [], [parent_path]
+    shards, spawns, files = [], [], [parent_path] + ([stream_path] if stream_path else [])
+    states = []  # each child as `rlm_child_update` shows it
     for index in range(children):
         child_id, session_id, worker, at_ms = child_names(index, start)
         child_dir = os.path.join(artifacts_dir, child_id)
@@ -255,18 +422,35 @@ def make_run(root: str, children: int, output_bytes: int, ledger_records: int, p
             {"file": f"s{index:04d}.jsonl", "worker": worker, "question": "q", "expected": index}
         )
         spawns.append((child_id, child_path, worker, session_id, at_ms, reply))
+        state = {"id": child_id, "sessionName": worker, "model": "bench/bench", "label": "t"}
+        states.append({**state, "sessionDir": child_dir})
     clock = start + 40 + children * 5
+    if parent.stream:
+        parent.stream.children(states, "spawned")  # shown while the spawning cell runs
     parent.tool_result("call_spawn", "spawned", at_ms=clock)
-    for turn in range(polls):
-        parent.assistant(f"poll {turn}", (f"call_p{turn}", "await asyncio.sleep(2)"))
-        parent.tool_result(f"call_p{turn}", filler[: output_bytes // 10])
-    for _, _, worker, session_id, _, reply in spawns:
-        details = {
-            **reply,
-            "from": {"sessionId": session_id, "sessionName": worker},
-            "fromRelationship": "child",
-        }
-        parent.entry("custom_message", customType="agent_message", content="r", details=details)
+    # Replies arrive spread over the polling turns, each starting a new run (§7).
+    delivered = 0
+    for turn in range(polls + 1):
+        if turn < polls:
+            parent.assistant(f"poll {turn}", (f"call_p{turn}", "await asyncio.sleep(2)"))
+            if parent.stream and turn == 0:
+                parent.stream.children(states, "working")
+            parent.tool_result(f"call_p{turn}", filler[: output_bytes // 10])
+        due = children if turn == polls else (turn + 1) * children // (polls + 1)
+        for index in range(delivered, due):
+            _, _, worker, session_id, _, reply = spawns[index]
+            details = {
+                **reply,
+                "from": {"sessionId": session_id, "sessionName": worker},
+                "fromRelationship": "child",
+            }
+            if parent.stream:
+                parent.stream.children([states[index]], "replied")
+                parent.stream.reply_arrives(reply["message"])
+            parent.custom("agent_message", content="r", details=details)
+        delivered = due
+    if parent.stream:
+        parent.stream.agent_end()
     parent.close()
     ledger_name = hashlib.sha256(sessions.encode()).hexdigest()[:16] + ".jsonl"
     ledger = os.path.join(home, "rlm-ledger", ledger_name)
@@ -398,6 +582,12 @@ def main(argv: list[str] | None = None) -> int:
         default=5,
         help="fresh processes that time score and floor in pairs (default: 5)",
     )
+    parser.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="leave out the root's stdout stream, which every real run has, to time "
+        "the transcripts and the ledger alone",
+    )
     options = parser.parse_args(args)
     rows = []
     for children in options.scales:
@@ -406,9 +596,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         with tempfile.TemporaryDirectory(prefix="sf-bench-") as tmp:
             run_dir = run_dir_for(tmp, children, ledger_records, ledger_bytes)
-            manifest, files = make_run(run_dir, children, output_bytes, ledger_records, polls)
+            manifest, files = make_run(
+                run_dir, children, output_bytes, ledger_records, polls, not options.no_stream
+            )
             size = sum(os.path.getsize(path) for path in files)
             ledger_size = os.path.getsize(files[-1])
+            stream_size = sum(os.path.getsize(path) for path in files if path.endswith(STREAM))
             payload = {"run_dir": run_dir, "manifest": manifest, "files": files}
             runs = [run_measurement("pair", payload) for _ in range(options.repeat)]
             score_rss = run_measurement("score", payload)["peak_rss_mib"]
@@ -419,6 +612,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "children": children,
                 "input_mib": round(size / 2**20, 1),
+                "stream_mib": round(stream_size / 2**20, 1),
                 "ledger_records": ledger_records,
                 "ledger_mib": round(ledger_size / 2**20, 1),
                 "lines": runs[0]["lines"],

@@ -14,6 +14,28 @@ from artifacts import collect
 from fixture import load_manifest
 from scorer import score
 
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def event_shapes(path: str) -> dict[str, set]:
+    """Each kind of stdout event (a message_update by its assistantMessageEvent type,
+    an rlm_child_update by the child's status) -> the keys its events have."""
+    shapes: dict[str, set] = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            event = json.loads(line)
+            kind = event["type"]
+            keys = set(event)
+            if kind == "message_update":
+                kind += "/" + event["assistantMessageEvent"]["type"]
+            elif kind == "rlm_child_update":
+                kind += "/" + event["child"]["status"]
+                keys |= {"child." + key for key in event["child"]}
+            elif kind in ("message_start", "message_end"):
+                kind += "/" + event["message"]["role"]
+            shapes.setdefault(kind, set()).update(keys)
+    return shapes
+
 
 class SyntheticRunTest(unittest.TestCase):
     def setUp(self) -> None:
@@ -32,6 +54,40 @@ class SyntheticRunTest(unittest.TestCase):
             [name for name, check in verdict.integrity.items() if not check["passed"]], []
         )
         self.assertEqual(verdict.details["depth1_spawns"], 3)
+
+    def test_the_stream_has_the_events_of_a_captured_run_and_scores_like_the_parent(self):
+        manifest, files = bench.make_run(
+            self.run_dir, children=3, output_bytes=500, ledger_records=10, polls=4
+        )
+        stream_path = os.path.join(self.run_dir, "stdout.jsonl")
+        self.assertIn(stream_path, files)
+        captured = event_shapes(os.path.join(DATA, "real-runs", "main", "stdout.jsonl"))
+        written = event_shapes(stream_path)
+        # Every kind of event the capture has, with the same keys; nothing it lacks.
+        self.assertEqual(written, captured)
+        fixture = load_manifest(manifest)
+        run = collect(self.run_dir, fixture.artifact)
+        self.assertEqual(run.stream.header_id, bench.ROOT_ID)
+        self.assertEqual(run.stream.findings, ())
+        # The stream ends with the run: one assistant message_end per parent turn.
+        self.assertEqual(run.stream.turns, run.parent.turns)
+        self.assertEqual(run.stream.turns, 1 + 4)
+        self.assertEqual(run.stream.usage, run.parent.usage)
+        # Each delivered reply starts a run of its own (contract §7).
+        with open(stream_path, encoding="utf-8") as handle:
+            kinds = [json.loads(line)["type"] for line in handle]
+        self.assertEqual(kinds.count("agent_start"), 1 + 3)
+        self.assertEqual(kinds.count("agent_end"), 1 + 3)
+        self.assertEqual(kinds.count("rlm_child_update"), 3 * 9)
+
+    def test_without_the_stream_the_run_still_scores_resolved(self):
+        manifest, files = bench.make_run(
+            self.run_dir, children=2, output_bytes=100, ledger_records=10, polls=1, stream=False
+        )
+        self.assertFalse(os.path.exists(os.path.join(self.run_dir, "stdout.jsonl")))
+        self.assertFalse(any(path.endswith("stdout.jsonl") for path in files))
+        fixture = load_manifest(manifest)
+        self.assertTrue(score(fixture, collect(self.run_dir, fixture.artifact)).resolved)
 
     def test_the_floor_reads_every_line_of_every_file_it_is_given(self):
         _, files = bench.make_run(
