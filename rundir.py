@@ -7,6 +7,7 @@ time, and the files the runner writes into it are written atomically.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -226,10 +227,19 @@ class RunDir:
 
 
 def write_atomic(path: str, text: str) -> None:
-    directory = os.path.dirname(path)
-    fd, temporary = tempfile.mkstemp(prefix=".result-", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    """Write `path` whole or not at all: a reader never sees part of it, and when the
+    write fails (a full disk, a dir gone) a file already there is left as it was and
+    no temporary file is left beside it. The error is raised."""
+    fd, temporary = tempfile.mkstemp(
+        prefix=f".{os.path.basename(path)}-", dir=os.path.dirname(path)
+    )
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

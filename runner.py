@@ -264,13 +264,18 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
     summary = trials.summarize_run_set(set_dir, stored, interrupted or 0)
     text = json.dumps(summary, indent=2)
     summary_file = os.path.join(set_dir, trials.SUMMARY_FILE)
-    write_atomic(summary_file, text + "\n")
+    try:
+        write_atomic(summary_file, text + "\n")
+    except OSError as error:  # printed all the same, as a single run's result is
+        print_note(f"runner.py: could not write {summary_file}: {error}")
+        summary["summary_file_error"] = f"{type(error).__name__}: {error}"
+        text, summary_file = json.dumps(summary, indent=2), None
     print_note(f"runner.py: {set_summary_line(summary, summary_file)}")
     print_json(text)
     return summary["exit_code"]
 
 
-def set_summary_line(summary: dict, summary_file: str) -> str:
+def set_summary_line(summary: dict, summary_file: str | None) -> str:
     """One line for a person at a terminal: how many trials resolved, and why the others not."""
     scored, resolved = summary["trials_scored"], summary["resolved"]
     head = f"run set: {resolved}/{scored} scored trials resolved"
@@ -282,7 +287,8 @@ def set_summary_line(summary: dict, summary_file: str) -> str:
     if failures:
         counted = sorted(failures.items(), key=lambda item: (-item[1], item[0]))
         parts.append("failures: " + ", ".join(f"{code} x{n}" for code, n in counted))
-    parts.append(f"summary in {_near(summary_file)}")
+    if summary_file:
+        parts.append(f"summary in {_near(summary_file)}")
     return "; ".join(parts)
 
 
@@ -509,11 +515,18 @@ def _not_run(
 
 
 def _emit(result: dict, run: RunDir | None) -> int:
+    where = os.path.join(run.root, "result.json") if run is not None else None
     text = json.dumps(result, indent=2)
-    if run is not None:
-        write_atomic(os.path.join(run.root, "result.json"), text + "\n")
+    if where is not None:
+        try:
+            write_atomic(where, text + "\n")
+        except OSError as error:
+            # The result is still printed, with the run's exit code; the note and
+            # `result_file_error` say that the run dir holds no result.json.
+            print_note(f"runner.py: could not write {where}: {error}")
+            result["result_file_error"] = f"{type(error).__name__}: {error}"
+            text, where = json.dumps(result, indent=2), None
     if result.get("status") == "scored":
-        where = os.path.join(run.root, "result.json") if run is not None else None
         print_note(f"runner.py: {summary_line(result, where)}")
     print_json(text)
     return result["exit_code"]

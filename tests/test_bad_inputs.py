@@ -80,6 +80,20 @@ class AgentOutputTest(RunDirCase):
         self.put("transcript-bad-lines.jsonl", self.parent, append=True)
         self.assert_graded(0, {"invalid_utf8", "not_an_object", "wrong_type", "malformed_json"})
 
+    def test_invalid_bytes_and_wrong_types_in_a_child_transcript(self):
+        child_file = glob.glob(os.path.join(self.children[0], "*.jsonl"))[0]
+        self.put("transcript-bad-lines.jsonl", child_file, append=True)
+        # Two of the lines are assistant messages with no responseId: in a child,
+        # whose calls the integrity checks hold to account, that is a named failure.
+        verdict = self.assert_graded(
+            1,
+            {"invalid_utf8", "not_an_object", "wrong_type", "malformed_json"},
+            {"missing_response_id"},
+        )
+        # The findings are the child's, and its good lines still count.
+        self.assertIn(os.path.relpath(child_file, self.run_dir), json.dumps(verdict["findings"]))
+        self.assertEqual(verdict["details"]["depth1_spawns"], 8)
+
     def test_transcript_line_of_several_megabytes_is_read(self):
         line = {"type": "message", "message": {"role": "toolResult", "content": "x" * 5_000_000}}
         with open(self.parent, "a", encoding="utf-8") as handle:
@@ -158,6 +172,36 @@ class LedgerInputTest(RunDirCase):
             handle.write((json.dumps(rename) + "\n") * 100_000)
         # The product would reject this ledger whole, so it proves no delegation.
         verdict = self.assert_graded(1, {"over_record_limit"}, {"ledger_inconsistent"})
+        self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
+
+
+    def pad_with_renames(self, count: int, pad: int) -> None:
+        """Append `count` valid renames of the first child, each with an unknown key
+        of `pad` characters (the product ignores unknown keys)."""
+        with open(self.ledger, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+        rename = json.loads(lines[1])
+        rename.update(op="rename", at=json.loads(lines[-1])["at"], pad="p" * pad)
+        del rename["parent"], rename["depth"]
+        line = (json.dumps(rename) + "\n").encode()
+        with open(self.ledger, "ab") as handle:
+            for _ in range(count):
+                handle.write(line)
+
+    def test_ledger_over_the_products_byte_limit(self):
+        # Fewer lines than the record limit, more bytes than the size limit.
+        self.pad_with_renames(20_000, 1_800)
+        self.assertGreater(os.path.getsize(self.ledger), 32 * 1024 * 1024)
+        verdict = self.assert_graded(1, {"over_size_limit"}, {"ledger_inconsistent"})
+        self.assertNotIn("over_record_limit", verdict["findings"]["counts"])
+        self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
+
+    def test_ledger_past_the_read_cap_is_read_up_to_it(self):
+        # 70 MB: past the product's limit and past the harness's own read cap of
+        # twice that limit, which stops reading (named) instead of loading it all.
+        self.pad_with_renames(35_000, 2_000)
+        self.assertGreater(os.path.getsize(self.ledger), 64 * 1024 * 1024)
+        verdict = self.assert_graded(1, {"over_size_limit", "byte_cap"}, {"ledger_inconsistent"})
         self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
 
 

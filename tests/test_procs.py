@@ -1,0 +1,77 @@
+"""procs.end_processes: SIGTERM first, a grace period, then SIGKILL for what is left.
+
+The runner's end-to-end tests prove that nothing outlives a run; these prove the
+order, which they cannot see: a process that obeys SIGTERM is never SIGKILLed, so
+an agent gets the chance to flush and close its files.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import unittest
+
+import procs
+
+# Each says when SIGTERM reaches it; the obedient one then exits, the stubborn one
+# carries on until SIGKILL.
+WATCHER = (
+    "import signal, sys, time\n"
+    "def on_term(signum, frame):\n"
+    "    print('term', flush=True)\n"
+    "    if sys.argv[1] == 'obedient':\n"
+    "        sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, on_term)\n"
+    "print('ready', flush=True)\n"
+    "while True:\n"
+    "    time.sleep(0.1)\n"
+)
+
+
+class EndProcessesTest(unittest.TestCase):
+    def start(self, *argv: str) -> subprocess.Popen:
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop, process)
+        return process
+
+    @staticmethod
+    def stop(process: subprocess.Popen) -> None:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        process.stdout.close()
+
+    def test_term_ends_the_obedient_and_kill_ends_only_the_stubborn(self):
+        obedient = self.start(sys.executable, "-c", WATCHER, "obedient")
+        stubborn = self.start(sys.executable, "-c", WATCHER, "stubborn")
+        # Both handlers are in place before SIGTERM is sent.
+        self.assertEqual(obedient.stdout.readline(), "ready\n")
+        self.assertEqual(stubborn.stdout.readline(), "ready\n")
+        done = procs.end_processes([stubborn.pid, obedient.pid], grace=1.0)
+        self.assertEqual(done["terminated"], sorted([obedient.pid, stubborn.pid]))
+        self.assertEqual(done["killed"], [stubborn.pid])
+        self.assertEqual(done["survivors"], [])
+        # Both were sent SIGTERM first; only the stubborn one needed more.
+        self.assertEqual(obedient.stdout.read(), "term\n")
+        self.assertEqual(stubborn.stdout.read(), "term\n")
+        self.assertFalse(procs.alive(obedient.pid) or procs.alive(stubborn.pid))
+
+    def test_processes_already_gone_are_neither_signalled_again_nor_survivors(self):
+        quick = self.start(sys.executable, "-c", "pass")
+        quick.wait(timeout=10)
+        done = procs.end_processes([quick.pid], grace=0.2)
+        self.assertEqual(done, {"terminated": [quick.pid], "killed": [], "survivors": []})
+
+    def test_a_zombie_is_not_alive(self):
+        process = self.start(sys.executable, "-c", "pass")
+        # Exited but not yet reaped: a zombie, as an orphan of a subreaper can be.
+        deadline = time.monotonic() + 10
+        while procs._stat(process.pid).state != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(procs._stat(process.pid).state, "Z")
+        self.assertFalse(procs.alive(process.pid))
+
+
+if __name__ == "__main__":
+    unittest.main()
