@@ -22,6 +22,9 @@ RUNNER = os.path.join(ROOT, "runner.py")
 SIMULATED = os.path.join(ROOT, "simulated_agent.py")
 JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
 CSV_METRICS = os.path.join(ROOT, "fixtures", "csv-metrics")
+# What the simulated agent logs its daemon's pid as, per drive: the one-shot CLI's detached
+# supervisor, or the resident drive's foreground daemon (the runner's own child).
+DAEMON_LOGGED_AS = {"oneshot": "supervisor", "resident": "daemon"}
 
 
 def process_gone(pid: int) -> bool:
@@ -32,6 +35,11 @@ def process_gone(pid: int) -> bool:
     except (OSError, IndexError):
         return True
     return state in ("Z", "X")
+
+
+def parent_pid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
 
 
 def logged_pids(run_dir: str, what: str) -> list[int]:
@@ -266,9 +274,13 @@ class HygieneTest(RunnerTestCase):
         self.assertIn(escaped, result["cleanup"]["killed"])
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
-    def interrupt_hanging_run(self, signum: int) -> tuple[subprocess.Popen, dict]:
+    def interrupt_hanging_run(self, signum: int, drive: str) -> tuple[subprocess.Popen, dict, int]:
+        """Signal the runner once simulated/hang has spawned its children and its
+        SIGTERM-ignoring grandchild; returns the runner, its printed result and the pid of
+        the grandchild's parent, read before the signal (the CLI one-shot, the daemon
+        resident: simulated/hang runs the root in the CLI, or in a thread of the daemon)."""
         runner = subprocess.Popen(
-            self.runner_argv("simulated/hang"),
+            self.runner_argv("simulated/hang", JSON_EVENTS, "--drive", drive),
             cwd=self.tmp,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -282,22 +294,47 @@ class HygieneTest(RunnerTestCase):
         ):
             self.assertLess(time.monotonic(), deadline, "the agent never started")
             time.sleep(0.05)
+        (grandchild,) = logged_pids(glob.glob(os.path.join(self.out, "*"))[0], "grandchild")
+        parent = parent_pid(grandchild)
         runner.send_signal(signum)
         out, _ = runner.communicate(timeout=60)
-        return runner, json.loads(out)
+        return runner, json.loads(out), parent
 
-    def assert_interrupted(self, runner: subprocess.Popen, result: dict, exit_code: int) -> None:
+    def assert_interrupted(self, signum: int, drive: str, exit_code: int) -> None:
+        runner, result, parent = self.interrupt_hanging_run(signum, drive)
         self.assertEqual(runner.returncode, exit_code)
         self.assertEqual(result["exit_code"], exit_code)
+        self.assertEqual(result["drive"], drive)
         self.assertEqual(self.codes(result)[0], "interrupted")
         self.assertFalse(result["resolved"])
+        # Both drives spawn every child before the grandchild is logged.
         self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
         run = self.run_dir(result)
         with open(os.path.join(run, "result.json"), encoding="utf-8") as handle:
             self.assertEqual(json.load(handle), result)
-        for pid in logged_pids(run, "grandchild") + logged_pids(run, "supervisor"):
+        cleanup = result["cleanup"]
+        (grandchild,) = logged_pids(run, "grandchild")
+        (supervisor,) = logged_pids(run, DAEMON_LOGGED_AS[drive])
+        for pid in (grandchild, supervisor, parent):
             self.assertTrue(process_gone(pid), pid)
-        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        self.assertEqual(cleanup["leaked_processes"], 0)
+        # The daemon was shut down over its own socket and had exited before anything
+        # was signalled: the final sweep would end it too, so no signal may have reached it.
+        shutdown = cleanup["daemon_shutdown"]
+        self.assertIs(shutdown.get("success"), True, shutdown)
+        self.assertIs(shutdown.get("exited"), True, shutdown)
+        self.assertEqual(shutdown.get("supervisor_pid"), supervisor, shutdown)
+        self.assertNotIn(supervisor, cleanup["terminated"])
+        self.assertNotIn(supervisor, cleanup["killed"])
+        # TERM first, then KILL after the grace: the grandchild ignores SIGTERM, so it got
+        # both; the one-shot CLI obeys SIGTERM, so it got no SIGKILL. Resident, the
+        # grandchild's parent is the daemon itself, which no signal reached (above).
+        self.assertIn(grandchild, cleanup["terminated"])
+        self.assertIn(grandchild, cleanup["killed"])
+        self.assertEqual(parent == supervisor, drive == "resident")
+        if drive == "oneshot":
+            self.assertIn(parent, cleanup["terminated"])
+            self.assertNotIn(parent, cleanup["killed"])
 
     def test_grandchild_holding_the_output_files_open_is_ended(self):
         done, result = self.run_runner("simulated/hold-files")
@@ -310,10 +347,16 @@ class HygieneTest(RunnerTestCase):
             self.assertEqual(json.load(handle), result)
 
     def test_ctrl_c_ends_the_tree_scores_what_exists_and_exits_130(self):
-        self.assert_interrupted(*self.interrupt_hanging_run(signal.SIGINT), 130)
+        self.assert_interrupted(signal.SIGINT, "oneshot", 130)
 
     def test_sigterm_ends_the_tree_scores_what_exists_and_exits_143(self):
-        self.assert_interrupted(*self.interrupt_hanging_run(signal.SIGTERM), 143)
+        self.assert_interrupted(signal.SIGTERM, "oneshot", 143)
+
+    def test_ctrl_c_of_a_resident_run_shuts_its_daemon_down_scores_and_exits_130(self):
+        self.assert_interrupted(signal.SIGINT, "resident", 130)
+
+    def test_sigterm_of_a_resident_run_shuts_its_daemon_down_scores_and_exits_143(self):
+        self.assert_interrupted(signal.SIGTERM, "resident", 143)
 
 
 class ScriptedShardLimitTest(RunnerTestCase):
