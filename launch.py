@@ -144,6 +144,7 @@ def launch_and_wait(
             resident = drive_resident(run, process, model, task, env, watch)
     finally:
         wall = round(time.monotonic() - watch.started, 3)
+        stopped = process.poll() is None
         cleanup = end_run(run, process)
     watch.progress.report(wall, final=True)
     return {
@@ -153,7 +154,9 @@ def launch_and_wait(
         "wall_time_s": wall,
         "cleanup": cleanup,
         "resident": resident,
-        "stderr_tail": stderr_tail(run.stderr) if process.returncode else None,
+        # Only an agent that failed on its own has its last words quoted; one the
+        # runner ended (timeout, interrupt) exits by the runner's signal.
+        "stderr_tail": stderr_tail(run.stderr) if process.returncode and not stopped else None,
     }
 
 
@@ -169,10 +172,11 @@ def end_run(run: RunDir, process: subprocess.Popen) -> dict:
     elif shutdown.get("success") and supervisor:
         shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
     marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+    owned = {process.pid: process}  # reaped by Popen, which keeps its exit status
     if shutdown.get("success"):
         # A forced shutdown ends every worker and kernel (§2); give them a moment
         # to finish exiting before anything is signalled.
-        procs.wait_gone(procs.run_processes(process.pid, *marker), SETTLE_S)
+        procs.wait_gone(procs.run_processes(process.pid, *marker), SETTLE_S, owned)
     rounds = []
     for _ in range(3):
         remaining = procs.run_processes(process.pid, *marker)
@@ -180,7 +184,7 @@ def end_run(run: RunDir, process: subprocess.Popen) -> dict:
             remaining.add(process.pid)
         if not remaining:
             break
-        rounds.append(procs.end_processes(remaining, TERM_GRACE_S))
+        rounds.append(procs.end_processes(remaining, TERM_GRACE_S, owned))
     process.poll()
     if process.returncode is not None:
         procs.reap_children(SETTLE_S)

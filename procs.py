@@ -120,9 +120,17 @@ def run_processes(pgid: int | None, env_key: str, env_value: str) -> set[int]:
     return {pid for pid in found if table.get(pid) and table[pid].state not in ("Z", "X")}
 
 
-def reap(pids) -> None:
-    """Collect exit statuses of any of `pids` that are our own children."""
+def reap(pids, owned: dict | None = None) -> None:
+    """Collect exit statuses of any of `pids` that are our own children.
+
+    `owned` maps pids to the `subprocess.Popen` that started them: those are
+    reaped through it, so that it keeps their exit status (a bare waitpid would
+    take it, and Popen would then report 0 for an agent ended by a signal).
+    """
     for pid in pids:
+        if owned and pid in owned:
+            owned[pid].poll()
+            continue
         try:
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
@@ -150,11 +158,11 @@ def reap_children(timeout: float) -> None:
             time.sleep(0.02)
 
 
-def wait_gone(pids, timeout: float) -> set[int]:
+def wait_gone(pids, timeout: float, owned: dict | None = None) -> set[int]:
     deadline = time.monotonic() + timeout
     remaining = set(pids)
     while remaining:
-        reap(remaining)
+        reap(remaining, owned)
         remaining = {pid for pid in remaining if alive(pid)}
         if not remaining or time.monotonic() >= deadline:
             break
@@ -162,15 +170,17 @@ def wait_gone(pids, timeout: float) -> set[int]:
     return remaining
 
 
-def end_processes(pids, grace: float) -> dict:
-    """SIGTERM, wait `grace`, SIGKILL what is left; returns what was done."""
+def end_processes(pids, grace: float, owned: dict | None = None) -> dict:
+    """SIGTERM, wait `grace`, SIGKILL what is left; returns what was done.
+
+    `owned`: as for `reap`."""
     pids = sorted(pids)
     for pid in pids:
         _signal(pid, signal.SIGTERM)
-    stubborn = sorted(wait_gone(pids, grace))
+    stubborn = sorted(wait_gone(pids, grace, owned))
     for pid in stubborn:
         _signal(pid, signal.SIGKILL)
-    survivors = sorted(wait_gone(stubborn, 5.0))
+    survivors = sorted(wait_gone(stubborn, 5.0, owned))
     return {"terminated": pids, "killed": stubborn, "survivors": survivors}
 
 

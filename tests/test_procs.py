@@ -7,6 +7,7 @@ an agent gets the chance to flush and close its files.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -56,6 +57,19 @@ class EndProcessesTest(unittest.TestCase):
         self.assertEqual(obedient.stdout.read(), "term\n")
         self.assertEqual(stubborn.stdout.read(), "term\n")
         self.assertFalse(procs.alive(obedient.pid) or procs.alive(stubborn.pid))
+
+    def test_a_popen_child_named_as_owned_keeps_its_exit_status(self):
+        plain = self.start(
+            sys.executable, "-c", "print('ready', flush=True)\nimport time\ntime.sleep(60)"
+        )
+        stubborn = self.start(sys.executable, "-c", WATCHER, "stubborn")
+        self.assertEqual(plain.stdout.readline() + stubborn.stdout.readline(), "ready\n" * 2)
+        owned = {plain.pid: plain, stubborn.pid: stubborn}
+        procs.end_processes([plain.pid, stubborn.pid], grace=1.0, owned=owned)
+        # Reaped through Popen, which saw how each ended; a bare waitpid would have
+        # taken the status, and Popen would then say 0.
+        self.assertEqual(plain.returncode, -signal.SIGTERM)
+        self.assertEqual(stubborn.returncode, -signal.SIGKILL)
 
     def test_processes_already_gone_are_neither_signalled_again_nor_survivors(self):
         quick = self.start(sys.executable, "-c", "pass")

@@ -255,6 +255,9 @@ class HygieneTest(RunnerTestCase):
         done, result = self.run_runner("simulated/hang", JSON_EVENTS, "--timeout", "2")
         self.assertEqual(done.returncode, 1)
         self.assertTrue(result["agent"]["timed_out"])
+        # The CLI's own exit status: ended by the runner's SIGTERM (it obeys it).
+        self.assertEqual(result["agent"]["exit_code"], -signal.SIGTERM)
+        self.assertIsNone(result["agent"]["first_error"])
         self.assertEqual(self.codes(result)[0], "timeout")
         self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
         run = self.run_dir(result)
@@ -335,6 +338,8 @@ class HygieneTest(RunnerTestCase):
         if drive == "oneshot":
             self.assertIn(parent, cleanup["terminated"])
             self.assertNotIn(parent, cleanup["killed"])
+            # The CLI's exit status is the runner's SIGTERM, not a crash to quote.
+            self.assertEqual(result["agent"]["exit_code"], -signal.SIGTERM)
 
     def test_grandchild_holding_the_output_files_open_is_ended(self):
         done, result = self.run_runner("simulated/hold-files")
