@@ -1043,6 +1043,19 @@ class BehaviourTest(SimulatedAgentCase):
         self.assertTrue(ignores_sigterm(grandchild))
 
     @NEEDS_PROC
+    def test_hold_files_leaves_a_grandchild_with_the_output_files_open(self):
+        run = self.launch("hold-files")
+        holder = run.logged_pid("holding")
+        self.addCleanup(kill_and_wait, holder)
+        self.assertEqual(run.process.returncode, 0)
+        self.assertFalse(process_gone(holder))
+        fds = Path(f"/proc/{holder}/fd")
+        targets = {os.path.realpath(fds / fd) for fd in os.listdir(fds)}
+        for name in ("stdout.jsonl", "stderr.txt"):
+            self.assertIn(os.path.realpath(run.dir / name), targets)
+        self.assertTrue(ignores_sigterm(holder))
+
+    @NEEDS_PROC
     def test_escape_leaves_a_detached_process_with_an_empty_environment(self):
         run = self.launch("escape")
         escaped = run.logged_pid("escaped")
