@@ -174,7 +174,6 @@ class LedgerInputTest(RunDirCase):
         verdict = self.assert_graded(1, {"over_record_limit"}, {"ledger_inconsistent"})
         self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
 
-
     def pad_with_renames(self, count: int, pad: int) -> None:
         """Append `count` valid renames of the first child, each with an unknown key
         of `pad` characters (the product ignores unknown keys)."""
