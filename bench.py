@@ -19,7 +19,7 @@ belongs to that step alone.
 Targets: score <= 1.5 x floor at every scale; peak memory that does not grow with
 transcript size; time linear in input size.
 
-    uv run --locked python bench.py                 # all scales (three to four minutes)
+    uv run --locked python bench.py                 # all scales (one to four minutes)
     uv run --locked python bench.py --scales 8,100  # a subset
     uv run --locked python bench.py --no-stream     # without the stdout stream
 """
@@ -196,7 +196,7 @@ class Stream:
     """Writes the root's `--mode json` stdout (contract §7) in the product's event shapes.
 
     Every real run leaves this file and the scorer reads all of it; in the captured
-    runs it is 7 to 9 times the size of the parent transcript. Content is streamed as
+    runs it is 7 to 9.5 times the size of the parent transcript. Content is streamed as
     coarsely as the captured runs' scripted model streams it (a start, two deltas and
     an end per content part, each update carrying the message so far), and each child
     gets one `rlm_child_update` per state it passes through (the captures hold about
@@ -208,6 +208,7 @@ class Stream:
         self.handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self.run: list[dict] = []
         self.pending: list[dict] = []
+        self.turn_message: dict = {}  # the assistant message a turn_end repeats
         self.write(header)
 
     def write(self, event: dict) -> None:
