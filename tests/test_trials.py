@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import io
 import json
 import os
 import re
@@ -13,9 +16,11 @@ import sys
 import time
 import unittest
 from typing import ClassVar
+from unittest import mock
 
 from test_runner import RunnerTestCase
 
+import runner
 from fixture import load_fixture
 from trials import TrialRecord, baseline_task, summarize
 
@@ -217,6 +222,43 @@ class TrialsTest(RunSetCase):
         self.assertEqual(summary["failures"]["interrupted"], 2)
         self.assertEqual(summary["failures"]["not_run"], 1)
         self.assertEqual(summary["trials_scored"], 0)
+
+    def test_a_summary_that_cannot_be_stored_is_still_printed_with_its_exit_code(self):
+        real_write = runner.write_atomic
+
+        def full_disk(path: str, text: str) -> None:
+            if os.path.basename(path) == "summary.json":
+                raise OSError(28, "No space left on device")
+            real_write(path, text)
+
+        argv = ["--agent-bin", SIMULATED, "--out", self.out, "--agent-config", self.agent_config]
+        argv += [
+            "--model",
+            "simulated/oracle",
+            "--fixture",
+            JSON_EVENTS,
+            "--trials",
+            "2",
+            "--jobs",
+            "2",
+        ]
+        out, err = io.StringIO(), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, self.env, clear=True),
+            mock.patch("runner.write_atomic", full_disk),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            code = runner.main(argv)
+        summary = json.loads(out.getvalue())
+        self.assertEqual((code, summary["exit_code"], summary["resolved"]), (0, 0, 2))
+        self.assertIn("No space left on device", summary["summary_file_error"])
+        self.assertIn("could not write", err.getvalue())
+        self.assertNotIn("summary in", err.getvalue())
+        (set_dir,) = glob.glob(os.path.join(self.out, "*"))
+        self.assertFalse(os.path.exists(os.path.join(set_dir, "summary.json")))
+        # The trials stored their results as usual.
+        self.assertEqual(len(self.trial_results(set_dir)), 2)
 
 
 class BaselineTest(RunSetCase):
