@@ -38,6 +38,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 
+from simulated_product import message_updates
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -231,27 +233,8 @@ class Stream:
         empty = {key: value for key, value in message.items() if key != "responseId"}
         empty.update(content=[], usage=ZERO_USAGE, stopReason="stop")
         self.write({"type": "message_start", "message": empty})
-        done: list[dict] = []
-        for index, part in enumerate(message["content"]):
-            is_text = part["type"] == "text"
-            body = part["text"] if is_text else dumps(part["arguments"])
-            kind = "text" if is_text else "toolcall"
-            steps = [("start", "", None), ("delta", body[: len(body) // 2], body[: len(body) // 2])]
-            steps += [("delta", body, body[len(body) // 2 :]), ("end", body, None)]
-            for step, shown, delta in steps:
-                if is_text:
-                    partial = {"type": "text", "text": shown}
-                else:
-                    arguments = part["arguments"] if step == "end" else {}
-                    partial = {**part, "arguments": arguments, "partialArgs": shown}
-                update = {"type": f"{kind}_{step}", "contentIndex": index}
-                if delta is not None:
-                    update["delta"] = delta
-                snapshot = {**empty, "content": [*done, partial]}
-                self.write(
-                    {"type": "message_update", "message": snapshot, "assistantMessageEvent": update}
-                )
-            done.append(part)
+        for update in message_updates(empty, message):
+            self.write(update)
         self.write({"type": "message_end", "message": message})
         self.run.append(message)
         self.turn_message = message
@@ -259,8 +242,9 @@ class Stream:
     def tool_result(self, message: dict, code: str) -> None:
         call = {"toolCallId": message["toolCallId"], "toolName": "ipython", "args": {"code": code}}
         result = {"content": message["content"], "details": message["details"]}
+        partial = {"content": message["content"], "details": {"status": "ok"}}
         self.write({"type": "tool_execution_start", **call})
-        self.write({"type": "tool_execution_update", **call, "partialResult": result})
+        self.write({"type": "tool_execution_update", **call, "partialResult": partial})
         self.flush()  # what the children did while the cell ran
         end = {key: value for key, value in call.items() if key != "args"}
         end.update(result={**result, "isError": False}, isError=False)

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from simulated_cells import Shard, parse_shards
@@ -395,11 +395,59 @@ class Attribution:
         }
 
 
+def message_updates(start: dict, message: dict) -> Iterator[dict]:
+    """The `message_update` events between an assistant message's message_start (`start`,
+    empty) and its message_end (contract §7), as coarsely as the captured runs' scripted
+    model streams: each content part's start and two deltas, then each part's end. Every
+    event carries the message so far; a tool call's arguments grow with its raw JSON.
+    """
+    parts = message["content"]
+    shown: list[dict] = []
+
+    def update(event: dict) -> dict:
+        snapshot = {**start, "content": list(shown)}
+        return {"type": "message_update", "message": snapshot, "assistantMessageEvent": event}
+
+    for index, part in enumerate(parts):
+        if part["type"] == "text":
+            text = part["text"]
+            shown.append({"type": "text", "text": ""})
+            yield update({"type": "text_start", "contentIndex": index})
+            for cut in (len(text) // 2, len(text)):
+                delta = text[len(shown[index]["text"]) : cut]
+                shown[index] = {"type": "text", "text": text[:cut]}
+                yield update({"type": "text_delta", "contentIndex": index, "delta": delta})
+            continue
+        raw = json.dumps(part["arguments"])
+        half = {
+            k: v[: len(v) // 2] if isinstance(v, str) else v for k, v in part["arguments"].items()
+        }
+        call = {key: part[key] for key in ("type", "id", "name")}
+        shown.append({**call, "arguments": {}, "partialArgs": "", "streamIndex": 0})
+        yield update({"type": "toolcall_start", "contentIndex": index})
+        for cut, arguments in ((len(raw) // 2, half), (len(raw), part["arguments"])):
+            delta = raw[len(shown[index]["partialArgs"]) : cut]
+            shown[index] = {
+                **call,
+                "arguments": arguments,
+                "partialArgs": raw[:cut],
+                "streamIndex": 0,
+            }
+            yield update({"type": "toolcall_delta", "contentIndex": index, "delta": delta})
+    for index, part in enumerate(parts):
+        if part["type"] == "text":
+            yield update({"type": "text_end", "contentIndex": index, "content": part["text"]})
+        else:
+            shown[index] = part
+            yield update({"type": "toolcall_end", "contentIndex": index, "toolCall": part})
+
+
 class Stream:
     """The root session's events (contract §7): --mode json prints them after the header
     line; a resident session sends them to attached clients as session_event envelopes (§8.1).
 
-    message_update deltas are left out; every model call is one assistant message_end.
+    Every model call is one assistant message_end, its content streamed before it in
+    message_update events.
     """
 
     def __init__(self, sink: Callable[[dict], None]):
@@ -425,6 +473,9 @@ class Stream:
             start = {k: v for k, v in message.items() if k != "responseId"}
             start.update(content=[], usage=usage(0, 0), stopReason="stop")
         self.emit({"type": "message_start", "message": start})
+        if message["role"] == "assistant":
+            for update in message_updates(start, message):
+                self.emit(update)
         self.emit({"type": "message_end", "message": message})
         self._run.append(message)
         self.messages.append(message)

@@ -241,6 +241,17 @@ class Run:
         call = assistant["content"][-1]
         ids = {"toolCallId": call["id"], "toolName": call["name"]}
         failed = result["isError"]
+        if not failed:  # the cell ran: its output streamed while it did
+            status = result["details"].get("status", "ok")
+            partial = {"content": result["content"], "details": {"status": status}}
+            self.stream.emit(
+                {
+                    "type": "tool_execution_update",
+                    **ids,
+                    "args": call["arguments"],
+                    "partialResult": partial,
+                }
+            )
         outcome = {"content": result["content"], "details": result["details"], "isError": failed}
         self.stream.emit(
             {"type": "tool_execution_end", **ids, "result": outcome, "isError": failed}

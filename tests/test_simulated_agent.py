@@ -742,6 +742,8 @@ class OracleTest(SimulatedAgentCase):
         stdout_kinds = set(shapes(ours["stdout"], event_kind))
         for status in ("queued", "running", "done"):
             self.assertIn(("rlm_child_update", status), stdout_kinds)
+        self.assertIn(("message_update", "assistant"), stdout_kinds)
+        self.assertIn(("tool_execution_update",), stdout_kinds)
 
     def test_every_line_is_compact_json(self):
         run = self.launch()
@@ -900,6 +902,34 @@ class OracleTest(SimulatedAgentCase):
         self.assertEqual(ends, messages(run.parent(), "assistant"))
         self.assertTrue(all(m["usage"]["totalTokens"] > 0 for m in ends))
         self.assertEqual(events[-1]["type"], "agent_end")
+
+    def test_each_model_call_streams_its_content_before_its_message_end(self):
+        run = self.launch()
+        events = run.stdout()
+        starts = [i for i, e in enumerate(events) if e["type"] == "message_start"]
+        checked = 0
+        for first in starts:
+            start = events[first]["message"]
+            if start["role"] != "assistant":
+                continue
+            end = next(i for i in range(first, len(events)) if events[i]["type"] == "message_end")
+            updates = events[first + 1 : end]
+            final = events[end]["message"]
+            self.assertTrue(updates)
+            self.assertTrue(all(e["type"] == "message_update" for e in updates))
+            # The last update shows the whole content; the deltas add up to each part.
+            self.assertEqual(updates[-1]["message"]["content"], final["content"])
+            for index, part in enumerate(final["content"]):
+                deltas = "".join(
+                    e["assistantMessageEvent"]["delta"]
+                    for e in updates
+                    if e["assistantMessageEvent"]["contentIndex"] == index
+                    and e["assistantMessageEvent"]["type"].endswith("_delta")
+                )
+                whole = part["text"] if part["type"] == "text" else json.dumps(part["arguments"])
+                self.assertEqual(deltas, whole)
+            checked += 1
+        self.assertEqual(checked, len(messages(run.parent(), "assistant")))
 
     def test_usage_numbers_are_deterministic(self):
         def usages(run: Run) -> list[dict]:
