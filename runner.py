@@ -262,14 +262,8 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
         overrides += ["--timeout", str(args.timeout)]
     interrupted = trials.run_trials(set_dir, stored, overrides, args.jobs, interrupt)
     summary = trials.summarize_run_set(set_dir, stored, interrupted or 0)
-    text = json.dumps(summary, indent=2)
     summary_file = os.path.join(set_dir, trials.SUMMARY_FILE)
-    try:
-        write_atomic(summary_file, text + "\n")
-    except OSError as error:  # printed all the same, as a single run's result is
-        print_note(f"runner.py: could not write {summary_file}: {error}")
-        summary["summary_file_error"] = f"{type(error).__name__}: {error}"
-        text, summary_file = json.dumps(summary, indent=2), None
+    text, summary_file = _store(summary, summary_file, "summary_file_error")
     print_note(f"runner.py: {set_summary_line(summary, summary_file)}")
     print_json(text)
     return summary["exit_code"]
@@ -514,18 +508,25 @@ def _not_run(
     return _emit(result, run)
 
 
+def _store(record: dict, path: str | None, error_key: str) -> tuple[str, str | None]:
+    """Write `record` as JSON to `path` (None: nowhere); returns the text to print and
+    where it is stored. A failed write is noted on stderr and in `record[error_key]`,
+    and the record is printed all the same, with its exit code."""
+    text = json.dumps(record, indent=2)
+    if path is None:
+        return text, None
+    try:
+        write_atomic(path, text + "\n")
+    except OSError as error:
+        print_note(f"runner.py: could not write {path}: {error}")
+        record[error_key] = f"{type(error).__name__}: {error}"
+        return json.dumps(record, indent=2), None
+    return text, path
+
+
 def _emit(result: dict, run: RunDir | None) -> int:
     where = os.path.join(run.root, "result.json") if run is not None else None
-    text = json.dumps(result, indent=2)
-    if where is not None:
-        try:
-            write_atomic(where, text + "\n")
-        except OSError as error:
-            # The result is still printed, with the run's exit code; the note and
-            # `result_file_error` say that the run dir holds no result.json.
-            print_note(f"runner.py: could not write {where}: {error}")
-            result["result_file_error"] = f"{type(error).__name__}: {error}"
-            text, where = json.dumps(result, indent=2), None
+    text, where = _store(result, where, "result_file_error")
     if result.get("status") == "scored":
         print_note(f"runner.py: {summary_line(result, where)}")
     print_json(text)
