@@ -163,7 +163,11 @@ def wait_gone(pids, timeout: float, owned: dict | None = None) -> set[int]:
     remaining = set(pids)
     while remaining:
         reap(remaining, owned)
-        remaining = {pid for pid in remaining if alive(pid)}
+        gone = {pid for pid in remaining if not alive(pid)}
+        # A process can turn zombie between the reap and the alive check (a zombie
+        # is gone): reap it once more, or its Popen never learns how it ended.
+        reap(gone, owned)
+        remaining -= gone
         if not remaining or time.monotonic() >= deadline:
             break
         time.sleep(0.05)
