@@ -1,6 +1,6 @@
 """Collect what a run left on disk into small frozen records for the scorer.
 
-The layout is the product's (PRODUCT_CONTRACT.md §3): the root transcript in
+The layout is the product's (docs/product-contract.md §3): the root transcript in
 `<run>/sessions/`, children under `<run>/session-artifacts/<root header id>/sub-*/`,
 the ledger under the agent home, the `--mode json` stream in `stdout.jsonl`, and
 the combined answer in the repo. Every reader streams, caps what it keeps, and

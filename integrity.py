@@ -1,7 +1,7 @@
 """Evidence integrity: the records a real delegation leaves must agree with each other.
 
 The parent runs Python as the same user as the product, so it can write every file
-the scorer reads (PRODUCT_CONTRACT.md §10 "Forgeable"). The product writes each
+the scorer reads (docs/product-contract.md §10 "Forgeable"). The product writes each
 child's traces in several places at once: a ledger line, a child dir with its
 transcript and display file, usage entries and replies in the parent transcript.
 A forger who writes some of them by hand rarely writes all of them consistently;

@@ -1,7 +1,7 @@
 """The product's RLM spawn ledger: where it lives, how a line parses, how edges replay.
 
 This module is the only place in the harness that knows these rules
-(PRODUCT_CONTRACT.md §4). The ledger is the product's own record of every child
+(docs/product-contract.md §4). The ledger is the product's own record of every child
 it admitted; it is the backbone of delegation evidence.
 """
 

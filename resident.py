@@ -1,5 +1,5 @@
 """The resident drive: the parent as a resident session, waited on with the RLM
-quiescence barrier (PRODUCT_CONTRACT.md §1 facts 4-5, §8).
+quiescence barrier (docs/product-contract.md §1 facts 4-5, §8).
 
 The runner starts the daemon in the run's process group; this module holds the
 conversation with it and records what it says, so scoring reads a resident run

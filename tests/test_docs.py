@@ -1,0 +1,148 @@
+"""The docs hold together: every contract citation in the code names a heading of
+docs/product-contract.md, no code points at a contract file outside the repo, and the
+relative links of README.md and docs/*.md lead to files that exist."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONTRACT = os.path.join(ROOT, "docs", "product-contract.md")
+SKIPPED_DIRS = ("tests/data/",)
+
+# `§4`, `§8.2`, `§10.5` (and `§ 4`, normalised to `§4`). A trailing dot is punctuation.
+CITATION = re.compile(r"§ ?([0-9]+(?:\.[0-9]+)?)")
+HEADING = re.compile(r"^#{1,6}\s")
+FENCE = re.compile(r"^\s*(```|~~~)")
+INLINE_CODE = re.compile(r"`[^`]*`")
+# `[text](target)` or `![alt](target "title")`: the target up to a space or `)`.
+LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+[^)]*)?\)")
+
+
+def tracked_python_files() -> list[str]:
+    """Repo-relative paths of the tracked `*.py` files, test data left out."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "*.py"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.decode("utf-8")
+        paths = [path for path in listed.split("\0") if path]
+    except (OSError, subprocess.CalledProcessError):
+        paths = []
+        for dirpath, dirnames, filenames in os.walk(ROOT):
+            dirnames[:] = [name for name in dirnames if not name.startswith(".")]
+            for filename in filenames:
+                if filename.endswith(".py"):
+                    full = os.path.join(dirpath, filename)
+                    paths.append(os.path.relpath(full, ROOT).replace(os.sep, "/"))
+    return sorted(
+        path
+        for path in paths
+        if not path.startswith(SKIPPED_DIRS) and os.path.isfile(os.path.join(ROOT, path))
+    )
+
+
+def read(relative: str) -> str:
+    with open(os.path.join(ROOT, relative), encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
+def heading_has(line: str, token: str) -> bool:
+    """`line` carries `token` not followed by a digit or a dot: `§1` is not in `§10`."""
+    return re.search(re.escape(token) + r"(?![0-9.])", line) is not None
+
+
+def prose_lines(text: str):
+    """(line number, line) outside fenced code blocks, with inline code blanked."""
+    fenced = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield number, INLINE_CODE.sub("", line)
+
+
+def markdown_files() -> list[str]:
+    files = ["README.md"] if os.path.isfile(os.path.join(ROOT, "README.md")) else []
+    docs = os.path.join(ROOT, "docs")
+    if os.path.isdir(docs):
+        files += sorted(f"docs/{name}" for name in os.listdir(docs) if name.endswith(".md"))
+    return files
+
+
+class ContractCitations(unittest.TestCase):
+    def test_contract_exists(self):
+        self.assertTrue(os.path.isfile(CONTRACT), "docs/product-contract.md is missing")
+
+    def test_every_citation_resolves_to_a_heading(self):
+        with open(CONTRACT, encoding="utf-8") as handle:
+            headings = [line for line in handle.read().splitlines() if HEADING.match(line)]
+        cited: dict[str, set[str]] = {}
+        for path in tracked_python_files():
+            for number, line in enumerate(read(path).splitlines(), 1):
+                for match in CITATION.finditer(line):
+                    cited.setdefault("§" + match.group(1), set()).add(f"{path}:{number}")
+        self.assertTrue(cited, "no § citation found in the code: is the file list empty?")
+        unresolved = {
+            token: places
+            for token, places in cited.items()
+            if not any(heading_has(heading, token) for heading in headings)
+        }
+        report = "\n".join(
+            f"  {token}: {', '.join(sorted(places))}"
+            for token, places in sorted(unresolved.items())
+        )
+        if unresolved:
+            self.fail(f"citations with no heading in docs/product-contract.md:\n{report}")
+
+    def test_heading_match_is_exact(self):
+        self.assertTrue(heading_has("## §1 Facts", "§1"))
+        self.assertTrue(heading_has("### §8.2", "§8.2"))
+        self.assertFalse(heading_has("## §10 Integrity", "§1"))
+        self.assertFalse(heading_has("### §8.1 Wire", "§8"))
+        self.assertFalse(heading_has("### §10.1 Ledger", "§10"))
+
+    def test_no_code_names_the_outside_contract(self):
+        offenders = [
+            f"{path}:{number}"
+            for path in tracked_python_files()
+            for number, line in enumerate(read(path).splitlines(), 1)
+            if "PRODUCT_CONTRACT.md" in line
+        ]
+        if offenders:
+            self.fail(
+                "cite docs/product-contract.md, not PRODUCT_CONTRACT.md: " + ", ".join(offenders)
+            )
+
+
+class MarkdownLinks(unittest.TestCase):
+    def test_relative_links_point_at_existing_files(self):
+        broken = []
+        for relative in markdown_files():
+            base = os.path.dirname(os.path.join(ROOT, relative))
+            for number, line in prose_lines(read(relative)):
+                for match in LINK.finditer(line):
+                    target = match.group(1)
+                    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", target) or target.startswith("#"):
+                        continue  # http(s), mailto and the like, or an anchor on this page
+                    path = target.split("#", 1)[0].split("?", 1)[0]
+                    if path.startswith("/"):
+                        full = os.path.join(ROOT, path.lstrip("/"))
+                    else:
+                        full = os.path.join(base, path)
+                    full = os.path.normpath(full)
+                    inside = os.path.commonpath([full, ROOT]) == ROOT
+                    if not inside or not os.path.exists(full):
+                        broken.append(f"{relative}:{number}: {target}")
+        if broken:
+            self.fail("relative links to missing files:\n  " + "\n  ".join(broken))
+
+
+if __name__ == "__main__":
+    unittest.main()
