@@ -38,7 +38,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from simulated_product import message_updates
+from simulated.product import message_updates
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

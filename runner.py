@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--model",
         help="provider/model passed to the agent, e.g. anthropic/claude-sonnet-4-5; "
-        "simulated/<behaviour> with --agent-bin ./simulated_agent.py; scripted/<script> to run "
+        "simulated/<behaviour> with --agent-bin ./simulated/agent.py; scripted/<script> to run "
         "the installed agent against the harness's own scripted model endpoint (scripts: "
         + ", ".join(scripted_model.SCRIPTS)
         + "; no credentials, no tokens; exit 0 when the product still behaves as the script "

@@ -16,7 +16,7 @@ model id picks the script (SCRIPTS); each script carries the outcome a correct h
 report for it under each drive, which scripted.contract_check() compares a result against.
 
 Children answer their shard's question for real, with the cell the simulated agent writes
-(simulated_cells.child_cell): the eight question phrasings live there and only there.
+(tasks.child_cell): the question phrasings live in the task language, tasks.py, and only there.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import simulated_cells
+import tasks
 
 PROVIDER = "scripted"
 CONTEXT_WINDOW = 128000
 MAX_TOKENS = 8192
-INDEX_FILE = "combined-index.md"
+INDEX_FILE = tasks.INDEX_FILE
 SPAWN_MARKER = "# scripted model: spawn one child per shard"
 INDEX_MARKER = "# scripted model: write combined-index.md"
 # A poll cell keeps a one-shot parent's turn alive (contract §9) and reports how many children
@@ -58,8 +58,7 @@ CHILD_PROMPT = (
     "Answer the question below about one data shard (shard {number} of {count}), reading only "
     "the file `shards/{file}` (relative to the repository root). Then report with "
     'await agent_message.send("{file}: <answer>", receiver_role="parent") where <answer> is a '
-    "single integer.\n"
-    "- `shards/{file}` | worker `{worker}` | {question}"
+    "single integer.\n" + tasks.SHARD_LINE_FORMAT
 )
 SHARD_POSITION = re.compile(r"\(shard (?P<number>\d+) of (?P<count>\d+)\)")
 CHILD_MARKER = "child agent spawned by"
@@ -232,12 +231,12 @@ def working_dir(request: ModelRequest) -> str:
     return match.group("cwd").strip() if match else "."
 
 
-def task_shards(request: ModelRequest) -> list[simulated_cells.Shard]:
-    task = next((text for text in request.user_texts if simulated_cells.parse_shards(text)), "")
-    return simulated_cells.parse_shards(task)
+def task_shards(request: ModelRequest) -> list[tasks.Shard]:
+    task = next((text for text in request.user_texts if tasks.parse_shards(text)), "")
+    return tasks.parse_shards(task)
 
 
-def shard_results(shards: list[simulated_cells.Shard], user_texts: tuple[str, ...]) -> dict:
+def shard_results(shards: list[tasks.Shard], user_texts: tuple[str, ...]) -> dict:
     """file -> answer, from the children's replies and, as `MISSING (…)`, terminal notices."""
     files = {shard.file for shard in shards}
     by_worker = {shard.worker: shard.file for shard in shards}
@@ -258,7 +257,7 @@ def shard_results(shards: list[simulated_cells.Shard], user_texts: tuple[str, ..
 # --- the parent's moves ------------------------------------------------------------------------
 
 
-def spawn_cell(shards: list[simulated_cells.Shard], tries: int) -> str:
+def spawn_cell(shards: list[tasks.Shard], tries: int) -> str:
     """One cell that spawns every shard's worker (contract §9); with tries=2 each name twice,
     where the product refuses the second spawn of a name: the cell prints why and goes on."""
     rows = "".join(
@@ -285,7 +284,7 @@ def spawn_cell(shards: list[simulated_cells.Shard], tries: int) -> str:
     )
 
 
-def index_cell(cwd: str, shards: list[simulated_cells.Shard], results: dict[str, str]) -> str:
+def index_cell(cwd: str, shards: list[tasks.Shard], results: dict[str, str]) -> str:
     text = "# Combined index\n\n" + "".join(f"- {s.file}: {results[s.file]}\n" for s in shards)
     return (
         f"{INDEX_MARKER}\n"
@@ -296,9 +295,9 @@ def index_cell(cwd: str, shards: list[simulated_cells.Shard], results: dict[str,
     )
 
 
-def self_answer_cell(cwd: str, shards: list[simulated_cells.Shard]) -> str:
+def self_answer_cell(cwd: str, shards: list[tasks.Shard]) -> str:
     """The no-spawn parent computes every shard in its own kernel."""
-    code, _ = simulated_cells.index_cell(cwd, shards, {})
+    code, _ = tasks.index_cell(cwd, shards, {})
     return f"{INDEX_MARKER}\n{code}"
 
 
@@ -333,7 +332,7 @@ def parent_turn(script: str, request: ModelRequest) -> Turn:
 def child_turn(script: str, request: ModelRequest) -> Turn:
     first = request.user_texts[0] if request.user_texts else ""
     task = next((t for t in request.user_texts if t.startswith(TASK_FROM_PARENT)), first)
-    shards = simulated_cells.parse_shards(task)
+    shards = tasks.parse_shards(task)
     if not shards:
         return Turn("no_shard", "My task names no shard.")
     shard = shards[0]
@@ -343,8 +342,8 @@ def child_turn(script: str, request: ModelRequest) -> Turn:
         return Turn("http_error", "", http_status=500, **named)
     if request.has_assistant:
         return Turn("closing_text", f"Reported {shard.file} to the parent.", **named)
-    path = simulated_cells.shard_path(working_dir(request), shard)
-    code = simulated_cells.child_cell(path, shard, sends_reply=True)
+    path = tasks.shard_path(working_dir(request), shard)
+    code = tasks.child_cell(path, shard, sends_reply=True)
     return Turn("count_and_reply", f"Answering for {shard.file}.", code, **named)
 
 

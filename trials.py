@@ -37,7 +37,7 @@ RUN_SET_FILE = "run-set.json"
 SUMMARY_FILE = "summary.json"
 RESULT_FILE = "result.json"
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
-# The agent's env names the trial, so a simulated agent can draw per trial (simulated_run.py).
+# The agent's env names the trial, so a simulated agent can draw per trial (simulated/run.py).
 TRIAL_ENV = "SWARM_FANOUT_TRIAL"
 # What must agree between a stored run set and a trial or resume of it.
 MATCHED_KEYS = ("fixture_digest", "harness_version", "model", "drive", "baseline")

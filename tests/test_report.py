@@ -17,7 +17,7 @@ from report import Cell, Paragraph, Table, render_html, render_markdown
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
 REPORT = os.path.join(ROOT, "report.py")
-SIMULATED = os.path.join(ROOT, "simulated_agent.py")
+SIMULATED = os.path.join(ROOT, "simulated", "agent.py")
 JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
 VOID = {"meta", "br", "hr", "img", "input", "link"}
 

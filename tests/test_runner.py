@@ -19,7 +19,7 @@ import runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
-SIMULATED = os.path.join(ROOT, "simulated_agent.py")
+SIMULATED = os.path.join(ROOT, "simulated", "agent.py")
 JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
 CSV_METRICS = os.path.join(ROOT, "fixtures", "csv-metrics")
 # What the simulated agent logs its daemon's pid as, per drive: the one-shot CLI's detached

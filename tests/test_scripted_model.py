@@ -33,7 +33,7 @@ from artifacts import collect
 from fixture import load_manifest
 from scorer import score
 from scripted_model import ScriptedModelServer, decide, read_request
-from simulated_cells import Shard
+from tasks import Shard, parse_shards
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = [os.path.join(ROOT, "fixtures", name) for name in ("json-events", "csv-metrics")]
@@ -309,7 +309,7 @@ class ParentScriptTest(unittest.TestCase):
         shards = manifest()
         self.assertEqual(rlm.names, [shard["worker"] for shard in shards])
         for (_, prompt), shard in zip(rlm.attempts, shards, strict=True):
-            [task_line] = scripted_model.simulated_cells.parse_shards(prompt)
+            [task_line] = parse_shards(prompt)
             self.assertEqual(
                 (task_line.file, task_line.question), (shard["file"], shard["question"])
             )

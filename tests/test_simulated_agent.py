@@ -1,4 +1,4 @@
-"""simulated_agent.py, run exactly as the runner launches prime-agent, on a small fixture.
+"""simulated/agent.py, run exactly as the runner launches prime-agent, on a small fixture.
 
 Format fidelity is pinned to the captured real run tests/data/real-runs/main: every record type
 the stand-in writes must exist there, with the same keys in the same order at every level.
@@ -28,7 +28,7 @@ from pathlib import Path
 import rundir
 
 REPO = Path(__file__).resolve().parents[1]
-AGENT = REPO / "simulated_agent.py"
+AGENT = REPO / "simulated" / "agent.py"
 REAL_RUNS = REPO / "tests" / "data" / "real-runs"
 MAIN_CAPTURE = REAL_RUNS / "main"
 ENDTURN_CAPTURE = REAL_RUNS / "endturn-oneshot"

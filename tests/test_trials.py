@@ -26,7 +26,7 @@ from trials import TrialRecord, baseline_task, summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
-SIMULATED = os.path.join(ROOT, "simulated_agent.py")
+SIMULATED = os.path.join(ROOT, "simulated", "agent.py")
 JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
 # The simulated agent's token counts follow the length of the text it writes, run dir paths
 # included, so a retry dir's longer name shows in them: they are left out with the timings.

@@ -2,7 +2,7 @@
 newline-delimited JSON, the server speaking first. It answers the hello, the enveloped
 commands the resident drive uses and shutdown, and hosts resident sessions whose root events
 go to attached clients. The one-shot CLI's detached supervisor and `--mode daemon` both serve
-it (simulated_agent.py).
+it (simulated/agent.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from simulated_product import (
+from simulated.product import (
     API,
     APP_VERSION,
     PROVIDER,
@@ -34,7 +34,7 @@ from simulated_product import (
     session_header,
     worker_sessions_dir,
 )
-from simulated_run import Run, UsageError, behaviour_of
+from simulated.run import Run, UsageError, behaviour_of
 
 # Daemon protocol 7, schema revision 22 (contract §8.1; serverCapabilities as in the capture).
 PROTOCOL = {"name": "prime-agent.daemon", "version": 7}

@@ -1,23 +1,23 @@
 #!/usr/bin/env python3
 """An executable stand-in for the prime-agent v0.8.0 CLI, in its two headless modes.
 
-    simulated_agent.py --mode json --daemon-socket S --cwd DIR --session-dir DIR \\
+    simulated/agent.py --mode json --daemon-socket S --cwd DIR --session-dir DIR \\
         --model simulated/<behaviour> -- "<task>"
         One-shot: starts a detached daemon supervisor on S (answering `daemon_hello` and an
         enveloped `shutdown`), runs the root session and prints the --mode json stream,
         then returns at the root's first idle point and stops the worker (contract §1 fact 4).
 
-    simulated_agent.py --mode daemon --daemon-socket S
+    simulated/agent.py --mode daemon --daemon-socket S
         A foreground daemon speaking protocol 7 on S (contract §8), for the resident drive:
         create{lifecycle:"resident", config:{cwd, agentDir, sessionDir, model}, launchEnv},
         attach, prompt, prompt_and_wait, wait_for_headless_completion{waitForRlmQuiescence},
         get_state, detach, ack_result and shutdown{force:true}. Root events go to attached
         clients as session_event envelopes. The behaviour comes from config.model.
 
-Either way it leaves on disk what a real run leaves (PRODUCT_CONTRACT.md §3-§9 and the captured
+Either way it leaves on disk what a real run leaves (docs/product-contract.md §3-§9 and captured
 runs in tests/data/real-runs): the root transcript, one transcript and display file per RLM
 child, the spawn ledger and the agent's combined-index.md. `simulated/<behaviour>` picks how the
-simulated model orchestrates (listed by --help, see BEHAVIOURS in simulated_run.py). The children
+simulated model orchestrates (listed by --help, see BEHAVIOURS in simulated/run.py). The children
 really answer their shard's question, from their own task prompt. Three behaviours play an agent
 with a shell that fakes delegation by writing the product's files itself, to exercise the harness's
 evidence-integrity checks: forge-ledger (no spawn; a hand-written ledger, header-and-task child
@@ -30,11 +30,12 @@ draws; $SIMULATED_JITTER_MS makes each child wait a seeded random time up to tha
 it answers; a prompt that says "Do not spawn subagents" (runner.py --baseline) is answered by
 the root itself from the shard files, whatever the behaviour (nop still does nothing).
 
-This file is the command line and the supervisor; the rest lives beside it in
-simulated_cells.py (the task and the cells), simulated_product.py (the product's formats),
-simulated_run.py (the simulated model), simulated_processes.py (the process tricks) and
-simulated_daemon.py (the daemon), none of which imports this file. Stdlib only, and none of
-them imports anything from the harness: it plays the product, so it carries its own copy of
+This file is the command line and the supervisor; the rest lives beside it in the simulated
+package: cells.py (the root's spawning cell), product.py (the product's formats), run.py (the
+simulated model), processes.py (the process tricks) and daemon.py (the daemon), none of which
+imports this file. The task and the cells that answer it are the task language of tasks.py,
+shared with the fixture generator and the scripted model. Stdlib only, and none of them
+imports anything else from the harness: it plays the product, so it carries its own copy of
 the product's rules (for example the ledger key).
 """
 
@@ -46,10 +47,18 @@ import sys
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from simulated_daemon import Daemon
-from simulated_processes import detach
-from simulated_product import VERSION_LINE, bind_worker_socket, log, worker_sessions_dir
-from simulated_run import BEHAVIOURS, UsageError, behaviour_of, one_shot_run
+# Run as a script (`./simulated/agent.py`, as the runner launches it), Python puts simulated/
+# first on sys.path, where its daemon.py would shadow the harness's. The package's modules import
+# each other as `simulated.<module>` and the task language as `tasks`, from the repo root.
+if __package__ in (None, ""):
+    _ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    _HERE = os.path.join(_ROOT, "simulated")
+    sys.path[:] = [_ROOT, *(p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE)]
+
+from simulated.daemon import Daemon
+from simulated.processes import detach
+from simulated.product import VERSION_LINE, bind_worker_socket, log, worker_sessions_dir
+from simulated.run import BEHAVIOURS, UsageError, behaviour_of, one_shot_run
 
 
 @dataclass

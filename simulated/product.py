@@ -2,7 +2,8 @@
 the product's shapes, the spawn ledger (contract §4), and the sessions: their transcripts,
 model calls and tool results, the child records, the usage attributed to the spawning
 message and the root's event stream (contract §5, §7). The simulation imports nothing from
-the harness, so these are its own copy of the product's rules (for example the ledger key).
+the harness but the task language (tasks.py), so these are its own copy of the product's rules
+(for example the ledger key).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from simulated_cells import Shard, parse_shards
+from tasks import Shard, parse_shards
 
 APP_VERSION = "0.8.0"
 VERSION_LINE = f"prime-agent {APP_VERSION} (simulated)"

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import NoReturn
 
-from simulated_product import log
+from simulated.product import log
 
 # A safety net only: the harness must end what these leave behind.
 ESCAPED_LIFETIME_S = 600

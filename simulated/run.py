@@ -15,20 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simulated_cells import (
-    INDEX_FILE,
-    Shard,
-    child_cell,
-    child_prompt,
-    compute_answer,
-    fabricated,
-    index_cell,
-    parse_shards,
-    shard_path,
-    spawn_cell,
-)
-from simulated_processes import escape, hang, hold_files
-from simulated_product import (
+from simulated.cells import child_prompt, fabricated, spawn_cell
+from simulated.processes import escape, hang, hold_files
+from simulated.product import (
     PROVIDER,
     Attribution,
     Child,
@@ -46,6 +35,15 @@ from simulated_product import (
     session_header,
     uuid7,
     worker_sessions_dir,
+)
+from tasks import (
+    INDEX_FILE,
+    Shard,
+    child_cell,
+    compute_answer,
+    index_cell,
+    parse_shards,
+    shard_path,
 )
 
 # Repeated trials (runner.py --trials): the runner names the trial index in the agent's env;
