@@ -1,13 +1,18 @@
 """Score a run: pure functions from collected artifacts to a verdict.
 
-The rubric (README "What the verdict checks"):
+How to read it: `view_of` computes, once, what every criterion needs (the
+combined answer's lines, the parent's depth-1 children with their transcripts
+and receipts, the integrity checks). Each criterion is one small function over
+that view returning a `Criterion(passed, reasons, rows)`; `CRITERIA` lists them
+and `score` only assembles them (`resolved` is all of them). The rubric
+(docs/rubric.md):
 - coverage: every shard's line in the combined answer holds its expected integer;
 - delegation evidence: every shard's worker has a depth-1 ledger edge from the
   parent whose child transcript exists, not deleted before its receipt; the
   shard's answer came back in a reply from that child; and the records of every
   child agree with each other (integrity.py);
 - dedup: no worker name spawned while an earlier child of that name was live, and
-  at most two depth-1 spawns per shard;
+  at most SPAWNS_PER_SHARD depth-1 spawns per shard;
 - receipts: every depth-1 child has a reply or a terminal notice in the parent;
 - efficiency (informational): turns and tokens from raw assistant usage.
 
@@ -30,7 +35,7 @@ import integrity
 from artifacts import RunArtifacts, Transcript, Usage, collect, relative, transcripts_by_path
 from cli import print_json, print_note
 from fixture import Fixture, FixtureError, Shard, load_manifest
-from ledger import Edge
+from ledger import Edge, Spawn
 
 SPAWNS_PER_SHARD = 2
 MAX_FINDINGS_LISTED = 20
@@ -152,7 +157,7 @@ def judge_all(shards, lines: list[AnswerLine]) -> dict[str, ShardAnswer]:
     return {shard.file: judge_answers(shard, by_file.get(shard.file, [])) for shard in shards}
 
 
-# --- delegation and receipts --------------------------------------------------
+# --- receipts: how the parent heard back from a child (§6) -------------------
 
 
 @dataclass(frozen=True)
@@ -191,7 +196,7 @@ def _stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 
 
-def counts(edge: Edge, receipt: Receipt | None) -> bool:
+def live_or_cleaned_up(edge: Edge, receipt: Receipt | None) -> bool:
     """Live, or deleted after its receipt: deleting a child after it replied is cleanup."""
     return not edge.deleted or (
         receipt is not None
@@ -199,14 +204,6 @@ def counts(edge: Edge, receipt: Receipt | None) -> bool:
         and edge.deleted_at_ms is not None
         and receipt.at_ms <= edge.deleted_at_ms
     )
-
-
-def delegation_status(edge: Edge, located: tuple | None, receipt: Receipt | None) -> str:
-    if located is None or located[0] != edge.child_id:
-        return "missing_child_transcript"
-    if not counts(edge, receipt):
-        return "deleted_before_receipt"
-    return "ok"
 
 
 # --- answer provenance --------------------------------------------------------
@@ -233,6 +230,240 @@ def answer_sourced(answer: int, sessions: set[str], inbox: Inbox) -> bool:
         for session in sessions
         for reply in inbox.replies.get(session, ())
     )
+
+
+# --- the run, seen once by every criterion ------------------------------------
+
+
+@dataclass(frozen=True)
+class Child:
+    """One depth-1 ledger edge of the parent, with what the run holds for it."""
+
+    edge: Edge
+    transcript: Transcript | None  # the transcript at the edge's child path, if any
+    in_its_dir: bool  # that transcript sits in the sub-* dir named by the edge's childId
+    receipt: Receipt | None
+
+    @property
+    def child_id(self) -> str:
+        return self.edge.child_id
+
+    @property
+    def session_id(self) -> str | None:
+        return self.transcript.header_id if self.transcript else None
+
+    @property
+    def delegation(self) -> str:
+        """`ok`, or why this edge is no evidence that its worker's shard was delegated."""
+        if not self.in_its_dir:
+            return "missing_child_transcript"
+        if not live_or_cleaned_up(self.edge, self.receipt):
+            return "deleted_before_receipt"
+        return "ok"
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What every criterion reads, computed once from the fixture and the artifacts."""
+
+    fixture: Fixture
+    run: RunArtifacts
+    lines: tuple[AnswerLine, ...]  # the combined answer's `- <file>: <answer>` bullets
+    answers: dict[str, ShardAnswer]  # shard file -> what the combined answer says of it
+    children: tuple[Child, ...]  # the parent's depth-1 edges, in ledger order
+    spawns: tuple[Spawn, ...]  # the parent's depth-1 spawn records, in ledger order
+    inbox: Inbox
+    integrity: integrity.Integrity
+
+    def workers(self, shard: Shard) -> list[Child]:
+        """The children spawned under this shard's worker name, in ledger order."""
+        return [child for child in self.children if child.edge.name == shard.worker]
+
+    def delegated(self, shard: Shard) -> list[Child]:
+        """Those of `workers` whose edge is evidence of delegation (`Child.delegation`)."""
+        return [child for child in self.workers(shard) if child.delegation == "ok"]
+
+
+def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
+    parent = run.parent
+    parent_path = parent.path if parent else None
+    edges = [
+        edge
+        for edge in run.replay.edges
+        if edge.depth == 1 and (parent_path is None or edge.parent == parent_path)
+    ]
+    spawns = tuple(
+        spawn
+        for spawn in run.replay.spawns
+        if spawn.depth == 1 and (parent_path is None or spawn.parent == parent_path)
+    )
+    located = transcripts_by_path(run.children)
+    inbox = Inbox(parent)
+    children = []
+    for edge in edges:
+        where = located.get(edge.child)
+        transcript = where[1] if where else None
+        receipt = receipt_of(edge, transcript, inbox) if parent else None
+        in_its_dir = where is not None and where[0] == edge.child_id
+        children.append(Child(edge, transcript, in_its_dir, receipt))
+    checked = tuple(
+        child.edge for child in children if live_or_cleaned_up(child.edge, child.receipt)
+    )
+    lines = parse_answer_lines(run.artifact_text) if run.artifact_text is not None else []
+    return RunView(
+        fixture=fixture,
+        run=run,
+        lines=tuple(lines),
+        answers=judge_all(fixture.shards, lines),
+        children=tuple(children),
+        spawns=spawns,
+        inbox=inbox,
+        integrity=integrity.check(run, tuple(edges), checked),
+    )
+
+
+# --- the criteria -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One criterion's finding: whether it holds, why not, and its per-shard rows."""
+
+    passed: bool
+    reasons: tuple[Reason, ...]
+    rows: tuple[dict, ...] = ()
+
+
+def coverage(view: RunView) -> Criterion:
+    """Every shard's line in the combined answer holds its expected integer."""
+    fixture = view.fixture
+    if view.run.artifact_text is None:
+        reasons = [reason("artifact_missing", extra=fixture.artifact)]
+    else:
+        reasons = []
+        for shard in fixture.shards:
+            answer = view.answers[shard.file]
+            if answer.status != "correct":
+                code = {"missing": "missing_answer", "wrong": "wrong_answer"}.get(
+                    answer.status, "conflicting_answers"
+                )
+                found = ", ".join(repr(item) for item in answer.found)
+                detail = f"expected {shard.expected}" + (f", found {found}" if found else "")
+                reasons.append(reason(code, shard.file, extra=detail))
+    rows = tuple(
+        {
+            "file": shard.file,
+            "worker": shard.worker,
+            "expected": shard.expected,
+            "answered": list(view.answers[shard.file].found) or None,
+            "coverage": view.answers[shard.file].status,
+        }
+        for shard in fixture.shards
+    )
+    passed = view.run.artifact_text is not None and all(
+        answer.status == "correct" for answer in view.answers.values()
+    )
+    return Criterion(passed, tuple(reasons), rows)
+
+
+def delegation_evidence(view: RunView) -> Criterion:
+    """Every shard's worker has an edge that is evidence of delegation, the shard's
+    answer came back in a reply from that child, and the children's records agree
+    with each other (integrity.py)."""
+    parent = view.run.parent
+    reasons = []
+    if parent is None:
+        reasons.append(reason("parent_transcript_missing"))
+    elif not view.children:
+        reasons.append(reason("no_spawn"))
+    rows = []
+    for shard in view.fixture.shards:
+        row, problem = _shard_delegation(view, shard)
+        rows.append(row)
+        if problem is not None:
+            reasons.append(problem)
+    for result in view.integrity.checks:
+        for failure in result.failures:
+            reasons.append(reason(result.code, child_id=failure.child_id, extra=failure.detail))
+    passed = (
+        parent is not None
+        and all(row["delegation"] == "ok" for row in rows)
+        and view.integrity.passed
+    )
+    return Criterion(passed, tuple(reasons), tuple(rows))
+
+
+def _shard_delegation(view: RunView, shard: Shard) -> tuple[dict, Reason | None]:
+    """The shard's delegation row, and the reason it is not evidence (None when it is)."""
+    mine = view.workers(shard)
+    ok = view.delegated(shard)
+    chosen = _best_child(ok) if ok else (mine[-1] if mine else None)
+    status = "ok" if ok else (chosen.delegation if chosen else "no_edge")
+    problem = None
+    if ok:
+        # Whatever integer the index gives the shard must be one its worker's child
+        # reported; a line that gives none (missing, `MISSING (…)`, conflicting)
+        # already fails coverage and has nothing to trace.
+        sessions = {child.session_id for child in ok if child.session_id}
+        written = view.answers[shard.file].value
+        if written is not None and not answer_sourced(written, sessions, view.inbox):
+            status = "unsourced"
+            senders = ", ".join(child.child_id for child in ok)
+            extra = f"{written} is in no reply from {senders}"
+            problem = reason("unsourced_answer", shard.file, chosen.child_id, extra)
+    elif view.run.parent is not None and view.children:
+        # Without a parent or any edge, that one reason already says it all.
+        code = "missing_worker_edge" if status == "no_edge" else status
+        problem = reason(code, shard.file, chosen.child_id if chosen else None)
+    row = {
+        "child_id": chosen.child_id if chosen else None,
+        "delegation": status,
+        "receipt": chosen.receipt.kind if chosen and chosen.receipt else None,
+    }
+    return row, problem
+
+
+def _best_child(ok: list[Child]) -> Child:
+    """Among qualifying children, the latest one that replied, else the latest."""
+    replied = [child for child in ok if child.receipt and child.receipt.kind == "reply"]
+    return (replied or ok)[-1]
+
+
+def dedup(view: RunView) -> Criterion:
+    """No worker name spawned while an earlier child of that name was live, and at
+    most SPAWNS_PER_SHARD depth-1 spawns per shard."""
+    duplicates = [spawn for spawn in view.spawns if spawn.name_held_by]
+    reasons = [
+        reason(
+            "duplicate_spawn",
+            child_id=spawn.child_id,
+            extra=f"{spawn.name!r} was held by {', '.join(spawn.name_held_by)}",
+        )
+        for spawn in duplicates
+    ]
+    budget = SPAWNS_PER_SHARD * len(view.fixture.shards)
+    if len(view.spawns) > budget:
+        reasons.append(reason("spawn_budget_exceeded", extra=f"{len(view.spawns)} > {budget}"))
+    return Criterion(not reasons, tuple(reasons))
+
+
+def receipts(view: RunView) -> Criterion:
+    """Every depth-1 child, worker-named or not, has a reply or a terminal notice."""
+    reasons = tuple(
+        reason("missing_receipt", child_id=child.child_id, extra=child.edge.name)
+        for child in view.children
+        if child.receipt is None
+    )
+    return Criterion(view.run.parent is not None and not reasons, reasons)
+
+
+# The verdict's criteria, in the order they are reported; `resolved` is all of them.
+CRITERIA = (
+    ("coverage", coverage),
+    ("delegation_evidence", delegation_evidence),
+    ("dedup", dedup),
+    ("receipts", receipts),
+)
 
 
 # --- the verdict --------------------------------------------------------------
@@ -275,181 +506,90 @@ class Verdict:
 
 
 def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None) -> Verdict:
-    reasons: list[Reason] = []
-    warnings: list[Reason] = []
-    parent = run.parent
-
-    # Coverage.
-    lines = parse_answer_lines(run.artifact_text) if run.artifact_text is not None else []
-    answers = judge_all(fixture.shards, lines)
-    if run.artifact_text is None:
-        reasons.append(reason("artifact_missing", extra=fixture.artifact))
-    else:
-        for shard in fixture.shards:
-            status = answers[shard.file].status
-            if status != "correct":
-                code = {"missing": "missing_answer", "wrong": "wrong_answer"}.get(
-                    status, "conflicting_answers"
-                )
-                found = ", ".join(repr(item) for item in answers[shard.file].found)
-                detail = f"expected {shard.expected}" + (f", found {found}" if found else "")
-                reasons.append(reason(code, shard.file, extra=detail))
-    known = {shard.file for shard in fixture.shards}
-    extras = sorted({line.file for line in lines if line.file not in known})
-    if extras:
-        warnings.append(reason("extra_lines", extra=", ".join(extras)))
-    coverage = all(answer.status == "correct" for answer in answers.values())
-    coverage = coverage and run.artifact_text is not None
-
-    # The parent's depth-1 family, from the ledger.
-    parent_path = parent.path if parent else None
-    edges = [
-        edge
-        for edge in run.replay.edges
-        if edge.depth == 1 and (parent_path is None or edge.parent == parent_path)
-    ]
-    spawns = [
-        spawn
-        for spawn in run.replay.spawns
-        if spawn.depth == 1 and (parent_path is None or spawn.parent == parent_path)
-    ]
-    located = transcripts_by_path(run.children)
-    inbox = Inbox(parent)
-    receipts_by_edge: dict[int, Receipt | None] = {}
-    status_by_edge: dict[int, str] = {}
-    sessions_by_edge: dict[int, str] = {}
-    for index, edge in enumerate(edges):
-        where = located.get(edge.child)
-        receipt = receipt_of(edge, where[1] if where else None, inbox) if parent else None
-        receipts_by_edge[index] = receipt
-        status_by_edge[index] = delegation_status(edge, where, receipt)
-        if where and where[1].header_id:
-            sessions_by_edge[index] = where[1].header_id
-    checked = tuple(
-        edge for index, edge in enumerate(edges) if counts(edge, receipts_by_edge[index])
-    )
-    report = integrity.check(run, tuple(edges), checked)
-
-    # Delegation evidence, per shard.
-    if parent is not None and parent.kernel_error:
-        # The environment, not the model, failed: said first, before what follows from it.
-        reasons.insert(0, reason("kernel_unavailable", extra=parent.kernel_error))
-    if parent is None:
-        reasons.append(reason("parent_transcript_missing"))
-    elif not edges:
-        reasons.append(reason("no_spawn"))
-    shard_rows = []
-    delegated = unsourced = 0
-    by_name: dict[str, list[int]] = {}
-    for index, edge in enumerate(edges):
-        by_name.setdefault(edge.name, []).append(index)
-    for shard in fixture.shards:
-        mine = by_name.get(shard.worker, [])
-        ok = [index for index in mine if status_by_edge[index] == "ok"]
-        chosen = _best_edge(ok, receipts_by_edge) if ok else (mine[-1] if mine else None)
-        status = "ok" if ok else (status_by_edge[chosen] if chosen is not None else "no_edge")
-        if ok:
-            delegated += 1
-            # Whatever integer the index gives the shard must be one its worker's
-            # child reported; a line that gives none (missing, `MISSING (…)`,
-            # conflicting) already fails coverage and has nothing to trace.
-            sessions = {sessions_by_edge[i] for i in ok if i in sessions_by_edge}
-            written = answers[shard.file].value
-            if written is not None and not answer_sourced(written, sessions, inbox):
-                status = "unsourced"
-                unsourced += 1
-                senders = ", ".join(edges[i].child_id for i in ok)
-                extra = f"{written} is in no reply from {senders}"
-                reasons.append(
-                    reason("unsourced_answer", shard.file, edges[chosen].child_id, extra)
-                )
-        elif parent is not None and edges:
-            code = "missing_worker_edge" if status == "no_edge" else status
-            reasons.append(reason(code, shard.file, edges[chosen].child_id if mine else None))
-        receipt = receipts_by_edge.get(chosen) if chosen is not None else None
-        shard_rows.append(
-            {
-                "file": shard.file,
-                "worker": shard.worker,
-                "expected": shard.expected,
-                "answered": list(answers[shard.file].found) or None,
-                "coverage": answers[shard.file].status,
-                "child_id": edges[chosen].child_id if chosen is not None else None,
-                "delegation": status,
-                "receipt": receipt.kind if receipt else None,
-            }
+    """The verdict on one run: each criterion judged over one shared view of the run,
+    then assembled. Pure: the same artifacts always give the same verdict bytes."""
+    view = view_of(fixture, run)
+    judged = {name: criterion(view) for name, criterion in CRITERIA}
+    reasons = list(_environment(view))
+    for finding in judged.values():
+        reasons.extend(finding.reasons)
+    shard_rows = tuple(
+        {**covered, **delegated}
+        for covered, delegated in zip(
+            judged["coverage"].rows, judged["delegation_evidence"].rows, strict=True
         )
-    for result in report.checks:
-        for failure in result.failures:
-            reasons.append(reason(result.code, child_id=failure.child_id, extra=failure.detail))
-    delegation = (
-        parent is not None and delegated == len(fixture.shards) and not unsourced and report.passed
     )
-
-    # Dedup.
-    duplicates = [spawn for spawn in spawns if spawn.name_held_by]
-    for spawn in duplicates:
-        reasons.append(
-            reason(
-                "duplicate_spawn",
-                child_id=spawn.child_id,
-                extra=f"{spawn.name!r} was held by {', '.join(spawn.name_held_by)}",
-            )
-        )
-    budget = SPAWNS_PER_SHARD * len(fixture.shards)
-    if len(spawns) > budget:
-        reasons.append(reason("spawn_budget_exceeded", extra=f"{len(spawns)} > {budget}"))
-    dedup = not duplicates and len(spawns) <= budget
-
-    # Receipts, for every depth-1 child, worker-named or not.
-    unreceipted = [edge for index, edge in enumerate(edges) if receipts_by_edge[index] is None]
-    for edge in unreceipted:
-        reasons.append(reason("missing_receipt", child_id=edge.child_id, extra=edge.name))
-    receipts = parent is not None and not unreceipted
-
-    child_rows = _children_table(edges, run, located, receipts_by_edge)
-    ledger_findings = [f for ledger_file in run.ledgers for f in ledger_file.findings]
-    if ledger_findings:
-        codes = sorted({finding.code for finding in ledger_findings})
-        warnings.append(reason("ledger_findings", extra=", ".join(codes)))
-    if any(f.code == "ambiguous_parent" for f in run.findings):
-        warnings.append(reason("ambiguous_parent"))
-
-    details = {
-        "artifact_present": run.artifact_text is not None,
-        "missing_shards": [f for f, answer in answers.items() if answer.status == "missing"],
-        "wrong_answers": {
-            f: {"expected": str(shard.expected), "found": list(answers[f].found)}
-            for shard in fixture.shards
-            for f in [shard.file]
-            if answers[f].status in ("wrong", "conflicting")
-        },
-        "depth1_spawns": len(spawns),
-        "shard_workers_with_edge_and_child_transcript": delegated,
-        "duplicate_spawns": len(duplicates),
-        "child_replies": sum(1 for r in receipts_by_edge.values() if r and r.kind == "reply"),
-        "terminal_notices": sum(1 for edge in edges if inbox.notices.get(edge.child_id)),
-        "children_without_receipt": [
-            {"childId": edge.child_id, "name": edge.name} for edge in unreceipted
-        ],
-    }
-    resolved = coverage and delegation and dedup and receipts
     return Verdict(
-        resolved=resolved,
-        coverage=coverage,
-        delegation_evidence=delegation,
-        dedup=dedup,
-        receipts=receipts,
+        resolved=all(finding.passed for finding in judged.values()),
+        coverage=judged["coverage"].passed,
+        delegation_evidence=judged["delegation_evidence"].passed,
+        dedup=judged["dedup"].passed,
+        receipts=judged["receipts"].passed,
         reasons=tuple(reasons),
-        warnings=tuple(warnings),
-        shards=tuple(shard_rows),
-        children=tuple(child_rows),
-        integrity=report.to_json(),
-        details=details,
-        efficiency=_efficiency(run, edges, located, wall_time_s),
+        warnings=_warnings(view),
+        shards=shard_rows,
+        children=_children_table(view),
+        integrity=view.integrity.to_json(),
+        details=_details(view, shard_rows),
+        efficiency=_efficiency(view, wall_time_s),
         findings=_findings_summary(run),
         evidence=_evidence(run),
     )
+
+
+def _environment(view: RunView) -> tuple[Reason, ...]:
+    """Failures of the environment, not the model: said before what follows from them."""
+    parent = view.run.parent
+    if parent is not None and parent.kernel_error:
+        return (reason("kernel_unavailable", extra=parent.kernel_error),)
+    return ()
+
+
+def _warnings(view: RunView) -> tuple[Reason, ...]:
+    run = view.run
+    warnings = []
+    known = {shard.file for shard in view.fixture.shards}
+    extras = sorted({line.file for line in view.lines if line.file not in known})
+    if extras:
+        warnings.append(reason("extra_lines", extra=", ".join(extras)))
+    ledger_findings = [finding for item in run.ledgers for finding in item.findings]
+    if ledger_findings:
+        codes = sorted({finding.code for finding in ledger_findings})
+        warnings.append(reason("ledger_findings", extra=", ".join(codes)))
+    if any(finding.code == "ambiguous_parent" for finding in run.findings):
+        warnings.append(reason("ambiguous_parent"))
+    return tuple(warnings)
+
+
+def _details(view: RunView, shard_rows: tuple[dict, ...]) -> dict:
+    """The counts behind the verdict, in the captured runs' expected.json terms."""
+    answers = view.answers
+    duplicates = [spawn for spawn in view.spawns if spawn.name_held_by]
+    return {
+        "artifact_present": view.run.artifact_text is not None,
+        "missing_shards": [name for name, answer in answers.items() if answer.status == "missing"],
+        "wrong_answers": {
+            shard.file: {"expected": str(shard.expected), "found": list(answers[shard.file].found)}
+            for shard in view.fixture.shards
+            if answers[shard.file].status in ("wrong", "conflicting")
+        },
+        "depth1_spawns": len(view.spawns),
+        "shard_workers_with_edge_and_child_transcript": sum(
+            1 for row in shard_rows if row["delegation"] in ("ok", "unsourced")
+        ),
+        "duplicate_spawns": len(duplicates),
+        "child_replies": sum(
+            1 for child in view.children if child.receipt and child.receipt.kind == "reply"
+        ),
+        "terminal_notices": sum(
+            1 for child in view.children if view.inbox.notices.get(child.child_id)
+        ),
+        "children_without_receipt": [
+            {"childId": child.child_id, "name": child.edge.name}
+            for child in view.children
+            if child.receipt is None
+        ],
+    }
 
 
 # The reasons that belong to coverage: all a single-agent baseline is scored on.
@@ -465,48 +605,39 @@ def outcome(verdict: Verdict, *, baseline: bool = False) -> tuple[bool, tuple[Re
     return verdict.coverage, kept
 
 
-def _best_edge(ok: list[int], receipts: dict[int, Receipt | None]) -> int:
-    """Among qualifying edges, the latest one that replied, else the latest."""
-    replied = [index for index in ok if receipts[index] and receipts[index].kind == "reply"]
-    return (replied or ok)[-1]
+def _children_table(view: RunView) -> tuple[dict, ...]:
+    return tuple(
+        {
+            "child_id": child.child_id,
+            "name": child.edge.name,
+            "transcript": relative(view.run.run_dir, child.edge.child)
+            if child.transcript
+            else None,
+            "deleted": child.edge.deleted,
+            "delete_reason": child.edge.delete_reason,
+            "receipt": child.receipt.kind if child.receipt else None,
+            "turns": child.transcript.turns if child.transcript else 0,
+            "failed_calls": child.transcript.failed_calls if child.transcript else 0,
+            "tokens": child.transcript.usage.total if child.transcript else 0,
+        }
+        for child in view.children
+    )
 
 
-def _children_table(edges, run: RunArtifacts, located, receipts_by_edge):
-    rows = []
-    for index, edge in enumerate(edges):
-        where = located.get(edge.child)
-        transcript = where[1] if where else None
-        receipt = receipts_by_edge[index]
-        rows.append(
-            {
-                "child_id": edge.child_id,
-                "name": edge.name,
-                "transcript": relative(run.run_dir, edge.child) if transcript else None,
-                "deleted": edge.deleted,
-                "delete_reason": edge.delete_reason,
-                "receipt": receipt.kind if receipt else None,
-                "turns": transcript.turns if transcript else 0,
-                "failed_calls": transcript.failed_calls if transcript else 0,
-                "tokens": transcript.usage.total if transcript else 0,
-            }
-        )
-    return rows
-
-
-def _efficiency(run: RunArtifacts, edges, located, wall_time_s) -> dict:
+def _efficiency(view: RunView, wall_time_s: float | None) -> dict:
     # Tokens are the raw assistant usage of every transcript; the parent's
     # child_usage_attributed entries repeat child usage and are never added (§5).
+    run = view.run
     parent = run.parent
     children_usage = Usage()
     children_turns = children_aborted = 0
     seen: set[str] = set()
-    for edge in edges:
-        where = located.get(edge.child)
-        if where and edge.child not in seen:
-            seen.add(edge.child)
-            children_usage = children_usage.plus(where[1].usage)
-            children_turns += where[1].turns
-            children_aborted += where[1].aborted_calls
+    for child in view.children:
+        if child.transcript and child.edge.child not in seen:
+            seen.add(child.edge.child)
+            children_usage = children_usage.plus(child.transcript.usage)
+            children_turns += child.transcript.turns
+            children_aborted += child.transcript.aborted_calls
     parent_usage = parent.usage if parent else Usage()
     stream = run.stream
     return {
@@ -540,13 +671,13 @@ def _findings_summary(run: RunArtifacts) -> dict:
     for child in run.children:
         for transcript in child.transcripts:
             everything.extend(transcript.findings)
-    counts = Counter(finding.code for finding in everything)
+    by_code = Counter(finding.code for finding in everything)
     listed = []
     for finding in everything[:MAX_FINDINGS_LISTED]:
         item = finding.to_json()
         item["file"] = relative(run.run_dir, item["file"])
         listed.append(item)
-    return {"counts": dict(sorted(counts.items())), "first": listed}
+    return {"counts": dict(sorted(by_code.items())), "first": listed}
 
 
 def _evidence(run: RunArtifacts) -> dict:
