@@ -36,6 +36,7 @@ from artifacts import RunArtifacts, Transcript, Usage, collect, relative, transc
 from cli import print_json, print_note
 from fixture import Fixture, FixtureError, Shard, load_manifest
 from ledger import Edge, Spawn
+from number_tokens import INTEGER, numbers_in
 
 SPAWNS_PER_SHARD = 2
 MAX_FINDINGS_LISTED = 20
@@ -91,7 +92,6 @@ def reason(code: str, shard: str | None = None, child_id: str | None = None, ext
 
 BULLET = re.compile(r"^\s*[-*+]\s+(?P<body>\S.*?)\s*$")
 ENTRY = re.compile(r"^(?P<file>[^\s:]+)\s*:\s*(?P<answer>.*?)\s*$")
-INTEGER = re.compile(r"^[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)$")
 
 
 @dataclass(frozen=True)
@@ -207,19 +207,6 @@ def live_or_cleaned_up(edge: Edge, receipt: Receipt | None) -> bool:
 
 
 # --- answer provenance --------------------------------------------------------
-
-TOKEN = re.compile(r"[\w.,+-]+")
-
-
-def numbers_in(text: str) -> set[int]:
-    """The standalone integers of a reply: `23`, `1,234`, `**23**`, `23.`, `count=23`;
-    not the `02` of `events-02.jsonl`, nor `3.5`."""
-    numbers = set()
-    for match in TOKEN.finditer(text):
-        token = match.group().rstrip(".,")
-        if INTEGER.match(token):
-            numbers.add(int(token.replace(",", "")))
-    return numbers
 
 
 def answer_sourced(answer: int, sessions: set[str], inbox: Inbox) -> bool:

@@ -16,6 +16,8 @@ import unittest
 from collections.abc import Callable
 from pathlib import Path
 
+from number_tokens import numbers_in
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 GENERATOR = FIXTURES / "generate.py"
@@ -38,6 +40,10 @@ FIXTURE_FORMATS = {
     ),
 }
 COMMITTED_SHARD_COUNT = 8
+# Prompts naturally hold shard counts, indices, list markers and sleep seconds: no answer is
+# below this (the provenance rules of the scorer read an answer in a task as known to the
+# parent).
+ANSWER_FLOOR = 20
 MIN_RECORDS, MAX_RECORDS = 40, 150
 
 Record = dict[str, object]
@@ -195,6 +201,20 @@ def run_generator(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def assert_no_answer_in_a_prompt(test: unittest.TestCase, fixture_dir: Path) -> None:
+    """What the scorer's provenance rules rely on: no answer is small enough for prompts
+    to hold it naturally, and none is a number token (the scorer's own definition) of
+    task.txt or of any shard's question, so a child's task holding an answer means the
+    parent put it there."""
+    task = (fixture_dir / "task.txt").read_text(encoding="utf-8")
+    entries = shard_entries(fixture_dir)
+    in_prompts = numbers_in(task).union(*(numbers_in(e["question"]) for e in entries))
+    for entry in entries:
+        with test.subTest(fixture=fixture_dir.name, shard=entry["file"]):
+            test.assertGreaterEqual(entry["expected"], ANSWER_FLOOR)
+            test.assertNotIn(entry["expected"], in_prompts)
+
+
 class FixtureChecks(unittest.TestCase):
     """Checks shared by the committed fixtures and freshly generated ones."""
 
@@ -207,6 +227,7 @@ class FixtureChecks(unittest.TestCase):
                 self.assertEqual(entry["expected"], answer(entry["question"], records))
                 answers.append(entry["expected"])
         self.assertEqual(len(answers), len(set(answers)), f"repeated answers: {answers}")
+        assert_no_answer_in_a_prompt(self, fixture_dir)
 
     def assert_templates_cycle(self, fixture_dir: Path) -> None:
         for index, entry in enumerate(shard_entries(fixture_dir)):
@@ -402,6 +423,11 @@ class TaskPromptTest(unittest.TestCase):
             with self.subTest(fixture=name):
                 for entry in entries:
                     self.assertIsNone(standalone(entry["expected"]).search(task), entry)
+
+    def test_no_committed_answer_is_below_the_floor_or_a_number_of_any_prompt(self):
+        for name, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=name):
+                assert_no_answer_in_a_prompt(self, fixture_dir)
 
     def test_leak_check_catches_a_planted_answer(self):
         for name, task, entries in committed_tasks():
