@@ -26,8 +26,8 @@ from jsonl import (
     read_text,
     text_field,
 )
+from runpaths import DISPLAY_FILE, RunPaths
 
-MODEL_LOG = "model-log.jsonl"  # written by the scripted model endpoint (scripted_model.py)
 MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
 MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
 # Records of each kind kept per transcript (replies, notices, model calls, usage
@@ -37,7 +37,6 @@ SAFE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}\Z")
 NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
 HEARTBEAT = "agent_status"  # appended to idle sessions, about every 25 s (§5)
 CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}\Z")
-DISPLAY_FILE = "rlm-subagent.json"  # the child's display record, beside its transcript (§6)
 
 
 # The records a transcript yields one of per line (a usage, a reply, a notice, a
@@ -289,53 +288,43 @@ def transcripts_by_path(children: tuple[ChildDir, ...]) -> dict[str, tuple[str, 
     }
 
 
-def collect(
-    run_dir: str,
-    artifact: str | None,
-    *,
-    agent_home: str | None = None,
-    sessions_dir: str | None = None,
-    env_sessions_dir: str | None = None,
-) -> RunArtifacts:
+def collect(run_dir: str, artifact: str | None) -> RunArtifacts:
     """Read a run dir laid out as the runner (and the captured runs) lay it out;
     `artifact` is the combined answer's name in the repo (None: not read)."""
-    run_dir = os.path.realpath(run_dir)
-    agent_home = agent_home or os.path.join(run_dir, "agent-home")
-    sessions_dir = sessions_dir or os.path.join(run_dir, "sessions")
-    if env_sessions_dir is None:
-        env_sessions_dir = sessions_dir
+    paths = RunPaths.of(os.path.realpath(run_dir))
     findings: list[Finding] = []
     canon = ledger.Canon()
-    stream = read_stream(os.path.join(run_dir, "stdout.jsonl"))
-    roots = root_transcript_files(sessions_dir, findings)
+    stream = read_stream(paths.stdout)
+    roots = root_transcript_files(paths.sessions, findings)
     parent = pick_parent(roots, stream.header_id if stream else None, findings, canon)
     children_root = None
     children: tuple[ChildDir, ...] = ()
     if parent is not None and parent.header_id and SAFE_ID.match(parent.header_id):
-        # Children join on the root's header id, never its file name (§1 facts 2, 3).
-        children_root = os.path.join(
-            os.path.dirname(canon.dir(sessions_dir)), "session-artifacts", parent.header_id
-        )
+        # Children join on the root's header id, never its file name, beside the dir
+        # that holds the root file as resolved (§1 facts 2, 3).
+        beside = RunPaths.of(os.path.dirname(canon.dir(paths.sessions)))
+        children_root = beside.children_root(parent.header_id)
         children = read_children(children_root, findings, canon)
     elif parent is not None:
         findings.append(
             Finding(parent.path, 1, "bad_header_id", f"header id {parent.header_id!r} unusable")
         )
+    # The runner sets PRIME_AGENT_SESSION_DIR to the run's sessions dir (§1 fact 1).
     ledgers = tuple(
         ledger.read_ledger(path)
-        for path in ledger.ledger_candidates(agent_home, env_sessions_dir, run_dir, canon)
+        for path in ledger.ledger_candidates(paths.agent_home, paths.sessions, paths.root, canon)
     )
     text = (
-        read_text(os.path.join(run_dir, "repo", artifact), findings, max_bytes=MAX_ARTIFACT_BYTES)
+        read_text(paths.artifact(artifact), findings, max_bytes=MAX_ARTIFACT_BYTES)
         if artifact
         else None
     )
-    model_log = os.path.join(run_dir, MODEL_LOG)
-    served = read_model_log(model_log, findings, canon) if os.path.lexists(model_log) else None
-    meta_file = os.path.join(run_dir, "run-meta.json")
-    meta = read_json_object(meta_file, findings) if os.path.lexists(meta_file) else None
+    served = None
+    if os.path.lexists(paths.model_log):
+        served = read_model_log(paths.model_log, findings, canon)
+    meta = read_json_object(paths.run_meta, findings) if os.path.lexists(paths.run_meta) else None
     return RunArtifacts(
-        run_dir=run_dir,
+        run_dir=paths.root,
         parent=parent,
         root_transcripts=tuple(path for path, _ in roots),
         children_root=children_root,
@@ -356,7 +345,7 @@ def read_model_log(
     """Response ids the harness's model endpoint served, with the transcript each
     request named in its system prompt (`Conversation log:`, §9 "Children")."""
     served: dict[str, str | None] = {}
-    for line in iter_objects(path, findings, label=MODEL_LOG):
+    for line in iter_objects(path, findings, label=os.path.basename(path)):
         response_id = text_field(line.record, "response_id")
         if response_id:
             log = text_field(line.record, "conversation_log")

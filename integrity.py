@@ -29,6 +29,7 @@ from artifacts import (
     transcripts_by_path,
 )
 from ledger import FATAL_CODES, Edge
+from runpaths import display_file
 
 # The worker writes the child's header, then its display file, then the ledger
 # spawn (§4 "Writers"). Measured on the captures: 26-192 ms, and 1 187 ms for the
@@ -271,7 +272,7 @@ def _display(f: _Family) -> Iterator[Failure]:
         child_dir = f.dirs.get(edge.child_id)
         if child_dir is None:
             continue  # edge_dirs reports it
-        where = f.path(os.path.join(child_dir.path, "rlm-subagent.json"))
+        where = f.path(display_file(child_dir.path))
         display = child_dir.display
         if display is None:
             yield Failure("no readable rlm-subagent.json", edge.child_id, where)
@@ -295,7 +296,7 @@ def _spawn_code(f: _Family) -> Iterator[Failure]:
         child_dir = f.dirs.get(edge.child_id)
         if child_dir is None or child_dir.display is None:
             continue  # edge_dirs and display report these
-        where = f.path(os.path.join(child_dir.path, "rlm-subagent.json"))
+        where = f.path(display_file(child_dir.path))
         code = child_dir.display.spawn_code_sha256
         if code is None:
             yield Failure("no spawnCode", edge.child_id, where)

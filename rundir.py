@@ -17,6 +17,7 @@ import tempfile
 from datetime import datetime, timezone
 
 from fixture import MANIFEST, TASK
+from runpaths import RunPaths
 
 # A Unix socket path holds at most 107 bytes (108 with its NUL; §2 says "about 107").
 # Besides the daemon socket the runner names, the product binds one socket per session
@@ -71,21 +72,21 @@ def users_kernel_python(environ: dict[str, str]) -> str | None:
 
 
 class RunDir:
-    """One run's dir; the same layout as the captured real runs (contract §3)."""
+    """One run's dir, laid out by `RunPaths`, and what the runner does to it before the
+    agent starts. The layout's paths read as the run's own (`run.repo`, `run.stdout`)."""
 
     def __init__(self, root: str):
-        self.root = root
-        self.repo = os.path.join(root, "repo")
-        self.sessions = os.path.join(root, "sessions")
-        self.agent_home = os.path.join(root, "agent-home")
-        self.home = os.path.join(root, "home")
-        self.stdout = os.path.join(root, "stdout.jsonl")
-        self.stderr = os.path.join(root, "stderr.txt")
-        self.tmp = os.path.join(root, "tmp")
+        self.paths = RunPaths.of(root)
+        # TMPDIR and the daemon socket: the layout's, unless `fit_sockets` moves them.
+        self.tmp = self.paths.tmp
+        self.socket = self.paths.socket
         self.short_tmp: str | None = None
-        self.socket = os.path.join(root, "daemon.sock")
-        self.wire = os.path.join(root, "daemon-wire.jsonl")
-        self.daemon_stdout = os.path.join(root, "daemon-stdout.txt")
+
+    def __getattr__(self, name: str) -> str:
+        # Only for names the run does not set itself: every other path is the layout's.
+        if name == "paths":  # before __init__ (copy, pickle): no layout yet
+            raise AttributeError(name)
+        return getattr(self.paths, name)
 
     @classmethod
     def at(cls, root: str) -> RunDir:
@@ -112,7 +113,7 @@ class RunDir:
         shutil.copytree(
             fixture.root, self.repo, ignore=shutil.ignore_patterns(MANIFEST, TASK, ".git")
         )
-        for path in (self.sessions, self.agent_home, self.home, self.tmp):
+        for path in (self.sessions, self.agent_home, self.home, self.paths.tmp):
             os.makedirs(path, exist_ok=True)
         self._commit_repo(fixture.name)
         self._copy_agent_config(agent_config)
@@ -127,7 +128,7 @@ class RunDir:
         if not tmp_fits:
             self.tmp = self.short_tmp
         if not fits_a_socket(self.socket):
-            self.socket = os.path.join(self.short_tmp, "daemon.sock")
+            self.socket = os.path.join(self.short_tmp, os.path.basename(self.paths.socket))
 
     def _commit_repo(self, fixture_name: str) -> None:
         env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
@@ -219,7 +220,7 @@ class RunDir:
         return [agent_bin, "--mode", "daemon", "--daemon-socket", self.socket]
 
     def write_meta(self, meta: dict) -> None:
-        write_atomic(os.path.join(self.root, "run-meta.json"), json.dumps(meta, indent=2) + "\n")
+        write_atomic(self.run_meta, json.dumps(meta, indent=2) + "\n")
 
     def cleanup_tmp(self) -> None:
         if self.short_tmp:

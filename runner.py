@@ -411,8 +411,7 @@ def _run(
             if script:
                 # The harness plays the model: its endpoint logs every request, and
                 # the integrity checks hold child response ids against that log.
-                log = os.path.join(run.root, artifacts.MODEL_LOG)
-                server = stack.enter_context(scripted_model.ScriptedModelServer(log))
+                server = stack.enter_context(scripted_model.ScriptedModelServer(run.model_log))
                 scripted_model.write_models_json(run.agent_home, server.base_url)
             outcome = launch_and_wait(
                 run, agent_bin, args.model, task, env, args.timeout, interrupt, args.drive
@@ -427,7 +426,7 @@ def _run(
         error = resident["error"]
         extra = {"resident": resident, "cleanup": outcome["cleanup"]}
         return _not_run(base, run, error["code"], error["message"], extra=extra)
-    collected = artifacts.collect(run.root, fixture.artifact, agent_home=run.agent_home)
+    collected = artifacts.collect(run.root, fixture.artifact)
     verdict = scorer.score(fixture, collected, wall_time_s=outcome["wall_time_s"])
     result = _result(base, outcome, verdict, collected)
     if script:
@@ -525,7 +524,7 @@ def _store(record: dict, path: str | None, error_key: str) -> tuple[str, str | N
 
 
 def _emit(result: dict, run: RunDir | None) -> int:
-    where = os.path.join(run.root, "result.json") if run is not None else None
+    where = run.result if run is not None else None
     text, where = _store(result, where, "result_file_error")
     if result.get("status") == "scored":
         print_note(f"runner.py: {summary_line(result, where)}")

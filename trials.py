@@ -30,12 +30,12 @@ import timeline
 from cli import print_note
 from fixture import Fixture
 from jsonl import read_json_object
+from runpaths import RunPaths
 
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # result and summary files (verdict lists are capped)
 
 RUN_SET_FILE = "run-set.json"
 SUMMARY_FILE = "summary.json"
-RESULT_FILE = "result.json"
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
 # The agent's env names the trial, so a simulated agent can draw per trial (simulated/run.py).
 TRIAL_ENV = "SWARM_FANOUT_TRIAL"
@@ -165,7 +165,7 @@ def attempts(set_dir: str) -> list[Attempt]:
 
 
 def _read_result(run_dir: str) -> dict | None:
-    return _read_object(os.path.join(run_dir, RESULT_FILE))
+    return _read_object(RunPaths.of(run_dir).result)
 
 
 def _read_object(path: str) -> dict | None:

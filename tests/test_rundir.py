@@ -7,12 +7,11 @@ import io
 import json
 import os
 import tempfile
-import types
 import unittest
 from unittest import mock
 
 import runner
-from rundir import write_atomic
+from rundir import RunDir, write_atomic
 
 
 class WriteAtomicTest(unittest.TestCase):
@@ -44,7 +43,7 @@ class WriteAtomicTest(unittest.TestCase):
 class EmitTest(unittest.TestCase):
     def test_a_result_that_cannot_be_stored_is_still_printed_with_its_exit_code(self):
         with tempfile.TemporaryDirectory() as tmp:
-            gone = types.SimpleNamespace(root=os.path.join(tmp, "removed-run-dir"))
+            gone = RunDir(os.path.join(tmp, "removed-run-dir"))
             result = {"status": "agent_not_run", "resolved": False, "exit_code": 3}
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
