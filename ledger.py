@@ -23,6 +23,7 @@ PRODUCT_MAX_BYTES = 32 * 1024 * 1024
 PRODUCT_MAX_RECORDS = 100_000
 READ_CAP_BYTES = 2 * PRODUCT_MAX_BYTES
 
+LEDGER_DIR = "rlm-ledger"  # under the agent dir (§4 "Path")
 CHILD_ID = re.compile(r"^sub-[0-9a-f]{8}\Z")  # \Z: `$` would admit a final newline
 DELETE_REASONS = ("user", "parent-teardown", "revoked", "gc")
 
@@ -132,8 +133,12 @@ class Canon:
 
 
 def ledger_key(sessions_dir: str, canon: Canon | None = None) -> str:
-    """First 16 hex of sha256 over the canonical sessions dir."""
-    return hashlib.sha256(canonical_dir(sessions_dir, canon).encode("utf-8")).hexdigest()[:16]
+    """First 16 hex of sha256 over the canonical sessions dir (§4 "Path")."""
+    return _key_of(canonical_dir(sessions_dir, canon))
+
+
+def _key_of(canonical_sessions_dir: str) -> str:
+    return hashlib.sha256(canonical_sessions_dir.encode("utf-8")).hexdigest()[:16]
 
 
 def ledger_path(agent_home: str, sessions_dir: str, canon: Canon | None = None) -> str:
@@ -142,7 +147,7 @@ def ledger_path(agent_home: str, sessions_dir: str, canon: Canon | None = None) 
     The key is the daemon's sessions dir (env > settings > `<agent home>/sessions`),
     not the CLI's `--session-dir` (§1 fact 1).
     """
-    return os.path.join(agent_home, "rlm-ledger", ledger_key(sessions_dir, canon) + ".jsonl")
+    return os.path.join(agent_home, LEDGER_DIR, ledger_key(sessions_dir, canon) + ".jsonl")
 
 
 def ledger_candidates(
@@ -162,7 +167,7 @@ def ledger_candidates(
     ordered.append(ledger_path(agent_home, os.path.join(agent_home, "sessions"), canon))
     run_root = canonical_dir(run_dir, canon)
     listed = {canon.file(os.path.abspath(path)) for path in ordered}
-    for path in sorted(glob.glob(os.path.join(glob.escape(agent_home), "rlm-ledger", "*.jsonl"))):
+    for path in sorted(glob.glob(os.path.join(glob.escape(agent_home), LEDGER_DIR, "*.jsonl"))):
         if canon.file(os.path.abspath(path)) in listed:
             continue  # already first or second: no need to read its meta
         sessions_dir = _meta_sessions_dir(path)
@@ -444,7 +449,7 @@ def _check_meta(path: str, records: list[LedgerRecord], findings: list[Finding])
         return
     stem = os.path.splitext(os.path.basename(path))[0]
     # The meta names the dir the key was computed from, already canonical (§4).
-    digest = hashlib.sha256(first.sessions_dir.encode("utf-8")).hexdigest()[:16]
+    digest = _key_of(first.sessions_dir)
     if digest != stem:
         findings.append(
             Finding(path, 1, "meta_hash_mismatch", f"sha256(sessionsDir)[:16] is {digest}")
