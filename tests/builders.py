@@ -1,21 +1,28 @@
-"""Builders for run dirs in the product's on-disk formats, to keep scorer tests short.
+"""Builders for run dirs in the product's on-disk formats, to keep scorer tests short;
+bench.py builds its synthetic runs with them too.
 
 Record shapes follow the captured real runs (tests/data/real-runs); the test
 `test_real_runs.BuilderFidelityTest` pins every builder record to the key sets of
-its captured counterpart.
+its captured counterpart, and `test_bench` the stdout stream's events to the capture's.
+
+The simulated agent (simulated/) writes the same formats with writers of its own, on
+purpose: it stands in for the product, and were it to share these builders a mistake in
+one would hide in both.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import secrets
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fixture import Fixture, Shard
+from ledger import ledger_path
+from runpaths import RunPaths, display_file
 
 EPOCH_MS = 1_796_209_200_000  # 2026-12-02T11:00:00.000Z
 
@@ -70,40 +77,33 @@ class Child:
 
 
 class RunBuilder:
-    """A run dir written the way a one-shot run with PRIME_AGENT_SESSION_DIR writes it."""
+    """A run dir written the way a one-shot run with PRIME_AGENT_SESSION_DIR writes it;
+    with `stream`, the root's `--mode json` stdout stream too (§7)."""
 
-    def __init__(self, root: str, *, parent_cwd: str | None = None):
-        self.root = os.path.realpath(root)
+    def __init__(self, root: str, *, parent_cwd: str | None = None, stream: bool = False):
+        self.paths = RunPaths.of(os.path.realpath(root))
         self.clock = EPOCH_MS
-        self.sessions = os.path.join(self.root, "sessions")
-        self.agent_home = os.path.join(self.root, "agent-home")
-        self.repo = os.path.join(self.root, "repo")
-        for path in (self.sessions, self.agent_home, self.repo):
+        for path in (self.paths.sessions, self.paths.agent_home, self.paths.repo):
             os.makedirs(path, exist_ok=True)
         self.root_id = _uuid7()
         # In one-shot runs the file stem is not the header id (contract §1 fact 2).
-        self.parent_path = os.path.join(self.sessions, _uuid7() + ".jsonl")
-        self.ledger = os.path.join(
-            self.agent_home,
-            "rlm-ledger",
-            hashlib.sha256(self.sessions.encode()).hexdigest()[:16] + ".jsonl",
-        )
+        self.parent_path = os.path.join(self.paths.sessions, _uuid7() + ".jsonl")
+        self.ledger = ledger_path(self.paths.agent_home, self.paths.sessions)
         self.last_id: str | None = None
         # The parent's ipython call still running: (toolCall id, code).
         self.running: tuple[str, str] | None = None
-        self.cwd = parent_cwd or self.repo
-        self._append_parent(
-            {
-                "type": "session",
-                "version": 3,
-                "id": self.root_id,
-                "timestamp": self.now(),
-                "cwd": self.cwd,
-                "rlmDepth": 0,
-                "git": {"branch": "main"},
-            },
-            entry=False,
-        )
+        self.cwd = parent_cwd or self.paths.repo
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": self.root_id,
+            "timestamp": self.now(),
+            "cwd": self.cwd,
+            "rlmDepth": 0,
+            "git": {"branch": "main"},
+        }
+        self._append_parent(header, entry=False)
+        self.stream = Stream(self.paths.stdout, header) if stream else None
         self.user_message("Do the fan-out.")
 
     def now(self, step: int = 10) -> str:
@@ -125,16 +125,14 @@ class RunBuilder:
         _append(self.parent_path, compact(record))
 
     def user_message(self, text: str) -> None:
-        self._append_parent(
-            {
-                "type": "message",
-                "message": {
-                    "role": "user",
-                    "content": [{"type": "text", "text": text}],
-                    "timestamp": self.clock,
-                },
-            }
-        )
+        message = {
+            "role": "user",
+            "content": [{"type": "text", "text": text}],
+            "timestamp": self.clock,
+        }
+        self._append_parent({"type": "message", "message": message})
+        if self.stream:
+            self.stream.message(message)
 
     def assistant(self, text: str, tokens: tuple[int, int] = (100, 10), code: str | None = None):
         """An assistant message; with `code`, an ipython cell that runs until `tool_result`."""
@@ -142,12 +140,32 @@ class RunBuilder:
         self._append_parent({"type": "message", "message": message})
         if code is not None:
             self.running = (message["content"][-1]["id"], code)
+        if self.stream:
+            self.stream.assistant(message)
 
     def tool_result(self, output: str = "ok\n") -> None:
         """The running cell returns (contract §5: its toolResult)."""
-        call_id, _ = self.running
+        call_id, code = self.running
         self.running = None
-        self._append_parent({"type": "message", "message": tool_result(call_id, output)})
+        message = tool_result(call_id, output)
+        self._append_parent({"type": "message", "message": message})
+        if self.stream:
+            self.stream.tool_result(message, code)
+
+    def _custom_message(self, custom_type: str, content: str, details: dict) -> None:
+        self._append_parent(
+            {
+                "type": "custom_message",
+                "customType": custom_type,
+                "content": content,
+                "display": True,
+                "details": details,
+            }
+        )
+        if self.stream:
+            message = {"role": "custom", "customType": custom_type, "content": content}
+            message.update(display=True, details=details, timestamp=self.clock)
+            self.stream.message(message)
 
     @contextlib.contextmanager
     def cell(self, code: str, text: str = "Spawning."):
@@ -196,7 +214,7 @@ class RunBuilder:
         session_id = _uuid7()
         # The product puts a child under its own parent's artifacts (contract §3).
         parent_dir = self.root_id if parent_path is None else _stem(parent_path)
-        child_dir = os.path.join(self.root, "session-artifacts", parent_dir, child_id)
+        child_dir = os.path.join(self.paths.children_root(parent_dir), child_id)
         path = child_path or os.path.join(child_dir, session_id + ".jsonl")
         child = Child(child_id, name, session_id, path, depth)
         if write_transcript:
@@ -204,7 +222,12 @@ class RunBuilder:
             work = self._write_child(child, tokens, parent_path or self.parent_path)
         if not os.path.exists(self.ledger):
             self.ledger_line(
-                {"v": 1, "op": "meta", "at": iso(self.clock + 1), "sessionsDir": self.sessions}
+                {
+                    "v": 1,
+                    "op": "meta",
+                    "at": iso(self.clock + 1),
+                    "sessionsDir": self.paths.sessions,
+                }
             )
         self.ledger_line(
             {
@@ -220,6 +243,10 @@ class RunBuilder:
         )
         if write_transcript and parent_path is None:
             self.usage_attributed(work["usage"])
+        if self.stream:
+            # Shown while the spawning cell runs, then while the child works.
+            self.stream.children([_child_state(child)], "spawned")
+            self.stream.children([_child_state(child)], "working")
         return child
 
     def _write_child(self, child: Child, tokens: tuple[int, int], parent_path: str) -> dict:
@@ -277,9 +304,7 @@ class RunBuilder:
             "createdAt": self.clock,
             "updatedAt": iso(self.clock),
         }
-        with open(
-            os.path.join(os.path.dirname(child.path), "rlm-subagent.json"), "w", encoding="utf-8"
-        ) as handle:
+        with open(display_file(os.path.dirname(child.path)), "w", encoding="utf-8") as handle:
             json.dump(display, handle)
         return work
 
@@ -291,41 +316,43 @@ class RunBuilder:
         session_id: str | None = None,
         label: str | None = None,
         sent: bool = True,
+        output: str | None = None,
     ) -> None:
         """A child's reply as the product lands it in the parent (contract §6); `sent`
-        also writes the receipt the child's own transcript keeps (§5), as the product does."""
+        also writes the receipt the child's own transcript keeps (§5), as the product does,
+        in the result of the child's cell, whose printed `output` is the reply unless given."""
         sender = session_id or child.session_id
         name = label or child.name
         reply_id = f"agentmsg_{uuid.uuid4()}"
         if sent and child.call_id is not None:
-            self._receipt(child, reply_id, message)
-        self._append_parent(
+            self._receipt(child, reply_id, message, f"{message}\n" if output is None else output)
+        if self.stream:
+            # A delivered reply ends the root's run and starts the next (contract §7).
+            self.stream.children([_child_state(child)], "replied")
+            self.stream.reply_arrives(message)
+        self._custom_message(
+            "agent_message",
+            f"[from child:{name}]\nAgent-to-agent message received.\n\n{message}",
             {
-                "type": "custom_message",
-                "customType": "agent_message",
-                "content": f"[from child:{name}]\nAgent-to-agent message received.\n\n{message}",
-                "display": True,
-                "details": {
-                    "id": reply_id,
-                    "message": message,
-                    "from": {
-                        "activeSessionId": "6ba7fa8dabbf",
-                        "sessionId": sender,
-                        "sessionName": name,
-                        "runtimeKind": "subagent",
-                        "clientId": "agent",
-                    },
-                    "fromRelationship": "child",
-                    "target": {
-                        "activeSessionId": "c39728fce51d",
-                        "sessionId": self.root_id,
-                        "runtimeKind": "top-level",
-                    },
+                "id": reply_id,
+                "message": message,
+                "from": {
+                    "activeSessionId": "6ba7fa8dabbf",
+                    "sessionId": sender,
+                    "sessionName": name,
+                    "runtimeKind": "subagent",
+                    "clientId": "agent",
                 },
-            }
+                "fromRelationship": "child",
+                "target": {
+                    "activeSessionId": "c39728fce51d",
+                    "sessionId": self.root_id,
+                    "runtimeKind": "top-level",
+                },
+            },
         )
 
-    def _receipt(self, child: Child, reply_id: str, message: str) -> None:
+    def _receipt(self, child: Child, reply_id: str, message: str, output: str) -> None:
         receipt = {
             "id": reply_id,
             "message": message,
@@ -333,25 +360,25 @@ class RunBuilder:
             "receiverRole": "parent",
             "target": {"activeSessionId": "c39728fce51d", "sessionId": self.root_id},
         }
-        result = tool_result(child.call_id, f"{message}\n", sentAgentMessages=[receipt])
-        entry = {
-            "type": "message",
-            "id": secrets.token_hex(4),
-            "parentId": None,
-            "timestamp": self.now(),
-            "message": result,
-        }
+        self._append_child(child, tool_result(child.call_id, output, sentAgentMessages=[receipt]))
+
+    def child_turn(self, child: Child, text: str = "Done.", tokens: tuple[int, int] = (50, 5)):
+        """One more model call of the child, with no cell (its last, say, after its reply);
+        the parent keeps a copy of its usage (contract §5)."""
+        message = assistant_message(text, tokens, None)
+        self._append_child(child, message)
+        self.usage_attributed(message["usage"])
+
+    def _append_child(self, child: Child, message: dict) -> None:
+        entry = {"type": "message", "id": secrets.token_hex(4), "parentId": None}
+        entry.update(timestamp=self.now(), message=message)
         _append(child.path, compact(entry))
 
     def notice(self, child: Child, kind: str = "completed_without_reply") -> None:
-        self._append_parent(
-            {
-                "type": "custom_message",
-                "customType": "rlm_child_terminal_notice",
-                "content": f"RLM child {child.name} ({child.child_id}) completed without a reply",
-                "display": True,
-                "details": {"kind": kind, "childId": child.child_id, "sessionName": child.name},
-            }
+        self._custom_message(
+            "rlm_child_terminal_notice",
+            f"RLM child {child.name} ({child.child_id}) completed without a reply",
+            {"kind": kind, "childId": child.child_id, "sessionName": child.name},
         )
 
     def delete(self, child: Child, reason: str = "user") -> None:
@@ -366,6 +393,19 @@ class RunBuilder:
             }
         )
 
+    def rename(self, child: Child, name: str | None = None) -> None:
+        """A `rename` record; without `name` it keeps the child's own (§4 "Records")."""
+        self.ledger_line(
+            {
+                "v": 1,
+                "op": "rename",
+                "at": self.now(),
+                "childId": child.child_id,
+                "child": child.path,
+                "name": name or child.name,
+            }
+        )
+
     def ledger_line(self, record: dict | str) -> None:
         os.makedirs(os.path.dirname(self.ledger), exist_ok=True)
         _append(self.ledger, record if isinstance(record, str) else compact(record))
@@ -374,8 +414,13 @@ class RunBuilder:
 
     def write_index(self, lines: list[str]) -> None:
         text = "# Combined index\n\n" + "".join(line + "\n" for line in lines)
-        with open(os.path.join(self.repo, "combined-index.md"), "w", encoding="utf-8") as handle:
+        with open(self.paths.artifact("combined-index.md"), "w", encoding="utf-8") as handle:
             handle.write(text)
+
+    def finish(self) -> None:
+        """The root goes idle with nothing queued: its stream's last run ends (§7)."""
+        if self.stream:
+            self.stream.agent_end()
 
     def fan_out(self, fixture: Fixture, *, reply: bool = True) -> dict[str, Child]:
         """The honest path: one cell spawns a child per shard, each replies its answer."""
@@ -434,6 +479,171 @@ def tool_result(call_id: str, output: str, **details) -> dict:
         "isError": False,
         "timestamp": EPOCH_MS,
     }
+
+
+# --- the root's --mode json stream -------------------------------------------
+
+
+def _child_state(child: Child) -> dict:
+    """The child as its `rlm_child_update` events show it (§7), before status and progress."""
+    state = {"id": child.child_id, "sessionName": child.name, "model": "fake/fake-rlm"}
+    return {**state, "label": "answer your shard", "sessionDir": os.path.dirname(child.path)}
+
+
+# The states a child passes through in `rlm_child_update` (captured runs): while the
+# spawning cell runs, while it works, and once it has replied.
+_LIVE = {"repliedSinceTask": False, "activeSessionId": "be08203c0cd6"}
+_ANSWERED = {
+    **_LIVE,
+    "repliedSinceTask": True,
+    "answerPreview": "Replied.",
+    "toolUseCount": 1,
+    "tokenCount": 4270,
+}
+CHILD_PHASES = {
+    "spawned": [("queued", {}), ("running", _LIVE)],
+    "working": [
+        ("running", {**_LIVE, "activity": {"kind": "waiting"}}),
+        ("running", {**_LIVE, "activity": {"kind": "writing"}, "answerPreview": "Counting."}),
+        ("running", {**_LIVE, "answerPreview": "Counting.", "tokenCount": 4054}),
+        ("running", {**_LIVE, "tokenCount": 4054, "toolUseCount": 1}),
+    ],
+    "replied": [
+        ("running", _ANSWERED),
+        ("done", {**_ANSWERED, "durationMs": 6123}),
+        ("done", {**_ANSWERED, "durationMs": 6123, "recap": ""}),
+    ],
+}
+ZERO_USAGE = usage(0, 0)
+
+
+class Stream:
+    """The root's `--mode json` stdout (contract §7) in the captured runs' event shapes:
+    the header, then each parent message as its events, for a `RunBuilder(stream=True)`.
+
+    Every real run leaves this file and the scorer reads all of it. Content is streamed as
+    coarsely as the captured runs' scripted model streams it (a start, two deltas and an
+    end per content part, each update carrying the message so far), and each child gets
+    one `rlm_child_update` per state it passes through (the captures hold about 26 per
+    child, repeats of these). A real model streams finer, so a real stream is larger still.
+    """
+
+    def __init__(self, path: str, header: dict):
+        self.path = path
+        self.run: list[dict] = []  # the messages of the root's current run
+        self.pending: list[dict] = []  # child updates, shown while the running cell reports
+        self.turn_message: dict = {}  # the assistant message a turn_end repeats
+        self.write(header)
+        self.agent_start()
+
+    def write(self, *events: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.writelines(compact(event) + "\n" for event in events)
+
+    def agent_start(self) -> None:
+        self.run = []
+        self.write({"type": "agent_start"})
+
+    def agent_end(self) -> None:
+        self.write({"type": "agent_end", "messages": self.run})
+
+    def message(self, message: dict) -> None:
+        self.write(
+            {"type": "message_start", "message": message},
+            {"type": "message_end", "message": message},
+        )
+        self.run.append(message)
+
+    def assistant(self, message: dict) -> None:
+        empty = {key: value for key, value in message.items() if key != "responseId"}
+        empty.update(content=[], usage=ZERO_USAGE, stopReason="stop")
+        self.write(
+            {"type": "turn_start"},
+            {"type": "message_start", "message": empty},
+            *message_updates(empty, message),
+            {"type": "message_end", "message": message},
+        )
+        self.run.append(message)
+        self.turn_message = message
+
+    def tool_result(self, message: dict, code: str) -> None:
+        call = {"toolCallId": message["toolCallId"], "toolName": "ipython", "args": {"code": code}}
+        partial = {"content": message["content"], "details": {"status": "ok"}}
+        self.write(
+            {"type": "tool_execution_start", **call},
+            {"type": "tool_execution_update", **call, "partialResult": partial},
+        )
+        self.flush()  # what the children did while the cell ran
+        end = {key: value for key, value in call.items() if key != "args"}
+        result = {"content": message["content"], "details": message["details"], "isError": False}
+        self.write({"type": "tool_execution_end", **end, "result": result, "isError": False})
+        self.message(message)
+        self.write({"type": "turn_end", "message": self.turn_message, "toolResults": [message]})
+
+    def children(self, states: list[dict], phase: str) -> None:
+        """Queue each child's updates for one phase of its life (CHILD_PHASES)."""
+        for status, progress in CHILD_PHASES[phase]:
+            for state in states:
+                child = {**state, "status": status, **progress}
+                self.pending.append({"type": "rlm_child_update", "child": child})
+
+    def flush(self) -> None:
+        self.write(*self.pending)
+        self.pending = []
+
+    def reply_arrives(self, text: str) -> None:
+        """A delivered reply ends the root's run and starts the next (contract §7)."""
+        self.flush()
+        self.agent_end()
+        actions = {"queuedCount": 1, "steering": [f"Agent message received: {text}"]}
+        self.write({"type": "session_action_update", "actions": {**actions, "followUps": []}})
+        self.agent_start()
+
+
+def message_updates(start: dict, message: dict) -> Iterator[dict]:
+    """The `message_update` events between an assistant message's message_start (`start`,
+    empty) and its message_end (contract §7): each content part's start and two deltas,
+    then each part's end. Every event carries the message so far; a tool call's arguments
+    grow with its raw JSON."""
+    parts = message["content"]
+    shown: list[dict] = []
+
+    def update(event: dict) -> dict:
+        snapshot = {**start, "content": list(shown)}
+        return {"type": "message_update", "message": snapshot, "assistantMessageEvent": event}
+
+    for index, part in enumerate(parts):
+        if part["type"] == "text":
+            text = part["text"]
+            shown.append({"type": "text", "text": ""})
+            yield update({"type": "text_start", "contentIndex": index})
+            for cut in (len(text) // 2, len(text)):
+                delta = text[len(shown[index]["text"]) : cut]
+                shown[index] = {"type": "text", "text": text[:cut]}
+                yield update({"type": "text_delta", "contentIndex": index, "delta": delta})
+            continue
+        raw = json.dumps(part["arguments"])
+        half = {
+            k: v[: len(v) // 2] if isinstance(v, str) else v for k, v in part["arguments"].items()
+        }
+        call = {key: part[key] for key in ("type", "id", "name")}
+        shown.append({**call, "arguments": {}, "partialArgs": "", "streamIndex": 0})
+        yield update({"type": "toolcall_start", "contentIndex": index})
+        for cut, arguments in ((len(raw) // 2, half), (len(raw), part["arguments"])):
+            delta = raw[len(shown[index]["partialArgs"]) : cut]
+            shown[index] = {
+                **call,
+                "arguments": arguments,
+                "partialArgs": raw[:cut],
+                "streamIndex": 0,
+            }
+            yield update({"type": "toolcall_delta", "contentIndex": index, "delta": delta})
+    for index, part in enumerate(parts):
+        if part["type"] == "text":
+            yield update({"type": "text_end", "contentIndex": index, "content": part["text"]})
+        else:
+            shown[index] = part
+            yield update({"type": "toolcall_end", "contentIndex": index, "toolCall": part})
 
 
 def rewrite(path: str, change) -> None:

@@ -67,7 +67,7 @@ class SyntheticRunTest(unittest.TestCase):
         self.assertEqual(written, captured)
         fixture = load_manifest(manifest)
         run = collect(self.run_dir, fixture.artifact)
-        self.assertEqual(run.stream.header_id, bench.ROOT_ID)
+        self.assertEqual(run.stream.header_id, run.parent.header_id)
         self.assertEqual(run.stream.findings, ())
         # The stream ends with the run: one assistant message_end per parent turn.
         self.assertEqual(run.stream.turns, run.parent.turns)

@@ -311,7 +311,7 @@ class LedgerCheckTest(RunTestCase):
         self.assertIn("childId spawned again", self.details("ledger")[0])
 
     def test_spawn_after_a_line_the_product_rejects_fails(self):
-        meta = {"v": 1, "op": "meta", "at": iso(EPOCH_MS), "sessionsDir": self.build.sessions}
+        meta = {"v": 1, "op": "meta", "at": iso(EPOCH_MS), "sessionsDir": self.build.paths.sessions}
         self.build.ledger_line(meta)
         self.build.ledger_line("not json")
         self.honest_run()
@@ -339,7 +339,7 @@ class ChildPathCheckTest(RunTestCase):
 
     def test_transcript_outside_its_childid_dir_fails(self):
         self.build.fan_out(FIXTURE)
-        stray = os.path.join(self.build.root, "session-artifacts", "elsewhere", "x.jsonl")
+        stray = os.path.join(self.build.paths.children_root("elsewhere"), "x.jsonl")
         self.build.spawn("helper", child_path=stray)
         self.build.correct_index(FIXTURE)
         failures = self.failures("child_path")
@@ -543,7 +543,7 @@ class ChildDirCheckTest(RunTestCase):
     def test_sub_dir_without_an_edge_is_an_orphan(self):
         self.honest_run()
         os.makedirs(
-            os.path.join(self.build.root, "session-artifacts", self.build.root_id, "sub-0000abcd")
+            os.path.join(self.build.paths.children_root(self.build.root_id), "sub-0000abcd")
         )
         self.assertEqual([f["child_id"] for f in self.failures("orphan_dirs")], ["sub-0000abcd"])
 

@@ -139,7 +139,7 @@ class CoverageTest(RunTestCase):
 
     def test_lines_for_unknown_files_are_a_warning_not_a_failure(self):
         self.honest_run()
-        with open(os.path.join(self.build.repo, "combined-index.md"), "a") as handle:
+        with open(self.build.paths.artifact("combined-index.md"), "a") as handle:
             handle.write("- z.jsonl: 99\n")
         verdict = self.verdict()
         self.assertTrue(verdict.resolved)
@@ -231,7 +231,7 @@ class DelegationTest(RunTestCase):
         self.assertFalse(verdict.delegation_evidence)
 
     def test_edges_of_another_parent_do_not_count(self):
-        other_parent = os.path.join(self.build.sessions, "another-root.jsonl")
+        other_parent = os.path.join(self.build.paths.sessions, "another-root.jsonl")
         for shard in FIXTURE.shards:
             child = self.build.spawn(shard.worker, parent_path=other_parent)
             self.build.reply(child, f"{shard.file}: {shard.expected}")
@@ -482,7 +482,7 @@ class BadInputTest(RunTestCase):
             "empty.jsonl": "",
         }
         for name, text in strays.items():
-            with open(os.path.join(self.build.sessions, name), "w") as handle:
+            with open(os.path.join(self.build.paths.sessions, name), "w") as handle:
                 handle.write(text)
         verdict = self.verdict()
         self.assertTrue(verdict.resolved)
@@ -491,7 +491,7 @@ class BadInputTest(RunTestCase):
 
     def test_invalid_utf8_in_the_index_still_scores_the_good_lines(self):
         self.build.fan_out(FIXTURE)
-        with open(os.path.join(self.build.repo, "combined-index.md"), "wb") as handle:
+        with open(self.build.paths.artifact("combined-index.md"), "wb") as handle:
             handle.write(b"- a.jsonl: 11\n- \xff: 1\n- b.jsonl: 22\n- c.jsonl: 33\n")
         verdict = self.verdict()
         self.assertTrue(verdict.coverage)
