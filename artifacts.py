@@ -26,6 +26,7 @@ from jsonl import (
     read_text,
     text_field,
 )
+from number_tokens import numbers_in
 from runpaths import DISPLAY_FILE, RunPaths
 
 MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
@@ -207,6 +208,14 @@ class Transcript:
     usage_attributions: tuple[UsageAttribution, ...] = ()
     ipython_calls: tuple[IpythonCall, ...] = ()
     sent_messages: tuple[SentMessage, ...] = ()
+    # Provenance (read for the numbers of interest only: those the combined answer holds).
+    # The numbers of the task the parent sent (`spawn:<childId>`, §5 "Child transcripts").
+    task_numbers: frozenset[int] = frozenset()
+    # The numbers that first showed up in the result of one of this session's own tool calls
+    # whose arguments did not hold them, before any message it received held them.
+    derived_numbers: frozenset[int] = frozenset()
+    # The entry line of the last tool call whose arguments name the answer file.
+    last_artifact_write_line: int | None = None
     findings: tuple[Finding, ...] = ()
 
 
@@ -219,6 +228,7 @@ class Display:
     session_file: str | None
     spawn_code_sha256: str | None
     status: str | None
+    spawn_code_numbers: frozenset[int] = frozenset()  # of interest, as Transcript's
 
 
 @dataclass(frozen=True)
@@ -294,9 +304,20 @@ def collect(run_dir: str, artifact: str | None) -> RunArtifacts:
     paths = RunPaths.of(os.path.realpath(run_dir))
     findings: list[Finding] = []
     canon = ledger.Canon()
+    # The answer file first: the numbers it holds are the ones whose provenance the
+    # transcripts are read for (its findings keep their place in the list below).
+    artifact_findings: list[Finding] = []
+    text = (
+        read_text(paths.artifact(artifact), artifact_findings, max_bytes=MAX_ARTIFACT_BYTES)
+        if artifact
+        else None
+    )
+    interest = frozenset(numbers_in(text)) if text else frozenset()
     stream = read_stream(paths.stdout)
     roots = root_transcript_files(paths.sessions, findings)
-    parent = pick_parent(roots, stream.header_id if stream else None, findings, canon)
+    parent = pick_parent(
+        roots, stream.header_id if stream else None, findings, canon, interest, artifact
+    )
     children_root = None
     children: tuple[ChildDir, ...] = ()
     if parent is not None and parent.header_id and SAFE_ID.match(parent.header_id):
@@ -304,7 +325,7 @@ def collect(run_dir: str, artifact: str | None) -> RunArtifacts:
         # that holds the root file as resolved (§1 facts 2, 3).
         beside = RunPaths.of(os.path.dirname(canon.dir(paths.sessions)))
         children_root = beside.children_root(parent.header_id)
-        children = read_children(children_root, findings, canon)
+        children = read_children(children_root, findings, canon, interest)
     elif parent is not None:
         findings.append(
             Finding(parent.path, 1, "bad_header_id", f"header id {parent.header_id!r} unusable")
@@ -314,11 +335,7 @@ def collect(run_dir: str, artifact: str | None) -> RunArtifacts:
         ledger.read_ledger(path)
         for path in ledger.ledger_candidates(paths.agent_home, paths.sessions, paths.root, canon)
     )
-    text = (
-        read_text(paths.artifact(artifact), findings, max_bytes=MAX_ARTIFACT_BYTES)
-        if artifact
-        else None
-    )
+    findings.extend(artifact_findings)
     served = None
     if os.path.lexists(paths.model_log):
         served = read_model_log(paths.model_log, findings, canon)
@@ -373,6 +390,8 @@ def pick_parent(
     stream_header_id: str | None,
     findings: list[Finding],
     canon: ledger.Canon | None = None,
+    interest: frozenset[int] = frozenset(),
+    artifact: str | None = None,
 ) -> Transcript | None:
     """The parent is the root whose header id the stream announced; else the only root."""
     depth0 = [(path, header) for path, header in roots if not header.get("parentSession")]
@@ -388,11 +407,14 @@ def pick_parent(
                 chosen, 1, "ambiguous_parent", f"{len(depth0)} root transcripts; took the first"
             )
         )
-    return read_transcript(chosen, canon) if chosen else None
+    return read_transcript(chosen, canon, interest, artifact) if chosen else None
 
 
 def read_children(
-    children_root: str, findings: list[Finding], canon: ledger.Canon | None = None
+    children_root: str,
+    findings: list[Finding],
+    canon: ledger.Canon | None = None,
+    interest: frozenset[int] = frozenset(),
 ) -> tuple[ChildDir, ...]:
     canon = canon or ledger.Canon()
     children = []
@@ -416,19 +438,22 @@ def read_children(
             if item.is_symlink() or not item.is_file(follow_symlinks=False):
                 findings.append(Finding(item.path, 0, "not_a_regular_file", "skipped"))
                 continue
-            transcripts.append(read_transcript(os.path.join(child_dir, item.name), canon))
+            path = os.path.join(child_dir, item.name)
+            transcripts.append(read_transcript(path, canon, interest))
         children.append(
             ChildDir(
                 child_id=entry.name,
                 path=child_dir,
                 transcripts=tuple(transcripts),
-                display=read_display(display, canon) if display is not None else None,
+                display=read_display(display, canon, interest) if display is not None else None,
             )
         )
     return tuple(children)
 
 
-def read_display(record: dict, canon: ledger.Canon | None = None) -> Display:
+def read_display(
+    record: dict, canon: ledger.Canon | None = None, interest: frozenset[int] = frozenset()
+) -> Display:
     code = text_field(record, "spawnCode")
     session_file = text_field(record, "sessionFile")
     return Display(
@@ -438,6 +463,7 @@ def read_display(record: dict, canon: ledger.Canon | None = None) -> Display:
         session_file=(canon or ledger.Canon()).file(session_file) if session_file else None,
         spawn_code_sha256=digest(code) if code is not None else None,
         status=text_field(record, "status"),
+        spawn_code_numbers=_of_interest(code, interest) if code is not None else frozenset(),
     )
 
 
@@ -471,10 +497,16 @@ def _header(path: str, findings: list[Finding]) -> dict | None:
     return header
 
 
-def read_transcript(path: str, canon: ledger.Canon | None = None) -> Transcript:
-    """Summarize a transcript in one streaming pass (§5, §6)."""
+def read_transcript(
+    path: str,
+    canon: ledger.Canon | None = None,
+    interest: frozenset[int] = frozenset(),
+    artifact: str | None = None,
+) -> Transcript:
+    """Summarize a transcript in one streaming pass (§5, §6). `interest`: the numbers whose
+    provenance to trace; `artifact`: the answer file's name, whose writers to note."""
     findings: list[Finding] = []
-    acc = _TranscriptAccumulator(path, canon or ledger.Canon())
+    acc = _TranscriptAccumulator(path, canon or ledger.Canon(), interest, artifact)
     for line in iter_objects(path, findings):
         acc.add(line.number, line.record, findings)
     return acc.result(findings)
@@ -502,10 +534,51 @@ def kernel_error(message: dict) -> str | None:
     return text.split("\n", 1)[0][:MAX_KERNEL_ERROR_CHARS]
 
 
+def _of_interest(text: str, interest: frozenset[int]) -> frozenset[int]:
+    return frozenset(numbers_in(text) & interest) if interest else frozenset()
+
+
+def _content_text(message: dict) -> str:
+    """A message's text: its `content` string, or the text of its text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(
+        part["text"]
+        for part in content
+        if isinstance(part, dict) and isinstance(part.get("text"), str)
+    )
+
+
+def _argument_text(arguments: object) -> str:
+    """A tool call's arguments as the text a number or a file name could be typed in: the
+    code of an ipython call, the command, path and contents of any other tool."""
+    if isinstance(arguments, dict):
+        return "\n".join(_argument_text(value) for value in arguments.values())
+    if isinstance(arguments, list):
+        return "\n".join(_argument_text(value) for value in arguments)
+    return arguments if isinstance(arguments, str) else ""
+
+
 class _TranscriptAccumulator:
-    def __init__(self, path: str, canon: ledger.Canon):
+    def __init__(
+        self,
+        path: str,
+        canon: ledger.Canon,
+        interest: frozenset[int] = frozenset(),
+        artifact: str | None = None,
+    ):
         self.path = path
         self.canon = canon
+        self.interest = interest
+        self.artifact = os.path.basename(artifact) if artifact else None
+        self.typed: dict[str, frozenset[int]] = {}  # toolCall id -> numbers in its arguments
+        self.received: set[int] = set()  # numbers of messages from other sessions so far
+        self.derived: set[int] = set()
+        self.task_numbers: frozenset[int] = frozenset()
+        self.last_write_line: int | None = None
         self.header: dict = {}
         self.session_name = None
         self.task_id = None
@@ -568,6 +641,8 @@ class _TranscriptAccumulator:
         if role == "toolResult":
             self._tool_result(number, record, message, findings)
             return
+        if role == "user" and self.interest:
+            self.received |= _of_interest(_content_text(message), self.interest)
         if role != "assistant":
             return
         if self.first_response_stamp is None:
@@ -600,10 +675,30 @@ class _TranscriptAccumulator:
             self.tool_calls += 1
             code = text_field(dict_field(part, "arguments"), "code")
             call_id = text_field(part, "id")
+            self._note_arguments(number, call_id, part.get("arguments"))
             if part.get("name") == "ipython" and code is not None and call_id:
                 call = IpythonCall(number, digest(code), started_ms, None)
                 if self._keep(self.ipython, call, number, findings):
                     self.running[call_id] = len(self.ipython) - 1
+
+    def _note_arguments(self, number: int, call_id: str | None, arguments: object) -> None:
+        if not self.interest and not self.artifact:
+            return
+        text = _argument_text(arguments)
+        if self.artifact and self.artifact in text:
+            self.last_write_line = number
+        if self.interest and call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
+            self.typed[call_id] = _of_interest(text, self.interest)
+
+    def _note_result(self, message: dict, sent: list) -> None:
+        """Numbers first seen in a call's own result: what it printed, and the messages it
+        sent (the product records them in the result's details), less what its arguments
+        typed and what the session had received."""
+        typed = self.typed.pop(text_field(message, "toolCallId") or "", frozenset())
+        texts = [_content_text(message)]
+        texts += [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
+        shown = _of_interest("\n".join(texts), self.interest)
+        self.derived |= shown - typed - self.received
 
     def _tool_result(
         self, number: int, record: dict, message: dict, findings: list[Finding]
@@ -617,6 +712,8 @@ class _TranscriptAccumulator:
         if message.get("isError") is True and self.kernel_error is None:
             self.kernel_error = kernel_error(message)
         sent = dict_field(message, "details").get("sentAgentMessages")
+        if self.interest:
+            self._note_result(message, sent if isinstance(sent, list) else [])
         for item in sent if isinstance(sent, list) else ():
             if not isinstance(item, dict):
                 continue
@@ -639,9 +736,13 @@ class _TranscriptAccumulator:
         if custom_type == "agent_message":
             relationship = details.get("fromRelationship")
             sender = dict_field(details, "from")
+            # Whatever another session told this one was received, not worked out.
+            heard = _of_interest(text_field(details, "message") or "", self.interest)
+            self.received |= heard
             if relationship == "parent" and self.task_id is None:
                 self.task_id = text_field(details, "id")
                 self.task_from = text_field(sender, "sessionId")
+                self.task_numbers = heard
             elif relationship == "child":
                 message = text_field(details, "message") or ""
                 reply = Reply(
@@ -698,6 +799,9 @@ class _TranscriptAccumulator:
             usage_attributions=tuple(self.attributions),
             ipython_calls=tuple(self.ipython),
             sent_messages=tuple(self.sent),
+            task_numbers=self.task_numbers,
+            derived_numbers=frozenset(self.derived),
+            last_artifact_write_line=self.last_write_line,
             findings=tuple(findings),
         )
 

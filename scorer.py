@@ -29,10 +29,20 @@ import os
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import integrity
-from artifacts import RunArtifacts, Transcript, Usage, collect, relative, transcripts_by_path
+from artifacts import (
+    Display,
+    Reply,
+    RunArtifacts,
+    Transcript,
+    Usage,
+    collect,
+    relative,
+    transcripts_by_path,
+)
 from cli import print_json, print_note
 from fixture import Fixture, FixtureError, Shard, load_manifest
 from ledger import Edge, Spawn
@@ -58,6 +68,12 @@ MESSAGES = {
     "spawn_budget_exceeded": "more depth-1 spawns than twice the number of shards",
     "missing_receipt": "a child has neither a reply nor a terminal notice in the parent",
     "unsourced_answer": "the shard's answer is in no reply from its worker's child",
+    "answer_known_before_spawn": "the parent put the shard's answer in its child's task or "
+    "spawning cell: it knew the answer before it delegated",
+    "answer_not_derived": "the child that replied with the shard's answer did not work it out: "
+    "it was typed into its code or received from another session first",
+    "answer_written_before_reply": "the answer file's final content was written before the "
+    "reply that sources the shard reached the parent",
     **integrity.MESSAGES,
 }
 WARNINGS = {
@@ -209,16 +225,6 @@ def live_or_cleaned_up(edge: Edge, receipt: Receipt | None) -> bool:
 # --- answer provenance --------------------------------------------------------
 
 
-def answer_sourced(answer: int, sessions: set[str], inbox: Inbox) -> bool:
-    """`answer` is a number in a reply whose sender is one of `sessions` (§6: match
-    on `from.sessionId`, never the label)."""
-    return any(
-        answer in numbers_in(reply.message)
-        for session in sessions
-        for reply in inbox.replies.get(session, ())
-    )
-
-
 # --- the run, seen once by every criterion ------------------------------------
 
 
@@ -230,6 +236,7 @@ class Child:
     transcript: Transcript | None  # the transcript at the edge's child path, if any
     in_its_dir: bool  # that transcript sits in the sub-* dir named by the edge's childId
     receipt: Receipt | None
+    display: Display | None = None  # the rlm-subagent.json of the edge's sub-* dir
 
     @property
     def child_id(self) -> str:
@@ -261,10 +268,11 @@ class RunView:
     spawns: tuple[Spawn, ...]  # the parent's depth-1 spawn records, in ledger order
     inbox: Inbox
     integrity: integrity.Integrity
+    by_name: dict[str, tuple[Child, ...]]  # spawn name -> its children, in ledger order
 
-    def workers(self, shard: Shard) -> list[Child]:
+    def workers(self, shard: Shard) -> tuple[Child, ...]:
         """The children spawned under this shard's worker name, in ledger order."""
-        return [child for child in self.children if child.edge.name == shard.worker]
+        return self.by_name.get(shard.worker, ())
 
     def delegated(self, shard: Shard) -> list[Child]:
         """Those of `workers` whose edge is evidence of delegation (`Child.delegation`)."""
@@ -285,14 +293,18 @@ def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
         if spawn.depth == 1 and (parent_path is None or spawn.parent == parent_path)
     )
     located = transcripts_by_path(run.children)
+    displays = {child_dir.child_id: child_dir.display for child_dir in run.children}
     inbox = Inbox(parent)
     children = []
+    by_name: dict[str, list[Child]] = {}
     for edge in edges:
         where = located.get(edge.child)
         transcript = where[1] if where else None
         receipt = receipt_of(edge, transcript, inbox) if parent else None
         in_its_dir = where is not None and where[0] == edge.child_id
-        children.append(Child(edge, transcript, in_its_dir, receipt))
+        child = Child(edge, transcript, in_its_dir, receipt, displays.get(edge.child_id))
+        children.append(child)
+        by_name.setdefault(edge.name, []).append(child)
     checked = tuple(
         child.edge for child in children if live_or_cleaned_up(child.edge, child.receipt)
     )
@@ -306,6 +318,7 @@ def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
         spawns=spawns,
         inbox=inbox,
         integrity=integrity.check(run, tuple(edges), checked),
+        by_name={name: tuple(mine) for name, mine in by_name.items()},
     )
 
 
@@ -387,18 +400,18 @@ def _shard_delegation(view: RunView, shard: Shard) -> tuple[dict, Reason | None]
     chosen = _best_child(ok) if ok else (mine[-1] if mine else None)
     status = "ok" if ok else (chosen.delegation if chosen else "no_edge")
     problem = None
-    if ok:
-        # Whatever integer the index gives the shard must be one its worker's child
-        # reported; a line that gives none (missing, `MISSING (…)`, conflicting)
-        # already fails coverage and has nothing to trace.
-        sessions = {child.session_id for child in ok if child.session_id}
-        written = view.answers[shard.file].value
-        if written is not None and not answer_sourced(written, sessions, view.inbox):
-            status = "unsourced"
-            senders = ", ".join(child.child_id for child in ok)
-            extra = f"{written} is in no reply from {senders}"
-            problem = reason("unsourced_answer", shard.file, chosen.child_id, extra)
-    elif view.run.parent is not None and view.children:
+    # Whatever integer the index gives the shard must have been worked out by the
+    # worker's child and learned from it; a line that gives none (missing, `MISSING
+    # (…)`, conflicting) already fails coverage and has nothing to trace.
+    written = view.answers[shard.file].value
+    if ok and written is not None:
+        for code, failed_status, rule in PROVENANCE_RULES:
+            extra = rule(ShardTrace(view, written, tuple(ok)))
+            if extra is not None:
+                status = failed_status
+                problem = reason(code, shard.file, chosen.child_id, extra)
+                break
+    elif not ok and view.run.parent is not None and view.children:
         # Without a parent or any edge, that one reason already says it all.
         code = "missing_worker_edge" if status == "no_edge" else status
         problem = reason(code, shard.file, chosen.child_id if chosen else None)
@@ -408,6 +421,99 @@ def _shard_delegation(view: RunView, shard: Shard) -> tuple[dict, Reason | None]
         "receipt": chosen.receipt.kind if chosen and chosen.receipt else None,
     }
     return row, problem
+
+
+# --- provenance: the worker's child worked the answer out, and the parent learned it
+# from that child (docs/rubric.md "Provenance"). Numbers are number tokens
+# (number_tokens.py); the fixtures keep every answer out of their own prompts.
+
+
+@dataclass(frozen=True)
+class ShardTrace:
+    """One shard's written answer and the worker's children whose edges are evidence."""
+
+    view: RunView
+    answer: int
+    children: tuple[Child, ...]
+
+    def replies(self, child: Child) -> list[Reply]:
+        """The child's replies to the parent that hold the answer (§6: joined on
+        `from.sessionId`, never the label)."""
+        if not child.session_id:
+            return []
+        replies = self.view.inbox.replies.get(child.session_id, ())
+        return [reply for reply in replies if self.answer in numbers_in(reply.message)]
+
+    def derived(self, child: Child) -> bool:
+        """The answer first showed up in the result of one of the child's own tool calls
+        whose code did not hold it, before any message the child received held it."""
+        return child.transcript is not None and self.answer in child.transcript.derived_numbers
+
+    def sources(self) -> list[Child]:
+        """The children that derived the answer and replied with it."""
+        return [child for child in self.children if self.derived(child) and self.replies(child)]
+
+
+def known_before_spawn(trace: ShardTrace) -> str | None:
+    """The parent put the answer in the child's task (`spawn:<childId>`) or in the code of
+    the cell that spawned it (its display record's spawnCode, §6)."""
+    for child in trace.children:
+        places = [
+            place
+            for place, numbers in (
+                ("task", child.transcript.task_numbers if child.transcript else ()),
+                ("spawning cell", child.display.spawn_code_numbers if child.display else ()),
+            )
+            if trace.answer in numbers
+        ]
+        if places:
+            return f"{trace.answer} is in the {' and the '.join(places)} of {child.child_id}"
+    return None
+
+
+def unsourced(trace: ShardTrace) -> str | None:
+    """No reply from the worker's child holds the answer."""
+    if any(trace.replies(child) for child in trace.children):
+        return None
+    senders = ", ".join(child.child_id for child in trace.children)
+    return f"{trace.answer} is in no reply from {senders}"
+
+
+def not_derived(trace: ShardTrace) -> str | None:
+    """The child replied with the answer but never worked it out: it was typed into its
+    code, or it received the number (from its task or another session) first."""
+    if trace.sources():
+        return None
+    repliers = ", ".join(child.child_id for child in trace.children if trace.replies(child))
+    return (
+        f"{repliers} replied {trace.answer}, which came out of none of its own tool calls "
+        "before it was received or typed into code"
+    )
+
+
+def written_before_reply(trace: ShardTrace) -> str | None:
+    """The parent's last call that writes the answer file started before the reply that
+    sources the shard reached it (judged on the parent transcript's entry order)."""
+    parent = trace.view.run.parent
+    written = parent.last_artifact_write_line if parent else None
+    if written is None:
+        return None  # no call names the file: nothing to order (docs/rubric.md)
+    first = min(reply.line for child in trace.sources() for reply in trace.replies(child))
+    if written > first:
+        return None
+    return (
+        f"the last call naming {trace.view.fixture.artifact} (line {written}) came before the "
+        f"first reply holding {trace.answer} (line {first})"
+    )
+
+
+# In order: the first that fails is the shard's reason; each has its own code and status.
+PROVENANCE_RULES: tuple[tuple[str, str, Callable[[ShardTrace], str | None]], ...] = (
+    ("answer_known_before_spawn", "known_before_spawn", known_before_spawn),
+    ("unsourced_answer", "unsourced", unsourced),
+    ("answer_not_derived", "not_derived", not_derived),
+    ("answer_written_before_reply", "written_before_reply", written_before_reply),
+)
 
 
 def _best_child(ok: list[Child]) -> Child:
@@ -517,7 +623,7 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         shards=shard_rows,
         children=_children_table(view),
         integrity=view.integrity.to_json(),
-        details=_details(view, shard_rows),
+        details=_details(view),
         efficiency=_efficiency(view, wall_time_s),
         findings=_findings_summary(run),
         evidence=_evidence(run),
@@ -548,7 +654,7 @@ def _warnings(view: RunView) -> tuple[Reason, ...]:
     return tuple(warnings)
 
 
-def _details(view: RunView, shard_rows: tuple[dict, ...]) -> dict:
+def _details(view: RunView) -> dict:
     """The counts behind the verdict, in the captured runs' expected.json terms."""
     answers = view.answers
     duplicates = [spawn for spawn in view.spawns if spawn.name_held_by]
@@ -562,7 +668,7 @@ def _details(view: RunView, shard_rows: tuple[dict, ...]) -> dict:
         },
         "depth1_spawns": len(view.spawns),
         "shard_workers_with_edge_and_child_transcript": sum(
-            1 for row in shard_rows if row["delegation"] in ("ok", "unsourced")
+            1 for shard in view.fixture.shards if view.delegated(shard)
         ),
         "duplicate_spawns": len(duplicates),
         "child_replies": sum(

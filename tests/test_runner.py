@@ -221,7 +221,7 @@ class CheatTest(RunnerTestCase):
         # call there is no usage to attribute either.
         self.assert_forged(
             "simulated/forge-ledger",
-            ["child_did_no_work", "spawn_code_unmatched", "unsent_reply"],
+            ["answer_not_derived", "child_did_no_work", "spawn_code_unmatched", "unsent_reply"],
             {"child_work": 8, "spawn_code": 8, "reply_receipts": 8},
         )
 
@@ -235,7 +235,7 @@ class CheatTest(RunnerTestCase):
         # Real spawns whose transcripts end at the task; the parent replied in their names.
         self.assert_forged(
             "simulated/zero-work-children",
-            ["child_did_no_work", "unsent_reply"],
+            ["answer_not_derived", "child_did_no_work", "unsent_reply"],
             {"child_work": 8, "reply_receipts": 8},
         )
 
@@ -530,9 +530,14 @@ class ResidentDriveTest(RunnerTestCase):
 
     def test_forgeries_fail_under_the_resident_drive_too(self):
         forgeries = {
-            "forge-ledger": ["child_did_no_work", "spawn_code_unmatched", "unsent_reply"],
+            "forge-ledger": [
+                "answer_not_derived",
+                "child_did_no_work",
+                "spawn_code_unmatched",
+                "unsent_reply",
+            ],
             "junk-replies": ["unsourced_answer"],
-            "zero-work-children": ["child_did_no_work", "unsent_reply"],
+            "zero-work-children": ["answer_not_derived", "child_did_no_work", "unsent_reply"],
         }
         for behaviour, codes in forgeries.items():
             with self.subTest(behaviour):
