@@ -49,6 +49,12 @@ def small_fixture(root: str = "/nonexistent") -> Fixture:
     )
 
 
+TASK = "answer your shard"
+# A child's cell that works the answer out and sends it in one go (its result records the
+# message sent, §5 "Child transcripts").
+WORK_CELL = "answer = count()\nawait agent_message.send(answer, receiver_role='parent')\n"
+
+
 def compact(record: dict) -> str:
     return json.dumps(record, separators=(",", ":"))
 
@@ -197,11 +203,18 @@ class RunBuilder:
         parent_path: str | None = None,
         depth: int = 1,
         tokens: tuple[int, int] = (50, 5),
+        task: str = TASK,
+        work: str = WORK_CELL,
+        before: tuple[tuple[str, str], ...] = (),
+        failures: int = 0,
     ) -> Child:
         """A child admitted by the product: transcript, display file, ledger line and
-        the parent's usage entry, all inside a parent cell (its own unless one runs)."""
+        the parent's usage entry, all inside a parent cell (its own unless one runs).
+        The child gets `task`; its first `failures` model calls fail (HTTP 500), then it
+        runs the `before` cells, each (code, printed output), then the `work` cell whose
+        result `reply` writes."""
         if self.running is None:
-            with self.cell(f"h = await rlm('answer your shard', name={name!r})"):
+            with self.cell(f"h = await rlm({task!r}, name={name!r})"):
                 return self.spawn(
                     name,
                     write_transcript=write_transcript,
@@ -209,6 +222,10 @@ class RunBuilder:
                     parent_path=parent_path,
                     depth=depth,
                     tokens=tokens,
+                    task=task,
+                    work=work,
+                    before=before,
+                    failures=failures,
                 )
         child_id = "sub-" + secrets.token_hex(4)
         session_id = _uuid7()
@@ -219,7 +236,9 @@ class RunBuilder:
         child = Child(child_id, name, session_id, path, depth)
         if write_transcript:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            work = self._write_child(child, tokens, parent_path or self.parent_path)
+            calls = self._write_child(
+                child, tokens, parent_path or self.parent_path, task, work, before, failures
+            )
         if not os.path.exists(self.ledger):
             self.ledger_line(
                 {
@@ -242,15 +261,28 @@ class RunBuilder:
             }
         )
         if write_transcript and parent_path is None:
-            self.usage_attributed(work["usage"])
+            for call in calls:
+                self.usage_attributed(call["usage"])
         if self.stream:
             # Shown while the spawning cell runs, then while the child works.
             self.stream.children([_child_state(child)], "spawned")
             self.stream.children([_child_state(child)], "working")
         return child
 
-    def _write_child(self, child: Child, tokens: tuple[int, int], parent_path: str) -> dict:
-        """Header, task and one model call that sends the reply; returns that call."""
+    def _write_child(
+        self,
+        child: Child,
+        tokens: tuple[int, int],
+        parent_path: str,
+        task_text: str = "",
+        work_code: str = "",
+        before: tuple[tuple[str, str], ...] = (),
+        failures: int = 0,
+    ) -> list[dict]:
+        """Header, task, the `before` cells and the model call that sends the reply;
+        returns the model calls."""
+        task_text = task_text or TASK
+        work_code = work_code or WORK_CELL
         header = {
             "type": "session",
             "version": 3,
@@ -264,11 +296,11 @@ class RunBuilder:
         task = {
             "type": "custom_message",
             "customType": "agent_message",
-            "content": "[task from parent]\n\nanswer your shard",
+            "content": "[task from parent]\n\n" + task_text,
             "display": True,
             "details": {
                 "id": "spawn:" + child.child_id,
-                "message": "answer your shard",
+                "message": task_text,
                 "from": {"sessionId": self.root_id, "activeSessionId": "c39728fce51d"},
                 "fromRelationship": "parent",
             },
@@ -276,8 +308,27 @@ class RunBuilder:
             "parentId": None,
             "timestamp": self.now(),
         }
-        code = "answer = count()\nawait agent_message.send(answer, receiver_role='parent')\n"
-        work = assistant_message("Working.", tokens, code)
+        lines = [compact(header), compact(task)]
+        for _ in range(failures):
+            # A failed attempt is its own message: stopReason error, no responseId, no
+            # usage (§5 "Retries"); the parent attributes no usage for it.
+            failed = assistant_message("", (0, 0), None)
+            del failed["responseId"]
+            failed.update(content=[], stopReason="error", errorMessage="500 Internal error")
+            entry = {"type": "message", "id": secrets.token_hex(4), "parentId": None}
+            entry.update(timestamp=self.now(), message=failed)
+            lines.append(compact(entry))
+        calls = []
+        for code, output in before:
+            call = assistant_message("Looking.", tokens, code)
+            result = tool_result(call["content"][-1]["id"], output)
+            calls.append(call)
+            for message in (call, result):
+                entry = {"type": "message", "id": secrets.token_hex(4), "parentId": None}
+                entry.update(timestamp=self.now(), message=message)
+                lines.append(compact(entry))
+        work = assistant_message("Working.", tokens, work_code)
+        calls.append(work)
         child.call_id = work["content"][-1]["id"]
         entry = {
             "type": "message",
@@ -286,7 +337,7 @@ class RunBuilder:
             "timestamp": self.now(),
             "message": work,
         }
-        lines = [compact(header), compact(task), compact(entry)]
+        lines.append(compact(entry))
         with open(child.path, "w", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
         display = {
@@ -297,7 +348,7 @@ class RunBuilder:
             "sessionFile": child.path,
             "rlmMaxDepth": 1,
             "rlmParentNodeId": child.child_id,
-            "prompt": "answer your shard",
+            "prompt": task_text,
             "spawnCode": self.running[1],
             "model": {"provider": "fake", "modelId": "fake-rlm"},
             "status": "completed",
@@ -306,7 +357,7 @@ class RunBuilder:
         }
         with open(display_file(os.path.dirname(child.path)), "w", encoding="utf-8") as handle:
             json.dump(display, handle)
-        return work
+        return calls
 
     def reply(
         self,
@@ -374,6 +425,27 @@ class RunBuilder:
         entry.update(timestamp=self.now(), message=message)
         _append(child.path, compact(entry))
 
+    def hears(self, child: Child, sender: Child, message: str) -> None:
+        """An agent message from a sibling lands in the child's transcript (§9: a child
+        reaches its parent and its siblings)."""
+        details = {
+            "id": f"agentmsg_{uuid.uuid4()}",
+            "message": message,
+            "from": {"sessionId": sender.session_id, "sessionName": sender.name},
+            "fromRelationship": "sibling",
+        }
+        entry = {
+            "type": "custom_message",
+            "customType": "agent_message",
+            "content": f"[from sibling:{sender.name}]\n\n{message}",
+            "display": True,
+            "details": details,
+            "id": secrets.token_hex(4),
+            "parentId": None,
+            "timestamp": self.now(),
+        }
+        _append(child.path, compact(entry))
+
     def notice(self, child: Child, kind: str = "completed_without_reply") -> None:
         self._custom_message(
             "rlm_child_terminal_notice",
@@ -416,6 +488,13 @@ class RunBuilder:
         text = "# Combined index\n\n" + "".join(line + "\n" for line in lines)
         with open(self.paths.artifact("combined-index.md"), "w", encoding="utf-8") as handle:
             handle.write(text)
+
+    def index_cell(self, lines: list[str]) -> None:
+        """A parent cell that names the answer file and writes it (there is no write
+        tool in v0.8.0, §9)."""
+        text = "# Combined index\n\n" + "".join(line + "\n" for line in lines)
+        with self.cell(f"Path('combined-index.md').write_text({text!r})", "Writing the index."):
+            self.write_index(lines)
 
     def finish(self) -> None:
         """The root goes idle with nothing queued: its stream's last run ends (§7)."""

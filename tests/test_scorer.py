@@ -352,6 +352,178 @@ class AnswerProvenanceTest(RunTestCase):
         self.assertEqual(numbers_in("-4 and +5"), {-4, 5})
 
 
+class DerivationTest(RunTestCase):
+    """A shard counts only if its own child worked the answer out and the parent learned it
+    from that child (answer_known_before_spawn, answer_not_derived,
+    answer_written_before_reply): the shortcuts each rule catches, and the honest variants
+    none may flag."""
+
+    def fan_out(self, **per_worker) -> dict:
+        """One spawning cell; `per_worker[worker]` gives that child's spawn options."""
+        workers = [shard.worker for shard in FIXTURE.shards]
+        with self.build.cell(f"for name in {workers!r}:\n    await rlm(task, name=name)\n"):
+            return {w: self.build.spawn(w, **per_worker.get(w, {})) for w in workers}
+
+    def reply_all(self, children: dict) -> None:
+        for shard in FIXTURE.shards:
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+
+    def shard_codes(self, verdict) -> list[tuple[str, str | None]]:
+        return [(r.code, r.shard) for r in verdict.reasons]
+
+    # --- the shortcuts ---------------------------------------------------------
+
+    def test_an_answer_in_the_childs_task_was_known_before_the_spawn(self):
+        task = "Count a.jsonl and report. Hint: the answer is 11."
+        children = self.fan_out(**{"worker-a": {"task": task}})
+        self.reply_all(children)
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertFalse(verdict.resolved)
+        self.assertEqual(self.shard_codes(verdict), [("answer_known_before_spawn", "a.jsonl")])
+        self.assertEqual(verdict.shards[0]["delegation"], "known_before_spawn")
+        self.assertIn("task", verdict.reasons[0].message)
+
+    def test_an_answer_in_the_spawning_cell_was_known_before_the_spawn(self):
+        # The parent counted first and typed the counts into the cell that spawns.
+        code = "answers = {'a.jsonl': 11, 'b.jsonl': 22, 'c.jsonl': 33}\nawait rlm(task)\n"
+        with self.build.cell(code):
+            children = {s.worker: self.build.spawn(s.worker) for s in FIXTURE.shards}
+        self.reply_all(children)
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertEqual(
+            [code for code, _ in self.shard_codes(verdict)],
+            ["answer_known_before_spawn"] * 3,
+        )
+        self.assertIn("spawning cell", verdict.reasons[0].message)
+
+    def test_a_number_typed_into_the_childs_code_is_not_derived(self):
+        literal = "await agent_message.send('a.jsonl: 11', receiver_role='parent')\n"
+        children = self.fan_out(**{"worker-a": {"work": literal}})
+        self.reply_all(children)
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertEqual(self.shard_codes(verdict), [("answer_not_derived", "a.jsonl")])
+        self.assertEqual(verdict.shards[0]["delegation"], "not_derived")
+
+    def test_a_number_received_from_a_sibling_and_forwarded_is_not_derived(self):
+        children = self.fan_out()
+        # worker-b worked out a's answer too and told worker-a, which forwards it.
+        self.build.hears(children["worker-a"], children["worker-b"], "a.jsonl: 11")
+        self.reply_all(children)
+        self.build.correct_index(FIXTURE)
+        self.assertEqual(self.shard_codes(self.verdict()), [("answer_not_derived", "a.jsonl")])
+
+    def test_a_child_that_only_forwards_does_not_source_even_if_a_sibling_computed_it(self):
+        children = self.fan_out()
+        self.build.reply(children["worker-b"], "a.jsonl: 11 and b.jsonl: 22")
+        self.build.reply(children["worker-c"], "c.jsonl: 33")
+        self.build.hears(children["worker-a"], children["worker-b"], "a.jsonl: 11")
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.correct_index(FIXTURE)
+        self.assertEqual(self.shard_codes(self.verdict()), [("answer_not_derived", "a.jsonl")])
+
+    def test_an_index_written_before_the_replies_and_never_rewritten_fails(self):
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        children = self.fan_out()
+        self.reply_all(children)
+        verdict = self.verdict()
+        self.assertTrue(verdict.coverage)
+        self.assertEqual(
+            [code for code, _ in self.shard_codes(verdict)],
+            ["answer_written_before_reply"] * 3,
+        )
+        self.assertEqual(verdict.shards[2]["delegation"], "written_before_reply")
+
+    def test_an_index_written_between_replies_fails_only_the_shards_replied_later(self):
+        children = self.fan_out()
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.reply(children["worker-c"], "c.jsonl: 33")
+        self.assertEqual(
+            self.shard_codes(self.verdict()),
+            [
+                ("answer_written_before_reply", "b.jsonl"),
+                ("answer_written_before_reply", "c.jsonl"),
+            ],
+        )
+
+    # --- the honest variants -----------------------------------------------------
+
+    def assert_resolved(self) -> None:
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
+        self.assertEqual([row["delegation"] for row in verdict.shards], ["ok"] * 3)
+
+    def test_a_child_that_counts_and_sends_in_one_cell_without_printing_is_derived(self):
+        children = self.fan_out()
+        for shard in FIXTURE.shards:
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}", output="")
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assert_resolved()
+
+    def test_a_child_that_prints_shard_lines_with_numbers_before_counting_is_derived(self):
+        # Its own shard's head and another shard's first line, numbers and all (11 among
+        # them by chance), before the cell that counts and sends.
+        peek = ("print(open('a.jsonl').read(200))", '{"n": 11, "id": 7}\n{"n": 3}\n')
+        other = ("print(open('b.jsonl').readline())", '{"n": 22}\n')
+        children = self.fan_out(**{"worker-a": {"before": (peek, other)}})
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assert_resolved()
+
+    def test_prose_around_the_number_still_sources_the_shard(self):
+        children = self.fan_out()
+        for shard in FIXTURE.shards:
+            prose = f"I counted {shard.file}: there are **{shard.expected}** records (of 3 files)."
+            self.build.reply(children[shard.worker], prose)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assert_resolved()
+
+    def test_a_child_whose_first_model_calls_failed_and_then_worked_is_derived(self):
+        # Three attempts failed with HTTP 500 before the product's retry got through (§5).
+        children = self.fan_out(**{"worker-b": {"failures": 3}})
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assert_resolved()
+        self.assertEqual(self.verdict().children[1]["failed_calls"], 3)
+
+    def test_a_draft_index_early_and_the_final_one_after_every_reply_is_fine(self):
+        self.build.index_cell([f"- {s.file}: pending" for s in FIXTURE.shards])
+        children = self.fan_out()
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assert_resolved()
+
+    def test_a_retry_after_delete_sources_the_shard_from_the_new_child(self):
+        children = self.fan_out()
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.notice(children["worker-c"])
+        self.build.delete(children["worker-c"])
+        retry = self.build.spawn("worker-c")
+        self.build.reply(retry, "c.jsonl: 33")
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assert_resolved()
+
+    def test_small_numbers_in_a_task_are_no_evidence_when_they_are_no_answer(self):
+        task = "Shard 1 of 3: count the records; reply within 5 minutes."
+        children = self.fan_out(**{w.worker: {"task": task} for w in FIXTURE.shards})
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assert_resolved()
+
+    def test_an_index_no_parent_call_names_is_not_ordered_against_the_replies(self):
+        # Written by a cell that builds the name (or by the product's absent write tool):
+        # with no call naming the file there is nothing to order, so no alarm.
+        self.build.correct_index(FIXTURE)
+        children = self.fan_out()
+        self.reply_all(children)
+        self.assert_resolved()
+
+
 class DedupTest(RunTestCase):
     def test_worker_spawned_again_while_live_is_a_duplicate(self):
         self.honest_run()
