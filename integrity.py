@@ -19,17 +19,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from artifacts import (
-    ChildDir,
-    RunArtifacts,
-    Transcript,
-    Usage,
-    digest,
-    relative,
-    transcripts_by_path,
-)
+from artifacts import ChildDir, RunArtifacts, relative, transcripts_by_path
 from ledger import FATAL_CODES, Edge
 from runpaths import display_file
+from transcripts import Transcript, Usage, digest
 
 # The worker writes the child's header, then its display file, then the ledger
 # spawn (§4 "Writers"). Measured on the captures: 26-192 ms, and 1 187 ms for the

@@ -26,27 +26,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import integrity
-from artifacts import (
-    Display,
-    Reply,
-    RunArtifacts,
-    Transcript,
-    Usage,
-    collect,
-    relative,
-    transcripts_by_path,
-)
+from artifacts import RunArtifacts, collect, relative
 from cli import print_json, print_note
 from fixture import Fixture, FixtureError, Shard, load_manifest
-from ledger import Edge, Spawn
-from number_tokens import INTEGER, numbers_in
+from integrity import MESSAGES as INTEGRITY_MESSAGES
+from provenance import PROVENANCE_RULES, ShardTrace
+from runview import Child, RunView, view_of
+from transcripts import Usage
 
 SPAWNS_PER_SHARD = 2
 MAX_FINDINGS_LISTED = 20
@@ -74,7 +64,7 @@ MESSAGES = {
     "it was typed into its code or received from another session first",
     "answer_written_before_reply": "the answer file's final content was written before the "
     "reply that sources the shard reached the parent",
-    **integrity.MESSAGES,
+    **INTEGRITY_MESSAGES,
 }
 WARNINGS = {
     "extra_lines": "the combined answer has lines for files that are not shards",
@@ -102,224 +92,6 @@ class Reason:
 def reason(code: str, shard: str | None = None, child_id: str | None = None, extra: str = ""):
     text = MESSAGES.get(code) or WARNINGS[code]
     return Reason(code, text + (f": {extra}" if extra else ""), shard, child_id)
-
-
-# --- coverage ---------------------------------------------------------------
-
-BULLET = re.compile(r"^\s*[-*+]\s+(?P<body>\S.*?)\s*$")
-ENTRY = re.compile(r"^(?P<file>[^\s:]+)\s*:\s*(?P<answer>.*?)\s*$")
-
-
-@dataclass(frozen=True)
-class AnswerLine:
-    file: str
-    answer: str
-    value: int | None
-    line: int
-
-
-def parse_answer_lines(text: str) -> list[AnswerLine]:
-    """Bullets `- <file>: <answer>` in the forms a model naturally writes.
-
-    Accepted around the same line: a `shards/` or `./` prefix, backticks or bold
-    around the file or the answer, `*` or `+` bullets, surrounding whitespace,
-    thousands separators in the number.
-    """
-    lines = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        bullet = BULLET.match(raw)
-        if not bullet:
-            continue
-        body = bullet.group("body").replace("**", "").replace("__", "").replace("`", "")
-        entry = ENTRY.match(body)
-        if not entry:
-            continue
-        file = entry.group("file")
-        for prefix in ("./", "shards/"):
-            if file.startswith(prefix):
-                file = file[len(prefix) :]
-        answer = entry.group("answer")
-        value = int(answer.replace(",", "")) if INTEGER.match(answer) else None
-        lines.append(AnswerLine(file, answer, value, number))
-    return lines
-
-
-@dataclass(frozen=True)
-class ShardAnswer:
-    status: str  # correct | missing | wrong | conflicting
-    found: tuple[str, ...]
-    value: int | None = None  # the one integer the index gives the shard, if it gives one
-
-
-def judge_answers(shard: Shard, lines: list[AnswerLine]) -> ShardAnswer:
-    """The verdict on one shard from the index lines that name its file (others ignored)."""
-    mine = [line for line in lines if line.file == shard.file]
-    if not mine:
-        return ShardAnswer("missing", ())
-    found = tuple(dict.fromkeys(line.answer for line in mine))
-    values = {line.value if line.value is not None else line.answer for line in mine}
-    if len(values) > 1:
-        return ShardAnswer("conflicting", found)
-    (value,) = values
-    written = value if isinstance(value, int) else None
-    return ShardAnswer("correct" if value == shard.expected else "wrong", found, written)
-
-
-def judge_all(shards, lines: list[AnswerLine]) -> dict[str, ShardAnswer]:
-    """`judge_answers` for every shard, with the lines grouped by file once."""
-    by_file: dict[str, list[AnswerLine]] = {}
-    for line in lines:
-        by_file.setdefault(line.file, []).append(line)
-    return {shard.file: judge_answers(shard, by_file.get(shard.file, [])) for shard in shards}
-
-
-# --- receipts: how the parent heard back from a child (§6) -------------------
-
-
-@dataclass(frozen=True)
-class Receipt:
-    kind: str  # reply | notice:<kind>
-    at_ms: int | None
-
-
-class Inbox:
-    """The parent's replies by sender session and notices by childId, indexed once:
-    a run can have a thousand children, each looked up several times."""
-
-    def __init__(self, parent: Transcript | None):
-        self.replies: dict[str | None, list] = {}
-        self.notices: dict[str | None, list] = {}
-        for reply in parent.replies if parent else ():
-            self.replies.setdefault(reply.from_session_id, []).append(reply)
-        for notice in parent.notices if parent else ():
-            self.notices.setdefault(notice.child_id, []).append(notice)
-
-
-def receipt_of(edge: Edge, transcript: Transcript | None, inbox: Inbox) -> Receipt | None:
-    """The earliest reply from the child's session, or notice naming its childId (§6)."""
-    session_id = transcript.header_id if transcript and transcript.header_id else _stem(edge.child)
-    replies = [Receipt("reply", reply.at_ms) for reply in inbox.replies.get(session_id, ())]
-    pool = replies or [
-        Receipt("notice:" + notice.kind, notice.at_ms)
-        for notice in inbox.notices.get(edge.child_id, ())
-    ]
-    if not pool:
-        return None
-    return min(pool, key=lambda receipt: receipt.at_ms if receipt.at_ms is not None else 2**63)
-
-
-def _stem(path: str) -> str:
-    return os.path.splitext(os.path.basename(path))[0]
-
-
-def live_or_cleaned_up(edge: Edge, receipt: Receipt | None) -> bool:
-    """Live, or deleted after its receipt: deleting a child after it replied is cleanup."""
-    return not edge.deleted or (
-        receipt is not None
-        and receipt.at_ms is not None
-        and edge.deleted_at_ms is not None
-        and receipt.at_ms <= edge.deleted_at_ms
-    )
-
-
-# --- answer provenance --------------------------------------------------------
-
-
-# --- the run, seen once by every criterion ------------------------------------
-
-
-@dataclass(frozen=True)
-class Child:
-    """One depth-1 ledger edge of the parent, with what the run holds for it."""
-
-    edge: Edge
-    transcript: Transcript | None  # the transcript at the edge's child path, if any
-    in_its_dir: bool  # that transcript sits in the sub-* dir named by the edge's childId
-    receipt: Receipt | None
-    display: Display | None = None  # the rlm-subagent.json of the edge's sub-* dir
-
-    @property
-    def child_id(self) -> str:
-        return self.edge.child_id
-
-    @property
-    def session_id(self) -> str | None:
-        return self.transcript.header_id if self.transcript else None
-
-    @property
-    def delegation(self) -> str:
-        """`ok`, or why this edge is no evidence that its worker's shard was delegated."""
-        if not self.in_its_dir:
-            return "missing_child_transcript"
-        if not live_or_cleaned_up(self.edge, self.receipt):
-            return "deleted_before_receipt"
-        return "ok"
-
-
-@dataclass(frozen=True)
-class RunView:
-    """What every criterion reads, computed once from the fixture and the artifacts."""
-
-    fixture: Fixture
-    run: RunArtifacts
-    lines: tuple[AnswerLine, ...]  # the combined answer's `- <file>: <answer>` bullets
-    answers: dict[str, ShardAnswer]  # shard file -> what the combined answer says of it
-    children: tuple[Child, ...]  # the parent's depth-1 edges, in ledger order
-    spawns: tuple[Spawn, ...]  # the parent's depth-1 spawn records, in ledger order
-    inbox: Inbox
-    integrity: integrity.Integrity
-    by_name: dict[str, tuple[Child, ...]]  # spawn name -> its children, in ledger order
-
-    def workers(self, shard: Shard) -> tuple[Child, ...]:
-        """The children spawned under this shard's worker name, in ledger order."""
-        return self.by_name.get(shard.worker, ())
-
-    def delegated(self, shard: Shard) -> list[Child]:
-        """Those of `workers` whose edge is evidence of delegation (`Child.delegation`)."""
-        return [child for child in self.workers(shard) if child.delegation == "ok"]
-
-
-def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
-    parent = run.parent
-    parent_path = parent.path if parent else None
-    edges = [
-        edge
-        for edge in run.replay.edges
-        if edge.depth == 1 and (parent_path is None or edge.parent == parent_path)
-    ]
-    spawns = tuple(
-        spawn
-        for spawn in run.replay.spawns
-        if spawn.depth == 1 and (parent_path is None or spawn.parent == parent_path)
-    )
-    located = transcripts_by_path(run.children)
-    displays = {child_dir.child_id: child_dir.display for child_dir in run.children}
-    inbox = Inbox(parent)
-    children = []
-    by_name: dict[str, list[Child]] = {}
-    for edge in edges:
-        where = located.get(edge.child)
-        transcript = where[1] if where else None
-        receipt = receipt_of(edge, transcript, inbox) if parent else None
-        in_its_dir = where is not None and where[0] == edge.child_id
-        child = Child(edge, transcript, in_its_dir, receipt, displays.get(edge.child_id))
-        children.append(child)
-        by_name.setdefault(edge.name, []).append(child)
-    checked = tuple(
-        child.edge for child in children if live_or_cleaned_up(child.edge, child.receipt)
-    )
-    lines = parse_answer_lines(run.artifact_text) if run.artifact_text is not None else []
-    return RunView(
-        fixture=fixture,
-        run=run,
-        lines=tuple(lines),
-        answers=judge_all(fixture.shards, lines),
-        children=tuple(children),
-        spawns=spawns,
-        inbox=inbox,
-        integrity=integrity.check(run, tuple(edges), checked),
-        by_name={name: tuple(mine) for name, mine in by_name.items()},
-    )
 
 
 # --- the criteria -------------------------------------------------------------
@@ -421,99 +193,6 @@ def _shard_delegation(view: RunView, shard: Shard) -> tuple[dict, Reason | None]
         "receipt": chosen.receipt.kind if chosen and chosen.receipt else None,
     }
     return row, problem
-
-
-# --- provenance: the worker's child worked the answer out, and the parent learned it
-# from that child (docs/rubric.md "Provenance"). Numbers are number tokens
-# (number_tokens.py); the fixtures keep every answer out of their own prompts.
-
-
-@dataclass(frozen=True)
-class ShardTrace:
-    """One shard's written answer and the worker's children whose edges are evidence."""
-
-    view: RunView
-    answer: int
-    children: tuple[Child, ...]
-
-    def replies(self, child: Child) -> list[Reply]:
-        """The child's replies to the parent that hold the answer (§6: joined on
-        `from.sessionId`, never the label)."""
-        if not child.session_id:
-            return []
-        replies = self.view.inbox.replies.get(child.session_id, ())
-        return [reply for reply in replies if self.answer in numbers_in(reply.message)]
-
-    def derived(self, child: Child) -> bool:
-        """The answer first showed up in the result of one of the child's own tool calls
-        whose code did not hold it, before any message the child received held it."""
-        return child.transcript is not None and self.answer in child.transcript.derived_numbers
-
-    def sources(self) -> list[Child]:
-        """The children that derived the answer and replied with it."""
-        return [child for child in self.children if self.derived(child) and self.replies(child)]
-
-
-def known_before_spawn(trace: ShardTrace) -> str | None:
-    """The parent put the answer in the child's task (`spawn:<childId>`) or in the code of
-    the cell that spawned it (its display record's spawnCode, §6)."""
-    for child in trace.children:
-        places = [
-            place
-            for place, numbers in (
-                ("task", child.transcript.task_numbers if child.transcript else ()),
-                ("spawning cell", child.display.spawn_code_numbers if child.display else ()),
-            )
-            if trace.answer in numbers
-        ]
-        if places:
-            return f"{trace.answer} is in the {' and the '.join(places)} of {child.child_id}"
-    return None
-
-
-def unsourced(trace: ShardTrace) -> str | None:
-    """No reply from the worker's child holds the answer."""
-    if any(trace.replies(child) for child in trace.children):
-        return None
-    senders = ", ".join(child.child_id for child in trace.children)
-    return f"{trace.answer} is in no reply from {senders}"
-
-
-def not_derived(trace: ShardTrace) -> str | None:
-    """The child replied with the answer but never worked it out: it was typed into its
-    code, or it received the number (from its task or another session) first."""
-    if trace.sources():
-        return None
-    repliers = ", ".join(child.child_id for child in trace.children if trace.replies(child))
-    return (
-        f"{repliers} replied {trace.answer}, which came out of none of its own tool calls "
-        "before it was received or typed into code"
-    )
-
-
-def written_before_reply(trace: ShardTrace) -> str | None:
-    """The parent's last call that writes the answer file started before the reply that
-    sources the shard reached it (judged on the parent transcript's entry order)."""
-    parent = trace.view.run.parent
-    written = parent.last_artifact_write_line if parent else None
-    if written is None:
-        return None  # no call names the file: nothing to order (docs/rubric.md)
-    first = min(reply.line for child in trace.sources() for reply in trace.replies(child))
-    if written > first:
-        return None
-    return (
-        f"the last call naming {trace.view.fixture.artifact} (line {written}) came before the "
-        f"first reply holding {trace.answer} (line {first})"
-    )
-
-
-# In order: the first that fails is the shard's reason; each has its own code and status.
-PROVENANCE_RULES: tuple[tuple[str, str, Callable[[ShardTrace], str | None]], ...] = (
-    ("answer_known_before_spawn", "known_before_spawn", known_before_spawn),
-    ("unsourced_answer", "unsourced", unsourced),
-    ("answer_not_derived", "not_derived", not_derived),
-    ("answer_written_before_reply", "written_before_reply", written_before_reply),
-)
 
 
 def _best_child(ok: list[Child]) -> Child:

@@ -20,11 +20,12 @@ import unittest
 import test_real_runs as captures
 from builders import EPOCH_MS, RunBuilder, iso, rewrite, small_fixture
 
-from artifacts import MAX_KEPT_PER_TRANSCRIPT, collect
+from artifacts import collect
 from fixture import load_manifest
 from integrity import CHECKS, HEADER_BEFORE_SPAWN_MS, META_AFTER_SPAWN_MS
 from jsonl import iso_to_ms
 from scorer import score
+from transcripts import MAX_KEPT_PER_TRANSCRIPT
 
 FORGED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "forged")
 CASES = sorted(

@@ -9,8 +9,11 @@ import unittest
 
 from builders import RunBuilder, small_fixture
 
-from artifacts import Usage, collect, usage_from
-from scorer import numbers_in, parse_answer_lines, score
+from answers import parse_answer_lines
+from artifacts import collect
+from number_tokens import numbers_in
+from scorer import score
+from transcripts import Usage, usage_from
 
 FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards
