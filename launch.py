@@ -22,8 +22,15 @@ from jsonl import open_regular
 from resident import drive_resident
 from rundir import RunDir
 
-TERM_GRACE_S = 3.0
+# How long the agent's processes get to act on their own when a run ends, before the
+# runner goes on: the daemon to answer shutdown{force}, what is left to exit after it, and
+# each process to exit between SIGTERM and SIGKILL. --grace S replaces all three, except
+# that the daemon keeps at least MIN_ANSWER_S: a shorter wait would signal a daemon that
+# was about to exit cleanly.
+SHUTDOWN_ANSWER_S = 5.0
+MIN_ANSWER_S = 0.5
 SETTLE_S = 3.0
+TERM_GRACE_S = 3.0
 PROGRESS_EVERY_S = 10.0
 
 
@@ -114,6 +121,7 @@ def launch_and_wait(
     timeout: float,
     interrupt: Interrupt,
     drive: str,
+    grace: float | None = None,
 ) -> dict:
     procs.become_subreaper()
     watch = Watch(run, timeout, interrupt)
@@ -139,13 +147,13 @@ def launch_and_wait(
         if oneshot:
             while process.poll() is None and not watch.stop_reason():
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=0.2)
+                    process.wait(timeout=0.05)
         else:
             resident = drive_resident(run, process, model, task, env, watch)
     finally:
         wall = round(time.monotonic() - watch.started, 3)
         stopped = process.poll() is None
-        cleanup = end_run(run, process)
+        cleanup = end_run(run, process, grace)
     watch.progress.report(wall, final=True)
     return {
         "exit_code": process.returncode,
@@ -160,9 +168,17 @@ def launch_and_wait(
     }
 
 
-def end_run(run: RunDir, process: subprocess.Popen) -> dict:
-    """Shut the daemon down over its own socket, then end everything still running."""
-    shutdown = daemon.shutdown_daemon(run.socket)
+def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) -> dict:
+    """Shut the daemon down over its own socket, then end everything still running.
+
+    `grace`, when given, replaces SHUTDOWN_ANSWER_S (down to MIN_ANSWER_S), SETTLE_S and
+    TERM_GRACE_S."""
+    answer, settle, term = (
+        (SHUTDOWN_ANSWER_S, SETTLE_S, TERM_GRACE_S)
+        if grace is None
+        else (max(grace, MIN_ANSWER_S), grace, grace)
+    )
+    shutdown = daemon.shutdown_daemon(run.socket, answer)
     supervisor = shutdown.get("supervisor_pid")
     if shutdown.get("success") and supervisor == process.pid:
         # The resident drive's daemon is our own child: let Popen reap it.
@@ -176,7 +192,7 @@ def end_run(run: RunDir, process: subprocess.Popen) -> dict:
     if shutdown.get("success"):
         # A forced shutdown ends every worker and kernel (§2); give them a moment
         # to finish exiting before anything is signalled.
-        procs.wait_gone(procs.run_processes(process.pid, *marker), SETTLE_S, owned)
+        procs.wait_gone(procs.run_processes(process.pid, *marker), settle, owned)
     rounds = []
     for _ in range(3):
         remaining = procs.run_processes(process.pid, *marker)
@@ -184,10 +200,10 @@ def end_run(run: RunDir, process: subprocess.Popen) -> dict:
             remaining.add(process.pid)
         if not remaining:
             break
-        rounds.append(procs.end_processes(remaining, TERM_GRACE_S, owned))
+        rounds.append(procs.end_processes(remaining, term, owned))
     process.poll()
     if process.returncode is not None:
-        procs.reap_children(SETTLE_S)
+        procs.reap_children(settle)
     leaked = sorted(procs.run_processes(process.pid, *marker))
     run.cleanup_tmp()
     return {

@@ -71,6 +71,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="seconds before the agent's process tree is ended and the run scored as timed out "
         "(default 1800)",
     )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        metavar="S",
+        help="when a run ends, seconds the agent's processes get to act on their own before "
+        "the runner goes on: the daemon to answer shutdown{force} (at least 0.5), what is left to "
+        "exit after it, and each process between SIGTERM and SIGKILL (default 5, 3 and 3; the "
+        "self-tests set it short)",
+    )
     parser.add_argument("--agent-bin", help="agent executable (default prime-agent)")
     parser.add_argument(
         "--out", default="runs", help="dir that receives one new run dir per run (default runs/)"
@@ -127,6 +136,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.timeout is not None and not args.timeout > 0:
         parser.error("--timeout must be a positive number of seconds")
+    if args.grace is not None and not args.grace > 0:
+        parser.error("--grace must be a positive number of seconds")
     if args.trials < 1 or args.jobs < 1:
         parser.error("--trials and --jobs must be at least 1")
     if args.trial_index is not None and not args.run_set:
@@ -260,6 +271,8 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
     ]
     if args.timeout is not None:
         overrides += ["--timeout", str(args.timeout)]
+    if args.grace is not None:
+        overrides += ["--grace", str(args.grace)]
     interrupted = trials.run_trials(set_dir, stored, overrides, args.jobs, interrupt)
     summary = trials.summarize_run_set(set_dir, stored, interrupted or 0)
     summary_file = os.path.join(set_dir, trials.SUMMARY_FILE)
@@ -414,7 +427,15 @@ def _run(
                 server = stack.enter_context(scripted_model.ScriptedModelServer(run.model_log))
                 scripted_model.write_models_json(run.agent_home, server.base_url)
             outcome = launch_and_wait(
-                run, agent_bin, args.model, task, env, args.timeout, interrupt, args.drive
+                run,
+                agent_bin,
+                args.model,
+                task,
+                env,
+                args.timeout,
+                interrupt,
+                args.drive,
+                args.grace,
             )
     except OSError as error:
         run.cleanup_tmp()

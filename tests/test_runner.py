@@ -25,6 +25,11 @@ CSV_METRICS = os.path.join(ROOT, "fixtures", "csv-metrics")
 # What the simulated agent logs its daemon's pid as, per drive: the one-shot CLI's detached
 # supervisor, or the resident drive's foreground daemon (the runner's own child).
 DAEMON_LOGGED_AS = {"oneshot": "supervisor", "resident": "daemon"}
+# --grace for the runs that leave a process behind which never exits on its own (it ignores
+# SIGTERM, or a daemon never answers): the run waits out the whole grace, once after the
+# daemon's shutdown and once between SIGTERM and SIGKILL, so the tests keep it short. A
+# daemon still gets 0.5 s to answer shutdown: the one that never answers costs that.
+GRACE = ("--grace", "0.25")
 
 
 def process_gone(pid: int) -> bool:
@@ -252,7 +257,7 @@ class EnvironmentFailureTest(RunnerTestCase):
 
 class HygieneTest(RunnerTestCase):
     def test_hanging_agent_is_ended_at_the_timeout_and_still_scored(self):
-        done, result = self.run_runner("simulated/hang", JSON_EVENTS, "--timeout", "2")
+        done, result = self.run_runner("simulated/hang", JSON_EVENTS, "--timeout", "1", *GRACE)
         self.assertEqual(done.returncode, 1)
         self.assertTrue(result["agent"]["timed_out"])
         # The CLI's own exit status: ended by the runner's SIGTERM (it obeys it).
@@ -270,7 +275,7 @@ class HygieneTest(RunnerTestCase):
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_process_that_escapes_by_setsid_and_an_empty_environment_is_ended(self):
-        done, result = self.run_runner("simulated/escape")
+        done, result = self.run_runner("simulated/escape", JSON_EVENTS, *GRACE)
         self.assertEqual(done.returncode, 0)
         (escaped,) = logged_pids(self.run_dir(result), "escaped")
         self.assertTrue(process_gone(escaped))
@@ -283,7 +288,7 @@ class HygieneTest(RunnerTestCase):
         the grandchild's parent, read before the signal (the CLI one-shot, the daemon
         resident: simulated/hang runs the root in the CLI, or in a thread of the daemon)."""
         runner = subprocess.Popen(
-            self.runner_argv("simulated/hang", JSON_EVENTS, "--drive", drive),
+            self.runner_argv("simulated/hang", JSON_EVENTS, "--drive", drive, *GRACE),
             cwd=self.tmp,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -342,7 +347,7 @@ class HygieneTest(RunnerTestCase):
             self.assertEqual(result["agent"]["exit_code"], -signal.SIGTERM)
 
     def test_grandchild_holding_the_output_files_open_is_ended(self):
-        done, result = self.run_runner("simulated/hold-files")
+        done, result = self.run_runner("simulated/hold-files", JSON_EVENTS, *GRACE)
         self.assertEqual(done.returncode, 0, result["reasons"])
         (holder,) = logged_pids(self.run_dir(result), "holding")
         self.assertIn(holder, result["cleanup"]["killed"])
@@ -550,7 +555,7 @@ class ResidentDriveTest(RunnerTestCase):
 
     def test_hanging_resident_session_is_ended_at_the_timeout(self):
         done, result = self.run_runner(
-            "simulated/hang", JSON_EVENTS, "--drive", "resident", "--timeout", "3"
+            "simulated/hang", JSON_EVENTS, "--drive", "resident", "--timeout", "1", *GRACE
         )
         self.assertEqual(done.returncode, 1)
         self.assertEqual(self.codes(result)[0], "timeout")
@@ -565,7 +570,7 @@ class ResidentDriveTest(RunnerTestCase):
         with open(agent, "w", encoding="utf-8") as handle:
             handle.write(SILENT_DAEMON)
         os.chmod(agent, 0o755)
-        argv = self.runner_argv("x/y", JSON_EVENTS, "--drive", "resident", "--timeout", "3")
+        argv = self.runner_argv("x/y", JSON_EVENTS, "--drive", "resident", "--timeout", "1", *GRACE)
         argv[argv.index(SIMULATED)] = agent
         done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
         result = json.loads(done.stdout)
@@ -581,7 +586,7 @@ class ResidentDriveTest(RunnerTestCase):
         with open(agent, "w", encoding="utf-8") as handle:
             handle.write(SILENT_DAEMON.replace('"version": 7', '"version": 6'))
         os.chmod(agent, 0o755)
-        argv = self.runner_argv("x/y", JSON_EVENTS, "--drive", "resident")
+        argv = self.runner_argv("x/y", JSON_EVENTS, "--drive", "resident", *GRACE)
         argv[argv.index(SIMULATED)] = agent
         done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
         result = json.loads(done.stdout)
@@ -798,7 +803,7 @@ class InvalidInputTest(RunnerTestCase):
         )
         self.assertEqual(done.returncode, 0)
         flags = ("--fixture", "--model", "--timeout", "--agent-bin", "--out", "--agent-config")
-        for flag in (*flags, "--drive"):
+        for flag in (*flags, "--drive", "--grace"):
             self.assertIn(flag, done.stdout)
 
     def test_missing_required_flag_is_a_usage_error(self):

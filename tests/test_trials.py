@@ -198,6 +198,8 @@ class TrialsTest(RunSetCase):
             self.agent_config,
         ]
         argv += ["--fixture", JSON_EVENTS, "--model", "simulated/hang", "--timeout", "60"]
+        # The hanging trials' grandchildren ignore SIGTERM: each trial waits out its grace.
+        argv += ["--grace", "0.25"]
         runner = subprocess.Popen(
             [*argv, "--trials", "3", "--jobs", "2", "--run-set", set_dir],
             env=self.env,
