@@ -20,7 +20,7 @@ PROTOCOL = {"name": "prime-agent.daemon", "version": 7}
 MAX_LINE_BYTES = 64 * 1024 * 1024
 MIN_SCHEMA = 18
 QUIESCENCE = "rlm_quiescence_barrier"
-POLL_S = 0.5
+POLL_S = 0.1  # how soon a wait for the daemon notices a timeout or an interrupt
 
 
 class DaemonError(Exception):
@@ -82,7 +82,7 @@ class DaemonClient:
         Everything else that arrives meanwhile (session events, status, other
         responses) goes to `on_event`: events start after `attach` and may come
         before the response they belong to (§8.1 "Events"). `should_stop` is
-        polled about twice a second; a reason it returns aborts the wait.
+        polled ten times a second; a reason it returns aborts the wait.
         """
         self._counter += 1
         command_id = f"{self.client_id}-{self._counter}"
@@ -170,7 +170,7 @@ def connect_when_ready(
                 last = str(error)
         if not daemon_alive():
             raise DaemonError("daemon_start_failed", "the daemon exited before it said hello")
-        time.sleep(0.1)
+        time.sleep(0.02)
     raise DaemonError("daemon_start_failed", f"no hello before the deadline ({last})")
 
 

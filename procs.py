@@ -170,7 +170,7 @@ def wait_gone(pids, timeout: float, owned: dict | None = None) -> set[int]:
         remaining -= gone
         if not remaining or time.monotonic() >= deadline:
             break
-        time.sleep(0.05)
+        time.sleep(0.01)
     return remaining
 
 

@@ -42,7 +42,7 @@ TRIAL_ENV = "SWARM_FANOUT_TRIAL"
 # What must agree between a stored run set and a trial or resume of it.
 MATCHED_KEYS = ("fixture_digest", "harness_version", "model", "drive", "baseline")
 ATTEMPT = re.compile(r"trial-(?P<n>[1-9][0-9]*)(?:-retry(?P<m>[1-9][0-9]*))?")
-POLL_S = 0.1
+POLL_S = 0.02  # how soon a finished trial frees its slot for the next
 EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_AGENT = 0, 1, 3
 
 
