@@ -552,6 +552,9 @@ class ScriptedModelServer(ThreadingHTTPServer):
     """The endpoint, on an ephemeral 127.0.0.1 port, served from a thread of this process."""
 
     daemon_threads = True
+    # Every child calls at once: socketserver's backlog of 5 would drop the other connects,
+    # which the client's TCP then retries only after a second.
+    request_queue_size = 64
 
     def __init__(self, log_path: str):
         super().__init__(("127.0.0.1", 0), ScriptedModelHandler)
