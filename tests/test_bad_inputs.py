@@ -4,7 +4,8 @@ Run-dir cases put a file of tests/data/bad/ (or a generated one: a line of sever
 megabytes, a 50 MB index, symlink loops) into a materialized captured run and
 regrade it with the scorer's CLI, the path a stored run takes. Fixture cases hand
 a broken manifest to runner.py. A fuzz test feeds seeded random mutations of the
-captured runs through the scorer within a time budget and asserts it never raises.
+captured runs through the scorer within a time budget and asserts it never raises: a
+short one by default, SWARM_FANOUT_FUZZ_SECONDS=<seconds> for a longer, benchmark-like run.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BAD = os.path.join(HERE, "data", "bad")
 ROOT = os.path.dirname(HERE)
 FUZZ_SEED = 20261202
-FUZZ_BUDGET_S = 12.0
+# A default run fuzzes for FUZZ_BUDGET_S or FUZZ_MAX_CASES cases, whichever ends first; an
+# opt-in run (SWARM_FANOUT_FUZZ_SECONDS=12) fuzzes for that many seconds, however many cases.
+FUZZ_BUDGET_ENV = "SWARM_FANOUT_FUZZ_SECONDS"
+FUZZ_BUDGET_S = 1.0
 FUZZ_MAX_CASES = 400
 
 
@@ -289,7 +293,9 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
 class FuzzTest(unittest.TestCase):
     def test_seeded_mutations_of_the_captured_runs_never_raise(self):
         rng = random.Random(FUZZ_SEED)
-        deadline = time.monotonic() + FUZZ_BUDGET_S
+        opted_in = os.environ.get(FUZZ_BUDGET_ENV)
+        budget = float(opted_in) if opted_in else FUZZ_BUDGET_S
+        max_cases = None if opted_in else FUZZ_MAX_CASES
         cases = 0
         with tempfile.TemporaryDirectory() as tmp:
             runs = {name: materialize(name, tmp) for name in RUNS}
@@ -302,7 +308,8 @@ class FuzzTest(unittest.TestCase):
                 )
                 for name, root in runs.items()
             }
-            while cases < FUZZ_MAX_CASES and time.monotonic() < deadline:
+            deadline = time.monotonic() + budget
+            while (max_cases is None or cases < max_cases) and time.monotonic() < deadline:
                 name = rng.choice(RUNS)
                 path = rng.choice(files[name])
                 with open(path, "rb") as handle:
