@@ -49,7 +49,7 @@ class EndProcessesTest(unittest.TestCase):
         # Both handlers are in place before SIGTERM is sent.
         self.assertEqual(obedient.stdout.readline(), "ready\n")
         self.assertEqual(stubborn.stdout.readline(), "ready\n")
-        done = procs.end_processes([stubborn.pid, obedient.pid], grace=1.0)
+        done = procs.end_processes([stubborn.pid, obedient.pid], grace=0.5)
         self.assertEqual(done["terminated"], sorted([obedient.pid, stubborn.pid]))
         self.assertEqual(done["killed"], [stubborn.pid])
         self.assertEqual(done["survivors"], [])
@@ -65,7 +65,7 @@ class EndProcessesTest(unittest.TestCase):
         stubborn = self.start(sys.executable, "-c", WATCHER, "stubborn")
         self.assertEqual(plain.stdout.readline() + stubborn.stdout.readline(), "ready\n" * 2)
         owned = {plain.pid: plain, stubborn.pid: stubborn}
-        procs.end_processes([plain.pid, stubborn.pid], grace=1.0, owned=owned)
+        procs.end_processes([plain.pid, stubborn.pid], grace=0.5, owned=owned)
         # Reaped through Popen, which saw how each ended; a bare waitpid would have
         # taken the status, and Popen would then say 0.
         self.assertEqual(plain.returncode, -signal.SIGTERM)
