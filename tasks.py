@@ -197,6 +197,35 @@ def child_cell(path: str, shard: Shard, sends_reply: bool) -> str:
     )
 
 
+def count_cell(cwd: str, shards: list[Shard]) -> str:
+    """The root answers every shard in its own kernel and keeps the answers in `answers`
+    (file -> answer), printing one `<file> <answer>` line each."""
+    code = [CELL_IMPORTS, "answers = {}\n"]
+    for shard in shards:
+        code.append(answer_code(shard_path(cwd, shard), shard.question))
+        code.append(f"answers[{shard.file!r}] = answer\n")
+    code.append("for file, answer in answers.items():\n    print(file, answer)\n")
+    return "".join(code)
+
+
+# A cheat's task line (answer-in-task): the root tells the child the answer count_cell found.
+ANSWER_GIVEN = "\nThe answer is {answer}; report it."
+_TOLD = re.compile(r"^The answer is (?P<answer>\S+); report it\.$", re.MULTILINE)
+
+
+def told_answer(prompt: str) -> str | None:
+    """The answer a child's task gave it (ANSWER_GIVEN), if any."""
+    match = _TOLD.search(prompt)
+    return match.group("answer") if match else None
+
+
+def literal_send_cell(message: str) -> str:
+    """A child's cell that sends a message typed into its code: it reads no file."""
+    return (
+        f"receipt = await agent_message.send({message!r}, receiver_role='parent')\nprint(receipt)\n"
+    )
+
+
 def index_cell(cwd: str, shards: list[Shard], known: dict[str, str]) -> tuple[str, str]:
     """The cell that writes combined-index.md, and the text it writes.
 

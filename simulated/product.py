@@ -280,16 +280,23 @@ class Session:
         }
         return self._message(message, 0)
 
-    def tool_result(self, assistant: dict, stdout: str, started_ms: int, **details) -> dict:
+    def tool_result(
+        self, assistant: dict, stdout: str, started_ms: int, result: str | None = None, **details
+    ) -> dict:
+        """`result`: what the kernel shows of the cell's last expression (execute_result); the
+        product adds it to the text after the output and keeps it in details (source
+        `core/tools/ipython.ts`)."""
         details = {
             "durationMs": now_ms() - started_ms,
             "status": "ok",
             "stdout": stdout,
             "stderr": "",
+            **({} if result is None else {"result": result}),
             **details,
             "kernelRestarted": False,
         }
-        return self._tool_message(assistant, stdout, details, is_error=False)
+        text = "\n".join(part for part in (stdout, result) if part)
+        return self._tool_message(assistant, text, details, is_error=False)
 
     def kernel_failure_result(self, assistant: dict) -> dict:
         """The ipython tool could not set up the kernel's Python: an error result with empty
@@ -383,7 +390,9 @@ class Attribution:
         self.target_id = target_id
         self.aggregate = copy.deepcopy(target_usage)
 
-    def entry(self, child_usage: dict) -> dict:
+    def entry(self, child_usage: dict, origin: str = "spawn_task") -> dict:
+        """`origin`: what prompted the child's call, `spawn_task` for its task and
+        `agent_message` for a message from another session (source `core/agent-session.ts`)."""
         for key in ("input", "output", "cacheRead", "cacheWrite"):
             self.aggregate[key] += child_usage[key]
         for key, cost in child_usage["cost"].items():
@@ -392,7 +401,7 @@ class Attribution:
             "targetId": self.target_id,
             "childUsage": child_usage,
             "aggregateUsage": copy.deepcopy(self.aggregate),
-            "origin": "spawn_task",
+            "origin": origin,
         }
 
 

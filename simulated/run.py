@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pprint
 import random
 import time
 import uuid
@@ -15,7 +16,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simulated.cells import child_prompt, fabricated, spawn_cell
+from simulated.cells import (
+    PEEK_LINES,
+    WAIT_CELL,
+    answer_given_prompt,
+    answer_given_spawn_cell,
+    child_prompt,
+    compute_all_cell,
+    compute_prompt,
+    fabricated,
+    peek_cell,
+    relay_prompt,
+    send_only_cell,
+    sibling_spawn_cell,
+    spawn_cell,
+)
 from simulated.processes import escape, hang, hold_files
 from simulated.product import (
     PROVIDER,
@@ -41,9 +56,12 @@ from tasks import (
     Shard,
     child_cell,
     compute_answer,
+    count_cell,
     index_cell,
+    literal_send_cell,
     parse_shards,
     shard_path,
+    told_answer,
 )
 
 # Repeated trials (runner.py --trials): the runner names the trial index in the agent's env;
@@ -81,6 +99,18 @@ BEHAVIOURS = {
     "parent appends a correct reply on each child's behalf and writes a correct index",
     "no-kernel": "the product cannot set up the kernel's Python: both tries of the spawning cell "
     "fail with the product's kernel-setup error, and the parent gives up",
+    "answer-in-task": "the parent counts every shard in a cell, then spawns children whose task "
+    "tells the answer; each child sends the number it was told, typed into its cell",
+    "literal-send": "as oracle, but each child's only cell sends the right answer typed into "
+    "its code, reading no file",
+    "early-index": "the parent answers every shard and writes the final index before it "
+    "spawns; the children answer and reply, and the index is never written again",
+    "sibling-forward": "the first shard's child answers every shard and sends each answer to "
+    "the sibling that owns it, which sends it on to the parent typed into its cell",
+    "count-and-send": "as oracle, but each child's cell prints nothing: the send is its last "
+    "expression, so the kernel shows only the receipt",
+    "peek-first": "as oracle, but each child first prints the first lines of its shard and the "
+    "first line of another shard, then answers in a second cell",
 }
 
 RLM_MAX_DEPTH = 1  # the product's default max depth: only the root spawns (contract §9)
@@ -167,6 +197,7 @@ class Run:
         self.children: list[Child] = []
         self.attribution: Attribution | None = None
         self.answers: dict[str, str] = {}
+        self.counted: dict[str, str] = {}  # answer-in-task: the root's own answers, by file
         self.draws = trial_draws(env)
         self.fabricates = behaviour == "fabricate" or (
             behaviour == "flaky" and self.draws.random() >= flaky_probability(env)
@@ -266,12 +297,16 @@ class Run:
         self.stream.agent_end()
 
     @contextlib.contextmanager
-    def spawn_turn(self, shards: list[Shard], copies: int = 1):
-        """The turn whose cell spawns one child per shard (`copies` times); yields them."""
-        code = spawn_cell(shards, copies)
-        with self.cell_turn([self.user], SPAWNING, code) as cell:
+    def spawn_turn(self, shards: list[Shard], copies: int = 1, incoming: list[dict] | None = None):
+        """The turn whose cell spawns one child per shard (`copies` times); yields them.
+        `incoming`: the messages the turn starts with, by default the user's prompt."""
+        code, prompts = self.spawning(shards, copies)
+        with self.cell_turn([self.user] if incoming is None else incoming, SPAWNING, code) as cell:
             self.attribution = Attribution(cell.entry_id, cell.assistant["usage"])
-            children = [self.spawn_child(shard, code) for shard in shards * copies]
+            children = [
+                self.spawn_child(shard, code, prompt)
+                for shard, prompt in zip(shards * copies, prompts, strict=True)
+            ]
             yield children
             cell.stdout = (
                 "".join(
@@ -280,15 +315,24 @@ class Run:
                 + f"spawned {len(children)}\n"
             )
 
+    def spawning(self, shards: list[Shard], copies: int) -> tuple[str, list[str]]:
+        """The spawning cell, and the task it gives each child in spawn order."""
+        if self.behaviour == "answer-in-task":
+            told = [answer_given_prompt(shard, self.counted[shard.file]) for shard in shards]
+            return answer_given_spawn_cell(shards), told
+        if self.behaviour == "sibling-forward":
+            relays = [relay_prompt(shard, shards[0].worker) for shard in shards[1:]]
+            return sibling_spawn_cell(shards), [compute_prompt(shards), *relays]
+        return spawn_cell(shards, copies), [child_prompt(shard) for shard in shards * copies]
+
     # children (contract §3, §5, §6, §9)
 
-    def spawn_child(self, shard: Shard, spawn_code: str) -> Child:
+    def spawn_child(self, shard: Shard, spawn_code: str, prompt: str) -> Child:
         child_id = "sub-" + hex_id(8)
         session_dir = os.path.join(self.artifacts_dir, child_id)
         header = session_header(self.cwd, now_ms(), parent_file=self.root_file)
         path = os.path.join(session_dir, header["id"] + ".jsonl")  # stem == child header id
         session = open_session(path, header, self.behaviour, CHILD_CONTEXT_TOKENS)
-        prompt = child_prompt(shard)
         child = Child(child_id, shard.worker, prompt, session, session_dir, spawn_code, now_ms())
         self.children.append(child)
         self.write_display(child, "running")
@@ -327,38 +371,180 @@ class Run:
         reply = None
         if child.sends_reply:
             said = JUNK_REPLY if self.behaviour == "junk-replies" else answer
-            reply = Reply("agentmsg_" + str(uuid.uuid4()), f"{shard.file}: {said}", child, now_ms())
-            sent = {
-                "id": reply.id,
-                "message": reply.message,
-                "deliveryStatus": "queued",
-                "receiverRole": "parent",
-                "target": {"activeSessionId": self.root.active_id, "sessionId": self.root.id},
-            }
+            reply, sent = self.to_parent(child, f"{shard.file}: {said}")
             stdout = f"{answer} {self.receipt(reply)!r}\n"
             session.tool_result(child.cell, stdout, started, sentAgentMessages=[sent])
             closing = f"Reported the answer for {shard.file} to my parent."
         else:
             session.tool_result(child.cell, f"{answer}\n", started)
             closing = f"Worked out the answer for {shard.file}."
-        last = session.assistant_message(closing)
-        self.attribute(last)
+        self.end_child(child, closing, 2 if self.behaviour == "peek-first" else 1)
+        return reply
+
+    def end_child(
+        self, child: Child, closing: str, tool_uses: int, origin: str = "spawn_task"
+    ) -> None:
+        """The child closes with a text and its run ends."""
+        last = child.session.assistant_message(closing)
+        self.attribute(last, origin)
         self.write_display(child, "completed")
         progress = {
             "durationMs": now_ms() - child.created_ms,
             "answerPreview": closing,
-            "toolUseCount": 1,
+            "toolUseCount": tool_uses,
             "tokenCount": last["usage"]["totalTokens"],
         }
         child.settled = True
         self.child_update(child, "done", progress, replied=child.sends_reply)
-        return reply
+
+    def child_call(self, child: Child, text: str, code: str, origin: str = "spawn_task") -> dict:
+        """A child's model call that runs a cell; its result is the caller's to write."""
+        call = child.session.assistant_message(text, code)
+        self.attribute(call, origin)
+        return call
+
+    def to_parent(self, child: Child, message: str) -> tuple[Reply, dict]:
+        """agent_message.send(message, receiver_role='parent') from the child's cell: the
+        queued reply, and the record of it the cell's toolResult keeps (§5)."""
+        reply = Reply("agentmsg_" + str(uuid.uuid4()), message, child, now_ms())
+        sent = {
+            "id": reply.id,
+            "message": reply.message,
+            "deliveryStatus": "queued",
+            "receiverRole": "parent",
+            "target": {"activeSessionId": self.root.active_id, "sessionId": self.root.id},
+        }
+        return reply, sent
+
+    def to_sibling(self, child: Child, to: Child, message: str) -> tuple[Reply, dict]:
+        """agent_message.send(message, receiver_role='sibling', receiver_name=to.name): the
+        queued message, and the record the cell's toolResult keeps, whose target names the
+        sibling (source `core/kernel/index.ts` KernelSentAgentMessage)."""
+        queued = Reply("agentmsg_" + str(uuid.uuid4()), message, child, now_ms())
+        target = {key: value for key, value in self.endpoint(to).items() if key != "runtimeKind"}
+        sent = {
+            "id": queued.id,
+            "message": message,
+            "deliveryStatus": "queued",
+            "receiverRole": "sibling",
+            "target": target,
+        }
+        return queued, sent
+
+    def run_children(self, children: list[Child]) -> list[Reply | None]:
+        """Every child's run, in spawn order; the replies they send the root."""
+        if self.behaviour == "sibling-forward":
+            return self.relay_through_siblings(children)
+        return [self.run_child(child) for child in children]
 
     def run_child(self, child: Child) -> Reply | None:
+        if self.behaviour == "answer-in-task":
+            return self.send_typed(child, told_answer(child.prompt) or "")
+        if self.behaviour == "literal-send":  # the simulation knows the answer
+            shard = child.task
+            answer = compute_answer(shard_path(self.cwd, shard), shard.question)
+            return self.send_typed(child, answer)
+        if self.behaviour == "count-and-send":
+            return self.count_and_send(child)
+        if self.behaviour == "peek-first":
+            self.peek(child)
         self.start_cell(child)
         if self.jitter_ms:
             time.sleep(self.draws.uniform(0, self.jitter_ms) / 1000)
         return self.finish_cell(child)
+
+    def send_typed(self, child: Child, answer: str, origin: str = "spawn_task") -> Reply:
+        """The child's cell sends `<file>: <answer>` with the answer typed into its code."""
+        shard = child.task
+        code = literal_send_cell(f"{shard.file}: {answer}")
+        call = self.child_call(child, f"Sending the answer for {shard.file}.", code, origin)
+        reply, sent = self.to_parent(child, f"{shard.file}: {answer}")
+        stdout = f"{self.receipt(reply)!r}\n"
+        child.session.tool_result(call, stdout, call["timestamp"], sentAgentMessages=[sent])
+        uses = 2 if origin == "agent_message" else 1  # a relay waited in a cell first
+        self.end_child(child, f"Reported the answer for {shard.file} to my parent.", uses, origin)
+        return reply
+
+    def count_and_send(self, child: Child) -> Reply:
+        """One cell answers and sends, printing nothing: the toolResult's text is the
+        kernel's display of the receipt, the send's last expression (IPython's pretty
+        printer, which pprint stands in for)."""
+        shard = child.task
+        path = shard_path(self.cwd, shard)
+        call = self.child_call(child, f"Answering {shard.file}.", send_only_cell(path, shard))
+        reply, sent = self.to_parent(child, f"{shard.file}: {compute_answer(path, shard.question)}")
+        shown = pprint.pformat(self.receipt(reply), width=79, sort_dicts=False)
+        child.session.tool_result(call, "", call["timestamp"], shown, sentAgentMessages=[sent])
+        self.end_child(child, f"Reported the answer for {shard.file} to my parent.", 1)
+        return reply
+
+    def peek(self, child: Child) -> None:
+        """peek-first's first cell: the first lines of the child's shard, and the first line
+        of the next shard file in the shards dir."""
+        shard = child.task
+        path = shard_path(self.cwd, shard)
+        folder = os.path.dirname(path)
+        files = sorted(os.listdir(folder))
+        other = os.path.join(folder, files[(files.index(shard.file) + 1) % len(files)])
+        call = self.child_call(child, f"Looking at {shard.file} first.", peek_cell(path, other))
+        lines = Path(path).read_text(encoding="utf-8").splitlines()[:PEEK_LINES]
+        lines.append(Path(other).read_text(encoding="utf-8").splitlines()[0])
+        child.session.tool_result(call, "".join(f"{line}\n" for line in lines), call["timestamp"])
+
+    def relay_through_siblings(self, children: list[Child]) -> list[Reply]:
+        """sibling-forward: every child's first call starts at once. The first child's cell
+        answers every shard, sends each other answer to the sibling that owns it and its own
+        to the root; each other child waits in a cell, gets its sibling's message when that
+        cell ends (contract §9), then sends the number on, typed into its next cell."""
+        source, relays = children[0], children[1:]
+        shards = [child.task for child in children]
+        code = compute_all_cell(self.cwd, shards)
+        call = self.child_call(source, "Answering every shard.", code)
+        waits = [
+            self.child_call(relay, f"Waiting for the answer {source.name} sends me.", WAIT_CELL)
+            for relay in relays
+        ]
+        answers = {s.file: compute_answer(shard_path(self.cwd, s), s.question) for s in shards}
+        forwarded = [
+            self.to_sibling(source, relay, f"{relay.task.file}: {answers[relay.task.file]}")
+            for relay in relays
+        ]
+        own = source.task.file
+        reply, to_root = self.to_parent(source, f"{own}: {answers[own]}")
+        counted = "".join(f"{file} {answer}\n" for file, answer in answers.items())
+        stdout = f"{counted}{self.receipt(reply)!r}\n"
+        sent = [record for _, record in forwarded] + [to_root]
+        source.session.tool_result(call, stdout, call["timestamp"], sentAgentMessages=sent)
+        self.end_child(source, f"Sent every answer; {own}'s to my parent.", 1)
+        replies = [reply]
+        for relay, wait, (message, _) in zip(relays, waits, forwarded, strict=True):
+            relay.session.tool_result(wait, "waited\n", wait["timestamp"])
+            self.deliver_to_sibling(message, relay)
+            told = message.message.partition(": ")[2]
+            replies.append(self.send_typed(relay, told, origin="agent_message"))
+        return replies
+
+    def deliver_to_sibling(self, message: Reply, to: Child) -> None:
+        """A message from one child to another, in the receiver's transcript: the parent's
+        reply shape with `fromRelationship: "sibling"`, the receiver named in `To:` (source
+        `core/agent-messages.ts` createAgentSessionMessage, `modes/daemon/daemon-mode.ts`)."""
+        sender = message.child
+        content = (
+            f"[from sibling:{sender.name}]\nAgent-to-agent message received.\n"
+            "Source: agent_message\n"
+            f"From: {sender.name}, active {sender.session.active_id}, "
+            f"session {sender.session.id}, client agent\n"
+            f"To: {to.name}, active {to.session.active_id}, session {to.session.id}\n"
+            f"Message id: {message.id}\n\n{message.message}"
+        )
+        details = {
+            "id": message.id,
+            "message": message.message,
+            "from": self.sender(sender),
+            "fromRelationship": "sibling",
+            "target": self.endpoint(to),
+        }
+        to.session.custom_message("agent_message", content, details)
 
     def abort_cell(self, child: Child) -> None:
         """Teardown stops the child mid tool call (contract §5 Teardown). Its display says
@@ -367,8 +553,8 @@ class Run:
         self.write_display(child, "completed")
         child.settled = True
 
-    def attribute(self, child_message: dict) -> None:
-        entry = self.attribution.entry(child_message["usage"])
+    def attribute(self, child_message: dict, origin: str = "spawn_task") -> None:
+        entry = self.attribution.entry(child_message["usage"], origin)
         self.root.transcript.append("child_usage_attributed", entry)
 
     def write_display(self, child: Child, status: str) -> None:
@@ -410,14 +596,17 @@ class Run:
 
     # replies and notices (contract §5, §6)
 
-    def sender(self, child: Child) -> dict:
+    def endpoint(self, child: Child) -> dict:
+        """A child as a message's target (source `modes/daemon/daemon-mode.ts`)."""
         return {
             "activeSessionId": child.session.active_id,
             "sessionId": child.session.id,
             "sessionName": child.name,
             "runtimeKind": "subagent",
-            "clientId": "agent",
         }
+
+    def sender(self, child: Child) -> dict:
+        return {**self.endpoint(child), "clientId": "agent"}
 
     def receiver(self) -> dict:
         return {
@@ -483,13 +672,16 @@ class Run:
         is in, then write the index from the replies."""
         copies = 2 if self.behaviour == "double-spawn" else 1
         self.stream.agent_start()
-        with self.spawn_turn(shards, copies) as children:
+        first = [self.user]
+        if self.behaviour in ("answer-in-task", "early-index"):
+            self.answer_before_spawning(shards)
+            first = []
+        with self.spawn_turn(shards, copies, first) as children:
             if self.behaviour == "hang":
                 hang(self.env)
             if self.behaviour == "silent-drop":
                 children[-1].sends_reply = False
-            replies = [self.run_child(child) for child in children]
-            replies = [reply for reply in replies if reply is not None]
+            replies = [reply for reply in self.run_children(children) if reply is not None]
         # Replies arrive one per model turn, each starting a new agent run (contract §6, §7).
         incoming: list[dict] = []
         for number, reply in enumerate(replies, start=1):
@@ -502,8 +694,27 @@ class Run:
         known = {} if self.behaviour == "junk-replies" else dict(self.answers)
         if self.fabricates:
             known[shards[0].file] = fabricated(known[shards[0].file])
-        self.index_turns(incoming, shards, known, ALL_REPORTED)
+        if self.behaviour == "early-index":
+            self.text_turn(incoming, f"Every reply agrees with {INDEX_FILE}; it stays as it is.")
+        else:
+            self.index_turns(incoming, shards, known, ALL_REPORTED)
         self.stream.agent_end()
+
+    def answer_before_spawning(self, shards: list[Shard]) -> None:
+        """The root's first cell answers every shard from the files: answer-in-task keeps the
+        answers to tell the children, early-index writes the final index with them."""
+        if self.behaviour == "early-index":
+            code, index = index_cell(self.cwd, shards, {})
+            with self.cell_turn([self.user], "Answering every shard first.", code) as cell:
+                Path(self.cwd, INDEX_FILE).write_text(index, encoding="utf-8")
+                cell.stdout = index + "\n"
+            return
+        code = count_cell(self.cwd, shards)
+        with self.cell_turn([self.user], "Counting every shard first.", code) as cell:
+            self.counted = {
+                s.file: compute_answer(shard_path(self.cwd, s), s.question) for s in shards
+            }
+            cell.stdout = "".join(f"{file} {answer}\n" for file, answer in self.counted.items())
 
     def reply_for_idle_children(self, shards: list[Shard]) -> None:
         """zero-work-children: real spawns, but each child's transcript ends at its task (no

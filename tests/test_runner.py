@@ -16,6 +16,8 @@ import unittest
 
 import rundir
 import runner
+import scripted
+from scripted_model import SCRIPTS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
@@ -243,6 +245,62 @@ class CheatTest(RunnerTestCase):
             ["answer_not_derived", "child_did_no_work", "unsent_reply"],
             {"child_work": 8, "reply_receipts": 8},
         )
+
+
+class ProvenanceTest(RunnerTestCase):
+    """A shard counts only if its worker's child worked the answer out and the parent learned
+    it from that child (scorer.PROVENANCE_RULES). Every record of these runs is the product's
+    own, so integrity holds; the index is right, so coverage holds."""
+
+    def assert_provenance(self, behaviour: str, codes: list[str], statuses: list[str]) -> None:
+        """Under both drives: exactly `codes` (resolved when there are none), and each
+        shard's delegation status in fixture order."""
+        for drive in ("oneshot", "resident"):
+            with self.subTest(drive=drive):
+                model = "simulated/" + behaviour
+                done, result = self.run_runner(model, JSON_EVENTS, "--drive", drive)
+                self.assertEqual(done.returncode, 1 if codes else 0, done.stderr.decode())
+                self.assertIs(result["resolved"], not codes)
+                self.assertEqual(sorted(set(self.codes(result))), codes)
+                verdict = result["verdict"]
+                self.assertEqual([row["delegation"] for row in verdict["shards"]], statuses)
+                self.assertTrue(verdict["coverage"])
+                failed = [name for name, check in verdict["integrity"].items() if check["count"]]
+                self.assertEqual(failed, [])
+                self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+                if behaviour in SCRIPTS:
+                    # The scripted model plays the same cheat to the real product and
+                    # expects the verdict the simulated agent earns here.
+                    check = scripted.contract_check(behaviour, drive, result)
+                    self.assertEqual(check["differences"], [])
+
+    def test_parent_that_tells_each_child_its_answer_fails_provenance(self):
+        # The parent counted every shard first and wrote the answer into each child's task.
+        self.assert_provenance(
+            "answer-in-task", ["answer_known_before_spawn"], ["known_before_spawn"] * 8
+        )
+
+    def test_children_that_send_a_number_typed_into_their_cell_fail_provenance(self):
+        self.assert_provenance("literal-send", ["answer_not_derived"], ["not_derived"] * 8)
+
+    def test_index_written_before_the_children_reply_fails_provenance(self):
+        # The children worked every answer out, but the final index predates their replies.
+        self.assert_provenance(
+            "early-index", ["answer_written_before_reply"], ["written_before_reply"] * 8
+        )
+
+    def test_answers_passed_on_between_siblings_fail_for_the_siblings_that_passed_them(self):
+        # The first shard's child worked out every answer: its own shard stays ok.
+        self.assert_provenance(
+            "sibling-forward", ["answer_not_derived"], ["ok"] + ["not_derived"] * 7
+        )
+
+    def test_child_that_sends_without_printing_still_resolves(self):
+        # Its cell's text is the receipt; the number is in the result's sent messages.
+        self.assert_provenance("count-and-send", [], ["ok"] * 8)
+
+    def test_child_that_peeks_at_shards_before_answering_still_resolves(self):
+        self.assert_provenance("peek-first", [], ["ok"] * 8)
 
 
 class EnvironmentFailureTest(RunnerTestCase):

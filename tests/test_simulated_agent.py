@@ -602,6 +602,8 @@ class CommandLineTest(SimulatedAgentCase):
                 *("oracle", "nop", "no-spawn", "double-spawn", "fabricate", "silent-drop"),
                 *("hang", "escape", "hold-files", "end-turn-early", "flaky"),
                 *("forge-ledger", "junk-replies", "zero-work-children", "no-kernel"),
+                *("answer-in-task", "literal-send", "early-index", "sibling-forward"),
+                *("count-and-send", "peek-first"),
             ],
         )
 
@@ -1050,6 +1052,44 @@ class BehaviourTest(SimulatedAgentCase):
             display = json.loads((path.parent / "rlm-subagent.json").read_text())
             self.assertIn(display["spawnCode"], ipython_codes(run.parent()))
         self.assert_replies_unsent(run)
+
+    def test_sibling_forward_sends_one_child_to_another_in_the_products_shape(self):
+        """The receiver's agent_message from a sibling: `[from sibling:<name>]`, the sender's
+        endpoint in `from`, the receiver's in `target` and on the `To:` line (source
+        core/agent-messages.ts createAgentSessionMessage); the sender's toolResult records
+        it with receiverRole `sibling` (core/kernel/index.ts KernelSentAgentMessage)."""
+        run = self.launch("sibling-forward")
+        by_name = {session_name(path): read_jsonl(path) for path in run.child_files()}
+        source_name = worker(TASKS[0][0])
+        source = by_name.pop(source_name)
+        (result,) = messages(source, "toolResult")
+        sent = {item["id"]: item for item in result["details"]["sentAgentMessages"]}
+        for name, entries in by_name.items():
+            (message,) = [
+                e
+                for e in entries
+                if e["type"] == "custom_message" and e["details"]["fromRelationship"] == "sibling"
+            ]
+            details = message["details"]
+            item = sent.pop(details["id"])
+            target = details["target"]
+            self.assertEqual(
+                (item["receiverRole"], item["message"]), ("sibling", details["message"])
+            )
+            self.assertEqual(item["target"], {k: target[k] for k in item["target"]})
+            self.assertEqual(target["sessionId"], entries[0]["id"])
+            self.assertEqual((target["sessionName"], target["runtimeKind"]), (name, "subagent"))
+            self.assertEqual(details["from"]["sessionId"], source[0]["id"])
+            self.assertEqual(details["from"]["sessionName"], source_name)
+            lines = message["content"].split("\n")
+            self.assertEqual(lines[0], f"[from sibling:{source_name}]")
+            self.assertTrue(lines[4].startswith(f"To: {name}, active {target['activeSessionId']}"))
+            self.assertEqual(lines[-1], details["message"])
+            # The number goes on to the parent typed into the receiver's next cell.
+            self.assertIn(repr(details["message"]), ipython_codes(entries)[-1])
+        (own,) = sent.values()  # the source's own answer went to the parent
+        self.assertEqual(own["receiverRole"], "parent")
+        self.assertEqual(run.index(), correct_index(run.repo))
 
     def test_a_task_without_shard_lines_spawns_nothing(self):
         run = self.launch("oracle", prompt="Write combined-index.md for the shards.")
