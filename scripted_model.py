@@ -17,6 +17,8 @@ report for it under each drive, which scripted.contract_check() compares a resul
 
 Children answer their shard's question for real, with the cell the simulated agent writes
 (tasks.child_cell): the question phrasings live in the task language, tasks.py, and only there.
+The scripts that cheat on provenance are the exception: their children send a number typed
+into their cell (tasks.literal_send_cell), one they were told or one the model worked out.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ MAX_TOKENS = 8192
 INDEX_FILE = tasks.INDEX_FILE
 SPAWN_MARKER = "# scripted model: spawn one child per shard"
 INDEX_MARKER = "# scripted model: write combined-index.md"
+COUNT_MARKER = "# scripted model: count every shard before spawning"
 # A poll cell keeps a one-shot parent's turn alive (contract §9) and reports how many children
 # still run, so the parent can end its turn when none does: terminal notices are delivered
 # only when the parent goes idle (contract §6), and the one-shot CLI carries on through them.
@@ -142,6 +145,23 @@ SCRIPTS = {
             "once no child runs, gets the notice and writes that shard as MISSING",
             Outcome(False, frozenset({"wrong_answer"}), last_shard_missing=True),
             Outcome(False, frozenset({"wrong_answer"}), last_shard_missing=True),
+        ),
+        # Cheats on provenance (scorer.PROVENANCE_RULES): a right index, real children that
+        # really reply, and no answer that a child worked out.
+        Script(
+            "answer-in-task",
+            "the parent counts every shard in one cell, then spawns one child per shard whose "
+            "task tells it the answer; each child sends the number it was told, typed into "
+            "its cell, and the parent writes the index from the replies",
+            Outcome(False, frozenset({"answer_known_before_spawn"})),
+            Outcome(False, frozenset({"answer_known_before_spawn"})),
+        ),
+        Script(
+            "literal-send",
+            "as fanout, but each child's only cell sends its shard's answer typed into its "
+            "code: the model read the file itself, the cell reads nothing",
+            Outcome(False, frozenset({"answer_not_derived"})),
+            Outcome(False, frozenset({"answer_not_derived"})),
         ),
     )
 }
@@ -257,9 +277,11 @@ def shard_results(shards: list[tasks.Shard], user_texts: tuple[str, ...]) -> dic
 # --- the parent's moves ------------------------------------------------------------------------
 
 
-def spawn_cell(shards: list[tasks.Shard], tries: int) -> str:
+def spawn_cell(shards: list[tasks.Shard], tries: int, told: bool = False) -> str:
     """One cell that spawns every shard's worker (contract §9); with tries=2 each name twice,
-    where the product refuses the second spawn of a name: the cell prints why and goes on."""
+    where the product refuses the second spawn of a name: the cell prints why and goes on.
+    With `told`, each task ends with the answer the count cell left in the kernel's
+    `answers` (tasks.ANSWER_GIVEN)."""
     rows = "".join(
         f"    ({n}, {s.file!r}, {s.worker!r}, {s.question!r}),\n" for n, s in enumerate(shards, 1)
     )
@@ -270,15 +292,21 @@ def spawn_cell(shards: list[tasks.Shard], tries: int) -> str:
             "    except Exception as error:\n"
             "        print('spawn refused:', worker, error)\n"
         )
+    constants = f"CHILD_PROMPT = {CHILD_PROMPT!r}\n"
+    tell = ""
+    if told:
+        constants += f"ANSWER_GIVEN = {tasks.ANSWER_GIVEN!r}\n"
+        tell = "    prompt += ANSWER_GIVEN.format(answer=answers[file])\n"
     return (
         f"{SPAWN_MARKER}\n"
-        f"CHILD_PROMPT = {CHILD_PROMPT!r}\n"
+        f"{constants}"
         f"tasks = [\n{rows}]\n"
         "handles = []\n"
         f"for number, file, worker, question in {' + '.join(['tasks'] * tries)}:\n"
         "    prompt = CHILD_PROMPT.format(\n"
         "        number=number, count=len(tasks), file=file, worker=worker, question=question\n"
         "    )\n"
+        f"{tell}"
         f"    {spawn}"
         "print('spawned', [(h.name, h.rlm_child_id) for h in handles])\n"
     )
@@ -311,9 +339,14 @@ def parent_turn(script: str, request: ModelRequest) -> Turn:
     if script == "no-spawn":
         code = self_answer_cell(cwd, shards)
         return Turn("count_shards_and_write_index", "Answering every shard myself.", code)
+    told = script == "answer-in-task"
+    if told and not any(COUNT_MARKER in cell for cell in request.cells):
+        code = f"{COUNT_MARKER}\n{tasks.count_cell(cwd, shards)}"
+        return Turn("count_shards", "Counting every shard before spawning.", code)
     if not any(SPAWN_MARKER in cell for cell in request.cells):
         tries = 2 if script == "double-spawn" else 1
-        return Turn("spawn_children", "Spawning one child per shard.", spawn_cell(shards, tries))
+        code = spawn_cell(shards, tries, told)
+        return Turn("spawn_children", "Spawning one child per shard.", code)
     results = shard_results(shards, request.user_texts)
     if len(results) == len(shards):
         text = f"All {len(shards)} shards are accounted for; writing the index."
@@ -343,6 +376,13 @@ def child_turn(script: str, request: ModelRequest) -> Turn:
     if request.has_assistant:
         return Turn("closing_text", f"Reported {shard.file} to the parent.", **named)
     path = tasks.shard_path(working_dir(request), shard)
+    if script == "answer-in-task":  # sends what it was told
+        code = tasks.literal_send_cell(f"{shard.file}: {tasks.told_answer(task)}")
+        return Turn("send_told_answer", f"Reporting {shard.file} as told.", code, **named)
+    if script == "literal-send":  # the model worked the answer out where no tool shows it
+        answer = tasks.compute_answer(path, shard.question)
+        code = tasks.literal_send_cell(f"{shard.file}: {answer}")
+        return Turn("send_typed_answer", f"Reporting {shard.file}.", code, **named)
     code = tasks.child_cell(path, shard, sends_reply=True)
     return Turn("count_and_reply", f"Answering for {shard.file}.", code, **named)
 

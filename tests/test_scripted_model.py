@@ -33,7 +33,7 @@ from artifacts import collect
 from fixture import load_manifest
 from scorer import score
 from scripted_model import ScriptedModelServer, decide, read_request
-from tasks import Shard, parse_shards
+from tasks import ANSWER_GIVEN, Shard, parse_shards, told_answer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = [os.path.join(ROOT, "fixtures", name) for name in ("json-events", "csv-metrics")]
@@ -118,8 +118,13 @@ def spawned(script: str = "fanout") -> list[dict]:
     return [assistant("Spawning one child per shard.", code), tool("spawned [...]\n")]
 
 
-def child_body(script: str, shard: dict, number: int, count: int, cwd: str, later=()) -> dict:
+def child_body(
+    script: str, shard: dict, number: int, count: int, cwd: str, later=(), told: str = ""
+) -> dict:
+    """A child's request; `told`: the answer its task gives it (answer-in-task)."""
     task = scripted_model.CHILD_PROMPT.format(number=number, count=count, **shard)
+    if told:
+        task += ANSWER_GIVEN.format(answer=told)
     log = f"/runs/r1/session-artifacts/{PARENT_ID}/sub-0433f012/{shard['worker']}.jsonl"
     system = {"role": "system", "content": system_prompt(cwd, log, 1)}
     return body(script, [system, user(f"[task from parent]\n\n{task}"), *later])
@@ -402,8 +407,57 @@ class ParentScriptTest(unittest.TestCase):
         for shard in manifest():
             self.assertIn(f"- {shard['file']}: {shard['expected']}\n", text)
 
+    def test_answer_in_task_counts_every_shard_then_tells_each_child_its_answer(self):
+        count = decide(read_request(parent_body("answer-in-task", [])))
+        self.assertEqual(count.decision, "count_shards")
+        self.assertNotIn("rlm(", count.code)
+        kernel = run_cell(count.code, {})
+        counted = [assistant("Counting", count.code), tool("...\n")]
+        spawn = decide(read_request(parent_body("answer-in-task", counted)))
+        self.assertEqual(spawn.decision, "spawn_children")
+        rlm = FakeRlm()
+        run_cell(spawn.code, {**kernel, "rlm": rlm})  # the kernel keeps the count's `answers`
+        shards = manifest()
+        self.assertEqual(rlm.names, [shard["worker"] for shard in shards])
+        for (_, prompt), shard in zip(rlm.attempts, shards, strict=True):
+            [task_line] = parse_shards(prompt)
+            self.assertEqual(task_line.file, shard["file"])
+            self.assertEqual(told_answer(prompt), str(shard["expected"]))
+        # The replies then make the index, as in fanout.
+        replies = [reply(s["worker"], f"{s['file']}: {s['expected']}") for s in shards]
+        later = [*counted, assistant("Spawning", spawn.code), tool("spawned\n"), *replies]
+        turn = decide(read_request(parent_body("answer-in-task", later)))
+        self.assertEqual(turn.decision, "write_index")
+
 
 class ChildScriptTest(unittest.TestCase):
+    def assert_sends_typed(self, code: str, message: str) -> None:
+        """The cell sends `message` to the parent, typed into its code, and reads no file."""
+        self.assertIn(repr(message), code)
+        for reading in ("read_text", "open(", "Path("):
+            self.assertNotIn(reading, code)
+        agent_message = FakeAgentMessage()
+        run_cell(code, {"agent_message": agent_message})
+        self.assertEqual(agent_message.sent, [(message, "parent")])
+
+    def test_answer_in_task_child_sends_the_number_its_task_gave_it(self):
+        shard = manifest()[0]
+        # Not the shard's answer: the child does not check what it was told.
+        request = child_body("answer-in-task", shard, 1, 8, FIXTURE, told="4242")
+        turn = decide(read_request(request))
+        self.assertEqual((turn.decision, turn.shard), ("send_told_answer", shard["file"]))
+        self.assert_sends_typed(turn.code, f"{shard['file']}: 4242")
+
+    def test_literal_send_child_types_its_shards_answer_into_a_cell_that_reads_nothing(self):
+        for fixture in FIXTURES:
+            shards = manifest(fixture)
+            for number, shard in enumerate(shards, 1):
+                with self.subTest(file=shard["file"]):
+                    request = child_body("literal-send", shard, number, len(shards), fixture)
+                    turn = decide(read_request(request))
+                    self.assertEqual(turn.decision, "send_typed_answer")
+                    self.assert_sends_typed(turn.code, f"{shard['file']}: {shard['expected']}")
+
     def test_child_cell_computes_its_shard_answer_from_the_file(self):
         for fixture in FIXTURES:
             shards = manifest(fixture)
@@ -542,6 +596,19 @@ class ContractCheckTest(unittest.TestCase):
         check = scripted.contract_check("fanout", "resident", hung)
         self.assertEqual(check["contract_check"], "fail")
         self.assertEqual(check["differences"][0], "the agent timed out")
+
+    def test_provenance_cheats_want_their_reason_under_both_drives(self):
+        cheats = {
+            "answer-in-task": "answer_known_before_spawn",
+            "literal-send": "answer_not_derived",
+        }
+        for script, code in cheats.items():
+            for drive in ("oneshot", "resident"):
+                with self.subTest(script=script, drive=drive):
+                    caught = scripted.contract_check(script, drive, result(False, [code]))
+                    self.assertEqual(caught["contract_check"], "pass")
+                    missed = scripted.contract_check(script, drive, result(True))
+                    self.assertEqual(missed["contract_check"], "fail")
 
     def test_an_unexpected_reason_fails(self):
         check = scripted.contract_check(
