@@ -1,6 +1,7 @@
 """The docs hold together: every contract citation in the code names a heading of
-docs/product-contract.md, no code points at a contract file outside the repo, and the
-relative links of README.md and docs/*.md lead to files that exist."""
+docs/product-contract.md, no code points at a contract file outside the repo, the
+relative links of README.md and docs/*.md lead to files that exist, and the README stays
+a guide: short, with CI's own test command, and a module map that matches the tree."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 INLINE_CODE = re.compile(r"`[^`]*`")
 # `[text](target)` or `![alt](target "title")`: the target up to a space or `)`.
 LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+[^)]*)?\)")
+
+README = "README.md"
+CI_SCRIPT = os.path.join(".ci", "run")
+# The README is a guide; the reference lives in docs/ (issue 14).
+README_MAX_LINES = 220
+MODULE_MAP = "## Module map"
+# A module map row: `| `name.py` | what it owns | what it may import |`.
+MAP_ROW = re.compile(r"^\|\s*`([^`]+\.py)`\s*\|")
 
 
 def tracked_python_files() -> list[str]:
@@ -76,6 +85,40 @@ def markdown_files() -> list[str]:
     if os.path.isdir(docs):
         files += sorted(f"docs/{name}" for name in os.listdir(docs) if name.endswith(".md"))
     return files
+
+
+def fenced_lines(text: str) -> list[str]:
+    """The lines inside fenced code blocks, stripped."""
+    fenced, lines = False, []
+    for line in text.splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        elif fenced:
+            lines.append(line.strip())
+    return lines
+
+
+def ci_commands() -> list[str]:
+    """The commands `.ci/run` runs after installing uv: its `uv run` lines."""
+    return [
+        line.strip() for line in read(CI_SCRIPT).splitlines() if line.strip().startswith("uv run ")
+    ]
+
+
+def section(text: str, heading: str) -> list[str]:
+    """The lines under `heading`, up to the next heading of the same or a higher level."""
+    lines = text.splitlines()
+    start = lines.index(heading) + 1
+    level = heading.split(" ", 1)[0]
+    end = next(
+        (
+            i
+            for i in range(start, len(lines))
+            if HEADING.match(lines[i]) and len(lines[i].split(" ", 1)[0]) <= len(level)
+        ),
+        len(lines),
+    )
+    return lines[start:end]
 
 
 class ContractCitations(unittest.TestCase):
@@ -144,6 +187,41 @@ class MarkdownLinks(unittest.TestCase):
                         broken.append(f"{relative}:{number}: {target}")
         if broken:
             self.fail("relative links to missing files:\n  " + "\n  ".join(broken))
+
+
+class ReadmeIsAGuide(unittest.TestCase):
+    def test_readme_is_at_most_220_lines(self):
+        count = len(read(README).splitlines())
+        self.assertLessEqual(count, README_MAX_LINES, "move reference text into docs/")
+
+    def test_readme_test_command_is_the_one_ci_runs(self):
+        readme = [line for line in fenced_lines(read(README)) if " -m unittest " in line]
+        ci = [line for line in ci_commands() if " -m unittest " in line]
+        self.assertEqual(len(ci), 1, ".ci/run should run one unittest command")
+        self.assertEqual(readme, ci)
+
+    def test_readme_gives_the_lint_commands_ci_runs(self):
+        ruff = [line for line in ci_commands() if " ruff " in line]
+        self.assertEqual(len(ruff), 2, ".ci/run should run ruff check and ruff format --check")
+        readme = fenced_lines(read(README))
+        for command in ruff:
+            with self.subTest(command=command):
+                self.assertIn(command, readme)
+
+    def test_module_map_names_every_top_level_and_simulated_module(self):
+        mapped = {
+            match.group(1)
+            for line in section(read(README), MODULE_MAP)
+            if (match := MAP_ROW.match(line))
+        }
+        tree = {
+            path
+            for path in tracked_python_files()
+            if "/" not in path or (path.startswith("simulated/") and path.count("/") == 1)
+        }
+        self.assertEqual(sorted(tree - mapped), [], "modules missing from the README's map")
+        gone = sorted(path for path in mapped if not os.path.isfile(os.path.join(ROOT, path)))
+        self.assertEqual(gone, [], "the README's map names modules that do not exist")
 
 
 if __name__ == "__main__":
