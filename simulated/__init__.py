@@ -9,3 +9,8 @@ Harness modules never import this package: only the tests and the simulated exec
 (tests/test_layout.py checks this). The one module it shares with the harness is the
 task language, tasks.py, which the fixture generator and the scripted model read too.
 """
+
+# Here rather than in product.py: the runner asks `agent.py --version` before every run, and
+# it answers before the rest of the package is imported (most of its start-up).
+APP_VERSION = "0.8.0"
+VERSION_LINE = f"prime-agent {APP_VERSION} (simulated)"

@@ -55,9 +55,15 @@ if __package__ in (None, ""):
     _HERE = os.path.join(_ROOT, "simulated")
     sys.path[:] = [_ROOT, *(p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE)]
 
+from simulated import VERSION_LINE
+
+if __name__ == "__main__" and sys.argv[1:] == ["--version"]:
+    print(VERSION_LINE)  # before the imports below: the runner asks before every run
+    sys.exit(0)
+
 from simulated.daemon import Daemon
 from simulated.processes import detach
-from simulated.product import VERSION_LINE, bind_worker_socket, log, worker_sessions_dir
+from simulated.product import bind_worker_socket, log, worker_sessions_dir
 from simulated.run import BEHAVIOURS, UsageError, behaviour_of, one_shot_run
 
 

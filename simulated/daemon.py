@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
+from simulated import APP_VERSION
 from simulated.product import (
     API,
-    APP_VERSION,
     PROVIDER,
     Child,
     Ledger,

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 
 from tasks import Shard, parse_shards
 
-APP_VERSION = "0.8.0"
-VERSION_LINE = f"prime-agent {APP_VERSION} (simulated)"
 PROVIDER = "simulated"
 API = "openai-completions"
 GIT = {"branch": "master"}  # the captured runs' repos were on master
