@@ -31,7 +31,7 @@ DAEMON_LOGGED_AS = {"oneshot": "supervisor", "resident": "daemon"}
 # SIGTERM, or a daemon never answers): the run waits out the whole grace, once after the
 # daemon's shutdown and once between SIGTERM and SIGKILL, so the tests keep it short. A
 # daemon still gets 0.5 s to answer shutdown: the one that never answers costs that.
-GRACE = ("--grace", "0.25")
+GRACE = ("--grace", "0.1")
 
 
 def process_gone(pid: int) -> bool:

@@ -199,7 +199,7 @@ class TrialsTest(RunSetCase):
         ]
         argv += ["--fixture", JSON_EVENTS, "--model", "simulated/hang", "--timeout", "60"]
         # The hanging trials' grandchildren ignore SIGTERM: each trial waits out its grace.
-        argv += ["--grace", "0.25"]
+        argv += ["--grace", "0.1"]
         runner = subprocess.Popen(
             [*argv, "--trials", "3", "--jobs", "2", "--run-set", set_dir],
             env=self.env,
