@@ -27,11 +27,21 @@ transcript size; time linear in input size.
     uv run --locked python bench.py                 # all scales (one to four minutes)
     uv run --locked python bench.py --scales 8,100  # a subset
     uv run --locked python bench.py --no-stream     # without the stdout stream
+    uv run --locked python bench.py --proxy         # the recording proxy instead (below)
+
+The recording proxy (--proxy; proxy.py): time to first byte of the scripted model, direct
+and through the proxy; the delay of each event of a paced SSE stream, from its send to its
+arrival, direct and through the proxy (goal: under 1 ms added at the median); and the
+proxy's CPU seconds while a fan-out's model calls flow through it (each child's calls and
+a root call per reply, the conversations growing as the product's do).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
+import http.client
 import json
 import os
 import resource
@@ -40,7 +50,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from fixture import MANIFEST
 from runpaths import RunPaths, display_file
@@ -239,6 +252,232 @@ def run_measurement(kind: str, payload: dict) -> dict:
     return json.loads(done.stdout)
 
 
+# --- the recording proxy (--proxy) --------------------------------------------------------------
+#
+# Three processes, so that none's threads wait on another's GIL: the upstreams (the scripted
+# model, and a paced stream that stamps each SSE event with its send time), the proxy, and
+# this one as the client. Time stamps are perf_counter, CLOCK_MONOTONIC on Linux, which every
+# process shares. The proxy's CPU is its own process's, from getrusage at start and at stop.
+
+PACED_EVENTS = 50  # SSE events per paced stream, each its own chunk
+PACED_GAP_S = 0.002  # between two events of a paced stream
+PROXY_CALLS_PER_CHILD = 3
+PROXY_CLIENTS = 64  # requests in flight at once during the load
+SYSTEM_PROMPT_BYTES = 6_000  # about the product's RLM system prompt with its skills
+SHARD_LINE_BYTES = 90  # one line of the root's task per shard
+REPLY_BYTES = 400  # a child's reply as the root's conversation carries it
+CELL_BYTES = 1_200  # a child's cell and its output, per earlier call
+
+
+class PacedStream(BaseHTTPRequestHandler):
+    """An SSE stream of `events` chat chunks `gap` seconds apart, each stamped `t`."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response_only(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for index in range(request["events"]):
+            if index:
+                time.sleep(request["gap"])
+            chunk = {"id": "chatcmpl-paced", "choices": [], "t": time.perf_counter()}
+            event = f"data: {json.dumps(chunk)}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.write(b"5\r\ndata:\r\n0\r\n\r\n")
+
+
+def serve_main(argv: list[str]) -> int:
+    """`--serve upstream` or `--serve proxy ROUTES`: prints its addresses and CPU seconds so
+    far as one JSON line, serves until stdin closes, then prints its CPU seconds again."""
+    from proxy import RecordingProxy
+    from scripted_model import ScriptedModelHandler, ScriptedModelServer
+
+    # The scripted model writes a reply's headers and body in two sends on a socket that
+    # keeps Nagle's algorithm: a client that delays its ACK then gets the body 40 ms late,
+    # which would hide the proxy's own cost in the time to the last byte.
+    ScriptedModelHandler.disable_nagle_algorithm = True
+
+    def cpu_s() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    with contextlib.ExitStack() as stack:
+        if argv[0] == "upstream":
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="sf-bench-"))
+            model = stack.enter_context(ScriptedModelServer(os.path.join(tmp, "model-log.jsonl")))
+            paced = ThreadingHTTPServer(("127.0.0.1", 0), PacedStream)
+            paced.daemon_threads = True
+            threading.Thread(target=paced.serve_forever, daemon=True).start()
+            stack.callback(paced.server_close)
+            stack.callback(paced.shutdown)
+            paced_url = f"http://127.0.0.1:{paced.server_address[1]}/v1"
+            ready = {"scripted": model.base_url, "paced": paced_url}
+        else:
+            recorder = stack.enter_context(RecordingProxy(json.loads(argv[1])))
+            ready = {"port": recorder.port}
+        print(json.dumps({**ready, "cpu_s": cpu_s()}), flush=True)
+        sys.stdin.read()
+    done = {"cpu_s": cpu_s()}
+    if argv[0] == "proxy":
+        done["errors"] = sum(1 for call in recorder.records() if call.error or call.status != 200)
+    print(json.dumps(done), flush=True)
+    return 0
+
+
+@contextlib.contextmanager
+def served(*argv: str):
+    """A `--serve` process: yields its ready line and a dict that gets its last line."""
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--serve", *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    done: dict = {}
+    try:
+        yield json.loads(process.stdout.readline()), done
+        process.stdin.close()
+        done.update(json.loads(process.stdout.readline()))
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def post_json(client: http.client.HTTPConnection, path: str, request: dict) -> tuple:
+    """Sends `request`; the seconds until the response's status line came, and its end."""
+    body = json.dumps(request).encode()
+    began = time.perf_counter()
+    client.request("POST", path, body, {"Content-Type": "application/json"})
+    response = client.getresponse()
+    first_byte = time.perf_counter() - began
+    response.read()
+    return first_byte, time.perf_counter() - began
+
+
+def event_delays(client: http.client.HTTPConnection, path: str) -> list[float]:
+    """Each paced event's delay: when it was read here, less when the upstream sent it."""
+    request = {"events": PACED_EVENTS, "gap": PACED_GAP_S}
+    client.request("POST", path, json.dumps(request), {"Content-Type": "application/json"})
+    response = client.getresponse()
+    delays, pending = [], b""
+    while piece := response.read1(65536):
+        now = time.perf_counter()
+        pending += piece
+        *events, pending = pending.split(b"\n\n")
+        delays += [now - json.loads(e[6:])["t"] for e in events if e.startswith(b"data: {")]
+    return delays
+
+
+def scripted_request(system: str, messages: list[dict]) -> dict:
+    return {
+        "model": "fanout",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tools": [{"type": "function", "function": {"name": "ipython"}}],
+        "messages": [{"role": "system", "content": system}, *messages],
+    }
+
+
+def run_requests(children: int):
+    """A fan-out's model calls: each child's PROXY_CALLS_PER_CHILD calls, its conversation
+    growing by a cell a call, and a root call per reply, its conversation growing by it."""
+    padding = "x" * SYSTEM_PROMPT_BYTES
+    task = "".join(f"- `shards/s{n:04d}.jsonl` | worker `w-{n:04d}`\n" for n in range(children))
+    task = task.ljust(children * SHARD_LINE_BYTES)
+    root = f"Conversation log: /w/sessions/root.jsonl\nRecursive agent depth: 0\n{padding}"
+    replies: list[dict] = []
+    for child in range(children):
+        system = (
+            f"Conversation log: /w/session-artifacts/r/sub-{child:08x}/c.jsonl\n"
+            f"Recursive agent depth: 1\n{padding}"
+        )
+        messages = [{"role": "user", "content": f"[task from parent]\n\nshard w-{child:04d}"}]
+        for _ in range(PROXY_CALLS_PER_CHILD):
+            yield scripted_request(system, messages)
+            messages = [*messages, {"role": "tool", "content": "y" * CELL_BYTES}]
+        replies = [*replies, {"role": "user", "content": "z" * REPLY_BYTES}]
+        yield scripted_request(root, [{"role": "user", "content": task}, *replies])
+
+
+def proxy_main(children: int, rounds: int) -> dict:
+    with served("upstream") as (upstreams, _):
+        routes = {"scripted": upstreams["scripted"], "paced": upstreams["paced"]}
+        with served("proxy", json.dumps(routes)) as (ready, _):
+            direct = {
+                route: http.client.HTTPConnection("127.0.0.1", urllib.parse.urlsplit(url).port)
+                for route, url in routes.items()
+            }
+            proxied = http.client.HTTPConnection("127.0.0.1", ready["port"])
+            request = scripted_request("Conversation log: /w/s.jsonl", [])
+            first_bytes: dict[str, list[float]] = {"direct": [], "proxy": []}
+            last_bytes: dict[str, list[float]] = {"direct": [], "proxy": []}
+            delays: dict[str, list[float]] = {"direct": [], "proxy": []}
+            for _ in range(rounds):
+                for name, client, path in (
+                    ("direct", direct["scripted"], "/v1/chat/completions"),
+                    ("proxy", proxied, "/scripted/chat/completions"),
+                ):
+                    first_byte, last_byte = post_json(client, path, request)
+                    first_bytes[name].append(first_byte)
+                    last_bytes[name].append(last_byte)
+            for _ in range(max(1, rounds // 10)):
+                delays["direct"] += event_delays(direct["paced"], "/v1/chat/completions")
+                delays["proxy"] += event_delays(proxied, "/paced/chat/completions")
+        with served("proxy", json.dumps(routes)) as (ready, done):
+            local = threading.local()
+
+            def send(request: dict) -> int:
+                if not hasattr(local, "client"):
+                    local.client = http.client.HTTPConnection("127.0.0.1", ready["port"])
+                body = json.dumps(request).encode()
+                local.client.request("POST", "/scripted/chat/completions", body)
+                local.client.getresponse().read()
+                return len(body)
+
+            began = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(PROXY_CLIENTS) as pool:
+                sizes = list(pool.map(send, run_requests(children)))
+            wall = time.perf_counter() - began
+    cpu = done["cpu_s"] - ready["cpu_s"]
+
+    def ms(values: list[float], q: int) -> float:
+        return round(1000 * statistics.quantiles(values, n=20)[q], 3)
+
+    def summary(samples: dict[str, list[float]]) -> dict:
+        row = {}
+        for name in ("direct", "proxy"):
+            row[name] = {"median_ms": ms(samples[name], 9), "p95_ms": ms(samples[name], 18)}
+        for key in ("median_ms", "p95_ms"):
+            row[f"added_{key}"] = round(row["proxy"][key] - row["direct"][key], 3)
+        row["samples"] = len(samples["proxy"])
+        return row
+
+    return {
+        "first_byte": summary(first_bytes),
+        "last_byte": summary(last_bytes),
+        "per_sse_event": summary(delays),
+        "load": {
+            "children": children,
+            "requests": len(sizes),
+            "request_mib": round(sum(sizes) / 2**20, 1),
+            "wall_s": round(wall, 2),
+            "proxy_cpu_s": round(cpu, 2),
+            "proxy_cpu_ms_per_request": round(1000 * cpu / len(sizes), 3),
+            "proxy_cpu_ms_per_mib": round(1000 * cpu / (sum(sizes) / 2**20), 2),
+            "errors": done["errors"],
+        },
+    }
+
+
 def _positive(text: str) -> int:
     if not (text.strip().isascii() and text.strip().isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
@@ -254,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "--measure":
         return child_main(args[1:])
+    if args and args[0] == "--serve":
+        return serve_main(args[1:])
     parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--scales",
@@ -273,7 +514,23 @@ def main(argv: list[str] | None = None) -> int:
         help="leave out the root's stdout stream, which every real run has, to time "
         "the transcripts and the ledger alone",
     )
+    parser.add_argument(
+        "--proxy",
+        action="store_true",
+        help="measure the recording proxy instead of scoring: time to first byte and delay "
+        "per SSE event through it against the upstream direct, and its CPU over a run's "
+        "model calls (--proxy-children children); about half a minute",
+    )
+    parser.add_argument(
+        "--proxy-children",
+        type=_positive,
+        default=1000,
+        help="children whose model calls flow through the proxy under --proxy (default: 1000)",
+    )
     options = parser.parse_args(args)
+    if options.proxy:
+        print(json.dumps(proxy_main(options.proxy_children, rounds=200), indent=2))
+        return 0
     rows = []
     for children in options.scales:
         output_bytes, ledger_records, ledger_bytes, polls = SCALES.get(
