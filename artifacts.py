@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ledger
 from jsonl import (
     Finding,
+    dict_field,
     iso_to_ms,
     iter_objects,
     read_json_object,
@@ -24,7 +25,16 @@ from jsonl import (
 )
 from number_tokens import numbers_in
 from runpaths import DISPLAY_FILE, RunPaths
-from transcripts import Transcript, Usage, digest, of_interest, read_transcript, usage_of
+from transcripts import (
+    MAX_KEPT_PER_TRANSCRIPT,
+    Transcript,
+    Usage,
+    digest,
+    of_interest,
+    read_transcript,
+    usage_of,
+)
+from witness import Witness, file_digest, line_digests, read_witness
 
 MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
 SAFE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}\Z")
@@ -63,6 +73,12 @@ class Stream:
     first_error: str | None
     events: int
     findings: tuple[Finding, ...]
+    # What the stream showed, to hold against the root transcript (witness_checks.py):
+    # the response ids of its assistant message_end events and the toolCallIds of its
+    # tool_execution_start events, in order, and every child id of its rlm_child_update.
+    response_ids: tuple[str, ...] = ()
+    tool_call_ids: tuple[str, ...] = ()
+    child_ids: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -80,9 +96,18 @@ class RunArtifacts:
     # `started_at` of the runner's run-meta.json; None for a run dir without one.
     run_started_ms: int | None = None
     # What a harness-controlled model endpoint served: response id -> the canonical
-    # `Conversation log:` path of the request (§10 "Endpoint cross-check"); None
-    # when the run has no model-log.jsonl.
+    # `Conversation log:` path of the request (§10 "Endpoint cross-check"): the runner's
+    # proxy record in witness.jsonl when there is one, else the scripted model's own
+    # model-log.jsonl; None when the run has neither.
     served: dict[str, str | None] | None = None
+    # The runner's witness (witness.py) as it is now, and the sha256 the runner recorded
+    # for it in result.json (None: the run was not witnessed, or its result says nothing).
+    witness: Witness | None = None
+    witness_expected: str | None = None
+    # The answer file's bytes' sha256, and each ledger file's lines' sha256 by file name,
+    # to hold against what the runner saw appear (only read for a witnessed run).
+    artifact_sha256: str | None = None
+    ledger_line_digests: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def relative(root: str, path: str) -> str:
@@ -106,9 +131,12 @@ def transcripts_by_path(children: tuple[ChildDir, ...]) -> dict[str, tuple[str, 
     }
 
 
-def collect(run_dir: str, artifact: str | None) -> RunArtifacts:
+def collect(
+    run_dir: str, artifact: str | None, witness_expected: str | None = None
+) -> RunArtifacts:
     """Read a run dir laid out as the runner (and the captured runs) lay it out;
-    `artifact` is the combined answer's name in the repo (None: not read)."""
+    `artifact` is the combined answer's name in the repo (None: not read);
+    `witness_expected` is the sha256 the runner recorded for the run's witness.jsonl."""
     paths = RunPaths.of(os.path.realpath(run_dir))
     findings: list[Finding] = []
     canon = ledger.Canon()
@@ -144,8 +172,12 @@ def collect(run_dir: str, artifact: str | None) -> RunArtifacts:
         for path in ledger.ledger_candidates(paths.agent_home, paths.sessions, paths.root, canon)
     )
     findings.extend(artifact_findings)
+    witness = read_witness(paths.witness)
     served = None
-    if os.path.lexists(paths.model_log):
+    if witness is not None and witness.header.get("proxy") is True:
+        # The runner's proxy relayed the model (no proxy: a stand-in that calls none).
+        served = served_by_proxy(witness, canon)
+    elif os.path.lexists(paths.model_log):
         served = read_model_log(paths.model_log, findings, canon)
     meta = read_json_object(paths.run_meta, findings) if os.path.lexists(paths.run_meta) else None
     return RunArtifacts(
@@ -161,6 +193,14 @@ def collect(run_dir: str, artifact: str | None) -> RunArtifacts:
         findings=tuple(findings),
         run_started_ms=iso_to_ms((meta or {}).get("started_at")),
         served=served,
+        witness=witness,
+        witness_expected=witness_expected,
+        artifact_sha256=file_digest(paths.artifact(artifact)) if witness and artifact else None,
+        ledger_line_digests=(
+            {os.path.basename(item.path): line_digests(item.path) for item in ledgers}
+            if witness
+            else {}
+        ),
     )
 
 
@@ -175,6 +215,18 @@ def read_model_log(
         if response_id:
             log = text_field(line.record, "conversation_log")
             served[response_id] = (canon or ledger.Canon()).file(log) if log else None
+    return served
+
+
+def served_by_proxy(witness: Witness, canon: ledger.Canon) -> dict[str, str | None]:
+    """Response ids the runner's proxy relayed with status 200, with the transcript each
+    request named (§9), as `read_model_log` gives them for the scripted endpoint."""
+    served: dict[str, str | None] = {}
+    for call in witness.model_calls:
+        response_id = call.get("response_id")
+        if isinstance(response_id, str) and response_id and call.get("status") == 200:
+            session = call.get("session")
+            served[response_id] = canon.file(session) if isinstance(session, str) else None
     return served
 
 
@@ -314,19 +366,46 @@ def read_stream(path: str) -> Stream | None:
     turns = events = 0
     usage = Usage()
     first_error = None
+    response_ids: list[str] = []
+    tool_call_ids: list[str] = []
+    child_ids: set[str] = set()
     for line in iter_objects(path, findings):
         events += 1
         record = line.record
-        if line.number == 1 and record.get("type") == "session":
+        kind = record.get("type")
+        if line.number == 1 and kind == "session":
             header_id = text_field(record, "id")
             continue
-        if record.get("type") != "message_end":
+        if kind == "tool_execution_start":
+            call_id = text_field(record, "toolCallId")
+            if call_id and len(tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT:
+                tool_call_ids.append(call_id)
+            continue
+        if kind == "rlm_child_update":
+            child_id = text_field(dict_field(record, "child"), "id")
+            if child_id and len(child_ids) < MAX_KEPT_PER_TRANSCRIPT:
+                child_ids.add(child_id)
+            continue
+        if kind != "message_end":
             continue
         message = record.get("message")
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
         turns += 1
         usage = usage.plus(usage_of(message))
+        response_id = text_field(message, "responseId")
+        if response_id and len(response_ids) < MAX_KEPT_PER_TRANSCRIPT:
+            response_ids.append(response_id)
         if first_error is None and message.get("stopReason") == "error":
             first_error = text_field(message, "errorMessage") or "model call failed"
-    return Stream(header_id, turns, usage, first_error, events, tuple(findings))
+    return Stream(
+        header_id,
+        turns,
+        usage,
+        first_error,
+        events,
+        tuple(findings),
+        tuple(response_ids),
+        tuple(tool_call_ids),
+        frozenset(child_ids),
+    )

@@ -425,7 +425,11 @@ def _endpoint(f: _Family) -> Iterator[Failure]:
     served = f.run.served
     if served is None:
         return
-    for edge, transcript in _with_transcripts(f):
+    sessions = [(edge.child_id, transcript) for edge, transcript in _with_transcripts(f)]
+    if f.run.witness is not None and f.parent is not None:
+        # The runner's proxy saw the parent's calls too (witness.py).
+        sessions.insert(0, (None, f.parent))
+    for child_id, transcript in sessions:
         for call in transcript.assistant_calls:
             if call.stop_reason in ("error", "aborted") or not call.response_id:
                 continue
@@ -435,7 +439,7 @@ def _endpoint(f: _Family) -> Iterator[Failure]:
                 detail = f"responseId {call.response_id} was served for another conversation"
             else:
                 continue
-            yield Failure(detail, edge.child_id, f.path(transcript.path), call.line)
+            yield Failure(detail, child_id, f.path(transcript.path), call.line)
 
 
 # (name in the verdict, reason code, sentence, check), in verdict order.
@@ -518,8 +522,8 @@ CHECKS: tuple[tuple[str, str, str, Callable[[_Family], Iterator[Failure]]], ...]
     (
         "endpoint",
         "unserved_response_id",
-        "a child message carries a response id the harness's model endpoint did not serve "
-        "for that child",
+        "a child message (or, in a witnessed run, a parent message) carries a response id the "
+        "harness's model endpoint did not serve for that session",
         _endpoint,
     ),
 )
@@ -540,8 +544,14 @@ def check(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]
         dirs={child.child_id: child for child in run.children},
         located=transcripts_by_path(run.children),
     )
+    return run_checks(CHECKS, context)
+
+
+def run_checks(table: tuple, context: object) -> Integrity:
+    """Every check of a (name, code, sentence, function) table over one context, the
+    first MAX_FAILURES_LISTED failures of each kept (witness_checks.py has a table too)."""
     results = []
-    for name, code, _, function in CHECKS:
+    for name, code, _, function in table:
         failures = []
         count = 0
         for failure in function(context):

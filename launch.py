@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -17,6 +18,7 @@ import time
 import daemon
 import ledger
 import procs
+import witness
 from cli import print_note
 from jsonl import open_regular
 from resident import drive_resident
@@ -122,26 +124,42 @@ def launch_and_wait(
     interrupt: Interrupt,
     drive: str,
     grace: float | None = None,
+    artifact: str | None = None,
 ) -> dict:
     procs.become_subreaper()
     watch = Watch(run, timeout, interrupt)
     oneshot = drive == "oneshot"
     argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
-    with (
-        open(run.stdout if oneshot else run.daemon_stdout, "wb") as out,
-        open(run.stderr, "wb") as err,
-    ):
-        # Files, never pipes: a full pipe would stall the agent. Closed stdin,
-        # or the CLI waits for EOF and prepends it to the prompt (§2).
-        process = subprocess.Popen(
-            argv,
-            cwd=run.repo,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
+    # The runner's own channels (witness.py): the one-shot stream comes through a pipe
+    # that a thread drains (so it never fills and stalls the agent), the resident
+    # daemon's messages over the socket; both are kept outside the run dir until the
+    # agent's tree is gone.
+    private = witness.private_dir()
+    stream = witness.Channel(private, "stdout.jsonl")
+    wire = witness.Channel(private, "daemon-wire.jsonl")
+    observer = witness.Observer(run.paths, artifact).start()
+    drained = None
+    try:
+        with (
+            open(os.devnull if oneshot else run.daemon_stdout, "wb") as out,
+            open(run.stderr, "wb") as err,
+        ):
+            # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
+            process = subprocess.Popen(
+                argv,
+                cwd=run.repo,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if oneshot else out,
+                stderr=err,
+                start_new_session=True,
+            )
+    except BaseException:
+        observer.stop()
+        shutil.rmtree(private, ignore_errors=True)
+        raise
+    if oneshot:
+        drained = witness.drain(process.stdout, stream)
     resident: dict | None = None
     try:
         if oneshot:
@@ -149,13 +167,24 @@ def launch_and_wait(
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=0.05)
         else:
-            resident = drive_resident(run, process, model, task, env, watch)
+            resident = drive_resident(run, process, model, task, env, watch, wire, stream)
     finally:
         wall = round(time.monotonic() - watch.started, 3)
         stopped = process.poll() is None
         cleanup = end_run(run, process, grace)
+        # The tree is gone: whatever holds the pipe's write end is gone with it.
+        if drained is not None:
+            drained.join(timeout=10.0)
+        observer.stop()
+        channels = [stream.publish(run.stdout)] if oneshot or stream.bytes else []
+        if not oneshot:
+            channels.append(wire.publish(run.wire))
+        shutil.rmtree(private, ignore_errors=True)
     watch.progress.report(wall, final=True)
     return {
+        "channels": channels,
+        "sightings": observer.sightings(),
+        "observer": {"poll_s": observer.interval, "polls": observer.polls},
         "exit_code": process.returncode,
         "timed_out": watch.timed_out,
         "interrupted": interrupt.signum,

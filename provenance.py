@@ -8,6 +8,7 @@ their own prompts, so an answer in a child's task was put there by the parent.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -82,17 +83,47 @@ def not_derived(trace: ShardTrace) -> str | None:
 def written_before_reply(trace: ShardTrace) -> str | None:
     """The parent's last call that writes the answer file started before the reply that
     sources the shard reached it (judged on the parent transcript's entry order)."""
-    parent = trace.view.run.parent
+    run = trace.view.run
+    parent = run.parent
+    first = min(reply.line for child in trace.sources() for reply in trace.replies(child))
+    witnessed = _seen_before_reply(run, first)
+    if witnessed is not None:
+        return witnessed
     written = parent.last_artifact_write_line if parent else None
     if written is None:
         return None  # no call names the file: nothing to order (docs/rubric.md)
-    first = min(reply.line for child in trace.sources() for reply in trace.replies(child))
     if written > first:
         return None
     return (
         f"the last call naming {trace.view.fixture.artifact} (line {written}) came before the "
         f"first reply holding {trace.answer} (line {first})"
     )
+
+
+def _seen_before_reply(run, reply_line: int) -> str | None:
+    """In a witnessed run: the runner saw the answer file's final content on disk at a
+    poll before the one that first found the reply (witness.py sightings)."""
+    if run.witness is None or run.parent is None or run.artifact_sha256 is None:
+        return None
+    name = os.path.basename(run.parent.path)
+    content = [
+        float(item.get("seen") or 0)
+        for item in run.witness.sightings
+        if item.get("what") == "answer_content" and item.get("sha256") == run.artifact_sha256
+    ]
+    reply = [
+        float(item.get("before") or 0)
+        for item in run.witness.sightings
+        if item.get("what") == "reply"
+        and item.get("file") == name
+        and item.get("line") == reply_line
+    ]
+    if content and reply and min(content) <= min(reply):
+        return (
+            f"the runner saw the answer file's final content at {min(content):.3f}, before the "
+            f"reply (line {reply_line}) had appeared (not there at {min(reply):.3f})"
+        )
+    return None
 
 
 # In order: the first that fails is the shard's reason; each has its own code and status.

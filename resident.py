@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import daemon
 from jsonl import open_regular
+from witness import Channel
 
 if TYPE_CHECKING:
     from launch import Watch
@@ -34,7 +35,14 @@ SESSION_FIELDS = (
 
 
 def drive_resident(
-    run: RunDir, process: subprocess.Popen, model: str, task: str, env: dict, watch: Watch
+    run: RunDir,
+    process: subprocess.Popen,
+    model: str,
+    task: str,
+    env: dict,
+    watch: Watch,
+    wire: Channel,
+    stream: Channel,
 ) -> dict:
     """Drive the parent as a resident session and wait on the RLM quiescence barrier.
 
@@ -45,7 +53,7 @@ def drive_resident(
     have drained (§1 fact 5, §8.3).
     """
     record: dict = {"hello": None, "session": None, "commands": [], "admitted": False}
-    recorder = EventRecorder(run)
+    recorder = EventRecorder(run, wire, stream)
     try:
         start_deadline = min(watch.deadline, time.monotonic() + DAEMON_START_S)
         client = daemon.connect_when_ready(
@@ -148,14 +156,17 @@ class EventRecorder:
     stdout.jsonl, in the shape the one-shot `--mode json` stream has (§7), so the
     scorer reads both drives alike."""
 
-    def __init__(self, run: RunDir):
-        self.wire = open(run.wire, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self.stream = None
+    def __init__(self, run: RunDir, wire: Channel, stream: Channel):
+        # The runner's own channels (witness.py), published into the run dir once the
+        # agent's tree is gone: the agent cannot rewrite what the daemon sent.
+        self.wire = wire
+        self.stream_channel = stream
+        self.stream: Channel | None = None
         self.run = run
         self.session_id: str | None = None
 
     def message(self, message: dict) -> None:
-        self.wire.write(json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n")
+        self.wire.write_text(json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n")
         if (
             self.stream is not None
             and message.get("type") == "session_event"
@@ -163,13 +174,13 @@ class EventRecorder:
             and isinstance(message.get("event"), dict)
         ):
             event = json.dumps(message["event"], separators=(",", ":"), ensure_ascii=False)
-            self.stream.write(event + "\n")
+            self.stream.write_text(event + "\n")
 
     def start_stream(self, session_id: str, summary: dict) -> None:
         """Line 1 is the root header, read from the session file the daemon named."""
         self.session_id = session_id
-        self.stream = open(self.run.stdout, "w", encoding="utf-8")  # noqa: SIM115
-        self.stream.write(self._header_line(summary) + "\n")
+        self.stream = self.stream_channel
+        self.stream.write_text(self._header_line(summary) + "\n")
 
     def _header_line(self, summary: dict) -> str:
         path = summary.get("sessionFile")
@@ -192,5 +203,4 @@ class EventRecorder:
 
     def close(self) -> None:
         self.wire.close()
-        if self.stream is not None:
-            self.stream.close()
+        self.stream_channel.close()

@@ -32,13 +32,16 @@ import scorer
 import scripted
 import scripted_model
 import trials
+import witness
 from cli import print_json, print_note
 from fixture import Fixture, FixtureError, load_fixture
 from launch import Interrupt, agent_version, launch_and_wait
+from proxy import RecordingProxy, models_json_override
 from rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
 
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
 DRIVES = ("oneshot", "resident")
+SIMULATED_PROVIDER = "simulated"  # the bundled stand-in's models (simulated/agent.py)
 EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_INVALID, EXIT_AGENT = 0, 1, 2, 3
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot"}
@@ -79,6 +82,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "the runner goes on: the daemon to answer shutdown{force} (at least 0.5), what is left to "
         "exit after it, and each process between SIGTERM and SIGKILL (default 5, 3 and 3; the "
         "self-tests set it short)",
+    )
+    parser.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="where the recording model proxy forwards the model's calls (default: the "
+        "provider's baseUrl in your models.json, else the provider's built-in endpoint)",
+    )
+    parser.add_argument(
+        "--inject-failure",
+        action="append",
+        default=[],
+        metavar="WORKER[:N]",
+        help="the proxy answers the next N (default 1) model calls of WORKER's child with HTTP "
+        "500 itself, to measure how the parent accounts for a failed child; repeatable",
     )
     parser.add_argument("--agent-bin", help="agent executable (default prime-agent)")
     parser.add_argument(
@@ -138,6 +155,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--timeout must be a positive number of seconds")
     if args.grace is not None and not args.grace > 0:
         parser.error("--grace must be a positive number of seconds")
+    try:
+        args.inject_failure = [_injection(item) for item in args.inject_failure]
+    except ValueError as error:
+        parser.error(str(error))
     if args.trials < 1 or args.jobs < 1:
         parser.error("--trials and --jobs must be at least 1")
     if args.trial_index is not None and not args.run_set:
@@ -273,6 +294,10 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
         overrides += ["--timeout", str(args.timeout)]
     if args.grace is not None:
         overrides += ["--grace", str(args.grace)]
+    if args.upstream:
+        overrides += ["--upstream", args.upstream]
+    for worker, count in args.inject_failure:
+        overrides += ["--inject-failure", f"{worker}:{count}"]
     interrupted = trials.run_trials(set_dir, stored, overrides, args.jobs, interrupt)
     summary = trials.summarize_run_set(set_dir, stored, interrupted or 0)
     summary_file = os.path.join(set_dir, trials.SUMMARY_FILE)
@@ -421,11 +446,7 @@ def _run(
         )
     try:
         with contextlib.ExitStack() as stack:
-            if script:
-                # The harness plays the model: its endpoint logs every request, and
-                # the integrity checks hold child response ids against that log.
-                server = stack.enter_context(scripted_model.ScriptedModelServer(run.model_log))
-                scripted_model.write_models_json(run.agent_home, server.base_url)
+            proxy = _model_proxy(args, run, script, stack)
             outcome = launch_and_wait(
                 run,
                 agent_bin,
@@ -436,10 +457,18 @@ def _run(
                 interrupt,
                 args.drive,
                 args.grace,
+                fixture.artifact,
             )
+    except ProxyError as error:
+        run.cleanup_tmp()
+        return _not_run(base, run, "model_proxy_unavailable", str(error))
     except OSError as error:
         run.cleanup_tmp()
         return _not_run(base, run, "agent_exec_failed", str(error))
+    # The agent's whole tree is gone: what the runner saw may now be written down.
+    base["witness"] = _write_witness(run, args, proxy, outcome)
+    if args.inject_failure:
+        base["injected_failures"] = _injected(args, proxy)
     resident = outcome["resident"]
     stopped = outcome["timed_out"] or outcome["interrupted"]
     if resident is not None and not resident["admitted"] and resident.get("error") and not stopped:
@@ -447,7 +476,7 @@ def _run(
         error = resident["error"]
         extra = {"resident": resident, "cleanup": outcome["cleanup"]}
         return _not_run(base, run, error["code"], error["message"], extra=extra)
-    collected = artifacts.collect(run.root, fixture.artifact)
+    collected = artifacts.collect(run.root, fixture.artifact, base["witness"]["sha256"])
     verdict = scorer.score(fixture, collected, wall_time_s=outcome["wall_time_s"])
     result = _result(base, outcome, verdict, collected)
     if script:
@@ -458,6 +487,87 @@ def _run(
             agree = result["contract_check"] == "pass"
             result["exit_code"] = EXIT_RESOLVED if agree else EXIT_UNRESOLVED
     return _emit(result, run)
+
+
+class ProxyError(Exception):
+    """The model's provider cannot be brought behind the recording proxy."""
+
+
+def _injection(text: str) -> tuple[str, int]:
+    worker, _, count = text.partition(":")
+    if not worker or (count and not count.isdigit()) or count == "0":
+        raise ValueError(f"--inject-failure takes WORKER[:N] with N >= 1, not {text!r}")
+    return worker, int(count or 1)
+
+
+def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy:
+    """The recording proxy for every run (witness.py), in front of the harness's own
+    endpoint for a scripted model, else the provider's upstream; the run's models.json
+    points the model's provider at it (docs/witness.md)."""
+    provider, _, model_id = args.model.partition("/")
+    if script:
+        # The harness plays the model: its endpoint serves behind the proxy, so the
+        # scripted and the real run's endpoint check are one code path.
+        server = stack.enter_context(scripted_model.ScriptedModelServer(run.model_log))
+        proxy = stack.enter_context(RecordingProxy({provider: server.base_url}))
+        scripted_model.write_models_json(run.agent_home, proxy.url(provider))
+    elif provider == SIMULATED_PROVIDER:
+        # The stand-in calls no model: the proxy relays nothing, and says so.
+        proxy = stack.enter_context(RecordingProxy({}))
+    else:
+        path = os.path.join(run.agent_home, "models.json")
+        try:
+            user = None
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as handle:
+                    user = json.load(handle)
+            config, upstream = models_json_override(
+                user, provider, "http://127.0.0.1/", upstream=args.upstream, model_id=model_id
+            )
+            proxy = stack.enter_context(RecordingProxy({provider: upstream}))
+            config, _ = models_json_override(
+                user, provider, proxy.url(provider), upstream=upstream, model_id=model_id
+            )
+        except (OSError, ValueError) as error:
+            raise ProxyError(f"model {args.model!r}: {error}") from None
+        write_atomic(path, json.dumps(config, indent=2) + "\n")
+    for worker, count in args.inject_failure:
+        proxy.inject_failures(worker, count)
+    return proxy
+
+
+def _write_witness(run: RunDir, args, proxy: RecordingProxy, outcome: dict) -> dict:
+    """witness.jsonl from the runner's own channels, written once the agent is gone."""
+    proxy.stop()
+    calls = [call.to_json() for call in proxy.records()]
+    header = {
+        "model": args.model,
+        "drive": args.drive,
+        "proxy": bool(proxy.routes),
+        "observer": outcome["observer"],
+    }
+    digest = witness.write_witness(
+        run.paths.witness,
+        header=header,
+        model_calls=calls,
+        sightings=outcome["sightings"],
+        channels=outcome["channels"],
+    )
+    return {
+        "file": os.path.basename(run.paths.witness),
+        "sha256": digest,
+        "model_calls": len(calls),
+        "sightings": len(outcome["sightings"]),
+        "channels": outcome["channels"],
+    }
+
+
+def _injected(args, proxy: RecordingProxy) -> dict:
+    """What --inject-failure asked for, and how many calls the proxy answered itself."""
+    return {
+        "asked": [{"worker": worker, "calls": count} for worker, count in args.inject_failure],
+        "answered": sum(1 for call in proxy.records() if call.injected),
+    }
 
 
 def _script(model: str) -> str | None:

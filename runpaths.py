@@ -41,7 +41,11 @@ class RunPaths:
           daemon-stdout.txt           resident only: the daemon's stdout
           model-log.jsonl             scripted model only: every request its endpoint served
           run-meta.json               what was launched, written before the agent starts
-          result.json                 the runner's result
+          result.json                 the runner's result, with witness.jsonl's sha256
+          witness.jsonl               what the runner itself saw (witness.py): every model call
+                                      its proxy relayed, when each record first appeared, the
+                                      digests of the streams it received; written, like
+                                      stdout.jsonl and daemon-wire.jsonl, once the agent is gone
     """
 
     root: str
@@ -59,6 +63,7 @@ class RunPaths:
     model_log: str
     run_meta: str
     result: str
+    witness: str
 
     @classmethod
     def of(cls, root: str) -> RunPaths:
@@ -81,6 +86,7 @@ class RunPaths:
             model_log=inside("model-log.jsonl"),
             run_meta=inside("run-meta.json"),
             result=inside("result.json"),
+            witness=inside("witness.jsonl"),
         )
 
     def artifact(self, name: str) -> str:

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 
 import integrity
+import witness_checks
 from answers import AnswerLine, ShardAnswer, judge_all, parse_answer_lines
 from artifacts import Display, RunArtifacts, transcripts_by_path
 from fixture import Fixture, Shard
@@ -107,6 +108,7 @@ class RunView:
     spawns: tuple[Spawn, ...]  # the parent's depth-1 spawn records, in ledger order
     inbox: Inbox
     integrity: integrity.Integrity
+    witness: integrity.Integrity  # the disk against the runner's channels (witness_checks)
     by_name: dict[str, tuple[Child, ...]]  # spawn name -> its children, in ledger order
 
     def workers(self, shard: Shard) -> tuple[Child, ...]:
@@ -157,5 +159,6 @@ def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
         spawns=spawns,
         inbox=inbox,
         integrity=integrity.check(run, tuple(edges), checked),
+        witness=witness_checks.check(run, tuple(edges)),
         by_name={name: tuple(mine) for name, mine in by_name.items()},
     )

@@ -37,6 +37,7 @@ from integrity import MESSAGES as INTEGRITY_MESSAGES
 from provenance import PROVENANCE_RULES, ShardTrace
 from runview import Child, RunView, view_of
 from transcripts import Usage
+from witness_checks import MESSAGES as WITNESS_MESSAGES
 
 SPAWNS_PER_SHARD = 2
 MAX_FINDINGS_LISTED = 20
@@ -65,11 +66,14 @@ MESSAGES = {
     "answer_written_before_reply": "the answer file's final content was written before the "
     "reply that sources the shard reached the parent",
     **INTEGRITY_MESSAGES,
+    **WITNESS_MESSAGES,
 }
 WARNINGS = {
     "extra_lines": "the combined answer has lines for files that are not shards",
     "ledger_findings": "the ledger has lines the product would reject or skip",
     "ambiguous_parent": "several root transcripts exist; the one the stream announced was used",
+    "unwitnessed": "the runner did not witness this run (no witness.jsonl): every file scored "
+    "was writable by the agent while it ran",
 }
 
 
@@ -140,8 +144,9 @@ def coverage(view: RunView) -> Criterion:
 
 def delegation_evidence(view: RunView) -> Criterion:
     """Every shard's worker has an edge that is evidence of delegation, the shard's
-    answer came back in a reply from that child, and the children's records agree
-    with each other (integrity.py)."""
+    answer came back in a reply from that child, the children's records agree with each
+    other (integrity.py), and the disk agrees with the runner's own channels
+    (witness_checks.py)."""
     parent = view.run.parent
     reasons = []
     if parent is None:
@@ -154,13 +159,14 @@ def delegation_evidence(view: RunView) -> Criterion:
         rows.append(row)
         if problem is not None:
             reasons.append(problem)
-    for result in view.integrity.checks:
+    for result in view.integrity.checks + view.witness.checks:
         for failure in result.failures:
             reasons.append(reason(result.code, child_id=failure.child_id, extra=failure.detail))
     passed = (
         parent is not None
         and all(row["delegation"] == "ok" for row in rows)
         and view.integrity.passed
+        and view.witness.passed
     )
     return Criterion(passed, tuple(reasons), tuple(rows))
 
@@ -253,6 +259,7 @@ class Verdict:
     shards: tuple[dict, ...]
     children: tuple[dict, ...]
     integrity: dict
+    witness: dict
     details: dict
     efficiency: dict
     findings: dict
@@ -270,6 +277,7 @@ class Verdict:
             "shards": list(self.shards),
             "children": list(self.children),
             "integrity": self.integrity,
+            "witness": self.witness,
             "details": self.details,
             "efficiency": self.efficiency,
             "findings": self.findings,
@@ -302,6 +310,7 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         shards=shard_rows,
         children=_children_table(view),
         integrity=view.integrity.to_json(),
+        witness={"witnessed": run.witness is not None, **view.witness.to_json()},
         details=_details(view),
         efficiency=_efficiency(view, wall_time_s),
         findings=_findings_summary(run),
@@ -330,6 +339,8 @@ def _warnings(view: RunView) -> tuple[Reason, ...]:
         warnings.append(reason("ledger_findings", extra=", ".join(codes)))
     if any(finding.code == "ambiguous_parent" for finding in run.findings):
         warnings.append(reason("ambiguous_parent"))
+    if run.witness is None and not run.witness_expected:
+        warnings.append(reason("unwitnessed"))
     return tuple(warnings)
 
 

@@ -136,6 +136,7 @@ class IpythonCall(NamedTuple):
     code_sha256: str
     started_ms: int | None
     ended_ms: int | None
+    call_id: str = ""
 
     def contains(self, at_ms: int) -> bool:
         return (
@@ -199,6 +200,8 @@ class Transcript:
     derived_numbers: frozenset[int] = frozenset()
     # The entry line of the last tool call whose arguments name the answer file.
     last_artifact_write_line: int | None = None
+    # Every tool call's id, in order (held against the root's event stream).
+    tool_call_ids: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
 
 
@@ -288,6 +291,7 @@ class _TranscriptAccumulator:
         self.derived: set[int] = set()
         self.task_numbers: frozenset[int] = frozenset()
         self.last_write_line: int | None = None
+        self.tool_call_ids: list[str] = []
         self.header: dict = {}
         self.session_name = None
         self.task_id = None
@@ -384,9 +388,11 @@ class _TranscriptAccumulator:
             self.tool_calls += 1
             code = text_field(dict_field(part, "arguments"), "code")
             call_id = text_field(part, "id")
+            if call_id and len(self.tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT:
+                self.tool_call_ids.append(call_id)
             self._note_arguments(number, call_id, part.get("arguments"))
             if part.get("name") == "ipython" and code is not None and call_id:
-                call = IpythonCall(number, digest(code), started_ms, None)
+                call = IpythonCall(number, digest(code), started_ms, None, call_id)
                 if self._keep(self.ipython, call, number, findings):
                     self.running[call_id] = len(self.ipython) - 1
 
@@ -417,7 +423,7 @@ class _TranscriptAccumulator:
         if index is not None:
             ended = iso_to_ms(record.get("timestamp"))
             call = self.ipython[index]
-            self.ipython[index] = IpythonCall(call.line, call.code_sha256, call.started_ms, ended)
+            self.ipython[index] = call._replace(ended_ms=ended)
         if message.get("isError") is True and self.kernel_error is None:
             self.kernel_error = kernel_error(message)
         sent = dict_field(message, "details").get("sentAgentMessages")
@@ -511,5 +517,6 @@ class _TranscriptAccumulator:
             task_numbers=self.task_numbers,
             derived_numbers=frozenset(self.derived),
             last_artifact_write_line=self.last_write_line,
+            tool_call_ids=tuple(self.tool_call_ids),
             findings=tuple(findings),
         )

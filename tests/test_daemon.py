@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -22,6 +23,7 @@ import daemon
 import launch
 import resident
 import rundir
+import witness
 from artifacts import collect
 from fixture import load_manifest
 from scorer import score
@@ -251,10 +253,28 @@ class ResidentDriveTest(SocketTestCase):
         self.env = {"PRIME_AGENT_SESSION_DIR": self.run.sessions, "HOME": self.run.home}
 
     def drive(self) -> dict:
+        """Drive the recorded daemon; the runner's channels are published into the run dir
+        afterwards, as launch.py does once the agent is gone."""
         watch = launch.Watch(self.run, 60, launch.Interrupt())
-        return resident.drive_resident(
-            self.run, _Process(), "fake/fake-rlm", "the task", self.env, watch
+        private = witness.private_dir()
+        self.addCleanup(shutil.rmtree, private, True)
+        stream = witness.Channel(private, "stdout.jsonl")
+        wire = witness.Channel(private, "daemon-wire.jsonl")
+        record = resident.drive_resident(
+            self.run, _Process(), "fake/fake-rlm", "the task", self.env, watch, wire, stream
         )
+        self.published = [stream.publish(self.run.stdout), wire.publish(self.run.wire)]
+        return record
+
+    def test_the_streams_come_through_the_runners_channels_with_their_digests(self):
+        self.drive()
+        for item in self.published:
+            path = os.path.join(self.root, item["file"])
+            self.assertEqual(witness.file_digest(path), item["sha256"])
+            self.assertTrue(item["intact"])
+        with open(self.run.wire, "rb") as handle:
+            self.assertEqual(self.published[1]["lines"], handle.read().count(b"\n"))
+        self.assertGreater(self.published[1]["lines"], 300)
 
     def test_the_drive_runs_the_recorded_sequence_to_quiescence(self):
         record = self.drive()

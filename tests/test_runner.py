@@ -628,7 +628,9 @@ class ResidentDriveTest(RunnerTestCase):
         with open(agent, "w", encoding="utf-8") as handle:
             handle.write(SILENT_DAEMON)
         os.chmod(agent, 0o755)
-        argv = self.runner_argv("x/y", JSON_EVENTS, "--drive", "resident", "--timeout", "1", *GRACE)
+        argv = self.runner_argv(
+            "simulated/oracle", JSON_EVENTS, "--drive", "resident", "--timeout", "1", *GRACE
+        )
         argv[argv.index(SIMULATED)] = agent
         done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
         result = json.loads(done.stdout)
@@ -644,7 +646,7 @@ class ResidentDriveTest(RunnerTestCase):
         with open(agent, "w", encoding="utf-8") as handle:
             handle.write(SILENT_DAEMON.replace('"version": 7', '"version": 6'))
         os.chmod(agent, 0o755)
-        argv = self.runner_argv("x/y", JSON_EVENTS, "--drive", "resident", *GRACE)
+        argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--drive", "resident", *GRACE)
         argv[argv.index(SIMULATED)] = agent
         done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
         result = json.loads(done.stdout)
@@ -848,7 +850,7 @@ class InvalidInputTest(RunnerTestCase):
         with open(agent, "w", encoding="utf-8") as handle:
             handle.write('#!/bin/sh\n[ "$1" = --version ] && echo 0.8.0 >&2\nexit 0\n')
         os.chmod(agent, 0o755)
-        argv = self.runner_argv("x/y")
+        argv = self.runner_argv("anthropic/claude-sonnet-4-5")
         argv[argv.index(SIMULATED)] = agent
         done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
         result = json.loads(done.stdout)
@@ -861,8 +863,26 @@ class InvalidInputTest(RunnerTestCase):
         )
         self.assertEqual(done.returncode, 0)
         flags = ("--fixture", "--model", "--timeout", "--agent-bin", "--out", "--agent-config")
-        for flag in (*flags, "--drive", "--grace"):
+        for flag in (*flags, "--drive", "--grace", "--upstream", "--inject-failure"):
             self.assertIn(flag, done.stdout)
+
+    def test_a_provider_the_proxy_cannot_reach_is_named_exit_3(self):
+        # No upstream for it in models.json or the product's catalog: a typo in the
+        # provider is caught before the agent starts, not scored as a model failure.
+        done = subprocess.run(
+            self.runner_argv("anthropc/claude-sonnet-4-5"), env=self.env, capture_output=True
+        )
+        self.assertEqual(done.returncode, 3)
+        result = json.loads(done.stdout)
+        self.assertEqual(self.codes(result), ["model_proxy_unavailable"])
+        self.assertIn("anthropc", result["reasons"][0]["message"])
+
+    def test_a_malformed_inject_failure_is_a_usage_error(self):
+        for bad in ("worker-events-01:0", "worker-events-01:x", ":2"):
+            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--inject-failure", bad)
+            done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+            self.assertEqual(done.returncode, 2, bad)
+            self.assertIn(b"--inject-failure", done.stderr)
 
     def test_missing_required_flag_is_a_usage_error(self):
         done = subprocess.run(

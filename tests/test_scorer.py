@@ -146,7 +146,7 @@ class CoverageTest(RunTestCase):
             handle.write("- z.jsonl: 99\n")
         verdict = self.verdict()
         self.assertTrue(verdict.resolved)
-        self.assertEqual([w.code for w in verdict.warnings], ["extra_lines"])
+        self.assertEqual([w.code for w in verdict.warnings], ["extra_lines", "unwitnessed"])
 
 
 KERNEL_FAILURE = (
