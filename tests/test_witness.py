@@ -1,0 +1,404 @@
+"""The runner's own channels (witness.py) and the disk held against them
+(witness_checks.py, the endpoint check, provenance's answer timing): the observer and the
+channels on their own, then each check's cheat and the honest run it must not flag."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+from builders import RunBuilder, small_fixture
+
+import witness
+from artifacts import collect
+from runpaths import RunPaths
+from scorer import score
+
+FIXTURE = small_fixture()
+
+
+class ObserverTest(unittest.TestCase):
+    """Polled by hand: each poll is a moment the test controls."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.paths = RunPaths.of(tmp.name)
+        for path in (self.paths.sessions, self.paths.repo, self.paths.agent_home):
+            os.makedirs(path)
+        self.observer = witness.Observer(self.paths, "combined-index.md")
+
+    def seen(self, what: str) -> list[dict]:
+        return [item for item in self.observer.sightings() if item["what"] == what]
+
+    def test_a_ledger_line_is_seen_once_complete_with_its_digest_and_poll_window(self):
+        ledger_dir = os.path.join(self.paths.agent_home, "rlm-ledger")
+        os.makedirs(ledger_dir)
+        path = os.path.join(ledger_dir, "abc.jsonl")
+        with open(path, "wb") as handle:
+            handle.write(b'{"v":1,"op":"meta"}\n{"v":1,"op":"sp')
+        self.observer.poll()
+        with open(path, "ab") as handle:
+            handle.write(b'awn"}\n')
+        self.observer.poll()
+        lines = self.seen("ledger_line")
+        self.assertEqual([item["line"] for item in lines], [1, 2])
+        self.assertEqual(lines[1]["sha256"], hashlib.sha256(b'{"v":1,"op":"spawn"}').hexdigest())
+        self.assertLessEqual(lines[1]["before"], lines[1]["seen"])
+        # Line 2 was found by the second poll: it was not there when the first looked.
+        self.assertGreaterEqual(lines[1]["before"], lines[0]["seen"])
+        self.assertEqual(witness.line_digests(path)[1], lines[1]["sha256"])
+
+    def test_child_dirs_transcripts_and_replies_are_seen_when_they_appear(self):
+        child = os.path.join(self.paths.session_artifacts, "root-id", "sub-0000abcd")
+        os.makedirs(child)
+        self.observer.poll()
+        with open(os.path.join(child, "child-id.jsonl"), "w") as handle:
+            handle.write('{"type":"session"}\n')
+        reply = {"type": "custom_message", "details": {"id": "agentmsg_1"}}
+        reply["details"]["fromRelationship"] = "child"
+        with open(os.path.join(self.paths.sessions, "root.jsonl"), "w") as handle:
+            handle.write('{"type":"session"}\n' + json.dumps(reply, separators=(",", ":")) + "\n")
+        self.observer.poll()
+        self.assertEqual([item["child_id"] for item in self.seen("child_dir")], ["sub-0000abcd"])
+        (transcript,) = self.seen("transcript")
+        self.assertEqual(transcript["file"], "child-id.jsonl")
+        (seen,) = self.seen("reply")
+        self.assertEqual((seen["file"], seen["line"], seen["id"]), ("root.jsonl", 2, "agentmsg_1"))
+
+    def test_each_distinct_content_of_the_answer_file_is_seen_once(self):
+        answer = self.paths.artifact("combined-index.md")
+        for text in ("- a.jsonl: pending\n", "- a.jsonl: pending\n", "- a.jsonl: 11\n"):
+            with open(answer, "w") as handle:
+                handle.write(text)
+            self.observer.poll()
+        digests = [item["sha256"] for item in self.seen("answer_content")]
+        self.assertEqual(len(digests), 2)
+        self.assertEqual(digests[-1], witness.file_digest(answer))
+
+
+class ChannelTest(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.private = witness.private_dir()
+        self.addCleanup(shutil.rmtree, self.private, True)
+
+    def test_a_drained_pipe_is_published_with_the_digest_of_what_came_through(self):
+        channel = witness.Channel(self.private, "stdout.jsonl")
+        read_end, write_end = os.pipe()
+        with os.fdopen(read_end, "rb") as reader:
+            thread = witness.drain(reader, channel)
+            with os.fdopen(write_end, "wb") as writer:
+                writer.write(b'{"type":"session"}\n' * 1000)
+            thread.join(timeout=10)
+        target = os.path.join(self.dir, "stdout.jsonl")
+        with open(target, "w") as handle:
+            handle.write("what the agent wrote there\n")  # replaced by the publish
+        published = channel.publish(target)
+        expected = hashlib.sha256(b'{"type":"session"}\n' * 1000).hexdigest()
+        self.assertEqual(published["sha256"], expected)
+        self.assertEqual(witness.file_digest(target), expected)
+        self.assertEqual((published["lines"], published["intact"]), (1000, True))
+
+    def test_a_private_copy_changed_behind_the_runners_back_is_not_intact(self):
+        channel = witness.Channel(self.private, "daemon-wire.jsonl")
+        channel.write(b'{"type":"daemon_hello"}\n')
+        with open(channel.path, "ab") as handle:
+            handle.write(b'{"type":"forged"}\n')
+        published = channel.publish(os.path.join(self.dir, "daemon-wire.jsonl"))
+        self.assertFalse(published["intact"])
+
+
+class WitnessedRunTest(unittest.TestCase):
+    """A builder's run with a witness written as the runner would have seen it honestly;
+    each test then plays one cheat against it."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.run_dir = os.path.join(tmp.name, "run")
+        self.build = RunBuilder(self.run_dir, stream=True)
+        self.paths = self.build.paths
+
+    def honest_run(self, *, index_before_replies: bool = False) -> None:
+        children = self.build.fan_out(FIXTURE, reply=False)
+        if index_before_replies:
+            self.build.correct_index(FIXTURE)
+        for shard in FIXTURE.shards:
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+        if not index_before_replies:
+            self.build.correct_index(FIXTURE)
+        self.build.finish()
+
+    def sightings(self, *, answer_at: float | None = None) -> list[dict]:
+        """What an observer polling every 0.1 s would have noted: each record seen in the
+        poll after its own time (independent of the code under test)."""
+
+        def window(at_ms: int) -> dict:
+            return {"before": at_ms / 1000 - 0.05, "seen": at_ms / 1000 + 0.05}
+
+        out = []
+        for path in glob.glob(os.path.join(self.paths.agent_home, "rlm-ledger", "*.jsonl")):
+            with open(path, "rb") as handle:
+                for number, raw in enumerate(handle.read().split(b"\n")[:-1], start=1):
+                    at = json.loads(raw)["at"]
+                    digest = hashlib.sha256(raw).hexdigest()
+                    item = {"what": "ledger_line", "file": os.path.basename(path)}
+                    item.update(line=number, sha256=digest, **window(iso_ms(at)))
+                    out.append(item)
+        for path in glob.glob(os.path.join(self.paths.session_artifacts, "*", "sub-*", "*.jsonl")):
+            with open(path) as handle:
+                header = json.loads(handle.readline())
+            child_id = os.path.basename(os.path.dirname(path))
+            item = {"what": "transcript", "child_id": child_id, "file": os.path.basename(path)}
+            out.append({**item, **window(iso_ms(header["timestamp"]))})
+        last_reply = 0.0
+        (root,) = os.listdir(self.paths.sessions)
+        with open(os.path.join(self.paths.sessions, root)) as handle:
+            for number, line in enumerate(handle, start=1):
+                record = json.loads(line)
+                if record.get("details", {}).get("fromRelationship") == "child":
+                    item = {"what": "reply", "file": root, "line": number}
+                    item.update(id=record["details"]["id"], **window(iso_ms(record["timestamp"])))
+                    out.append(item)
+                    last_reply = max(last_reply, item["seen"])
+        answer = self.paths.artifact("combined-index.md")
+        seen = answer_at if answer_at is not None else last_reply + 1.0
+        out.append(
+            {
+                "what": "answer_content",
+                "sha256": witness.file_digest(answer),
+                "before": seen - 0.1,
+                "seen": seen,
+            }
+        )
+        return out
+
+    def model_calls(self) -> list[dict]:
+        """The proxy's record of every model call the transcripts show."""
+        calls = []
+        paths = [os.path.join(self.paths.sessions, os.listdir(self.paths.sessions)[0])]
+        paths += glob.glob(os.path.join(self.paths.session_artifacts, "*", "sub-*", "*.jsonl"))
+        for path in paths:
+            with open(path) as handle:
+                for line in handle:
+                    message = json.loads(line).get("message") or {}
+                    if message.get("role") == "assistant" and message.get("responseId"):
+                        calls.append(
+                            {
+                                "status": 200,
+                                "session": os.path.realpath(path),
+                                "response_id": message["responseId"],
+                            }
+                        )
+        return calls
+
+    def witness(self, sightings=None, calls=None, proxy: bool = True) -> str:
+        return witness.write_witness(
+            self.paths.witness,
+            header={"proxy": proxy},
+            model_calls=self.model_calls() if calls is None else calls,
+            sightings=self.sightings() if sightings is None else sightings,
+            channels=[],
+        )
+
+    def verdict(self, digest: str | None):
+        return score(FIXTURE, collect(self.run_dir, FIXTURE.artifact, digest))
+
+    def codes(self, verdict) -> list[str]:
+        return sorted({reason.code for reason in verdict.reasons})
+
+    # --- honest --------------------------------------------------------------
+
+    def test_an_honest_witnessed_run_is_resolved_and_not_warned_unwitnessed(self):
+        self.honest_run()
+        verdict = self.verdict(self.witness())
+        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
+        self.assertTrue(verdict.witness["witnessed"])
+        self.assertNotIn("unwitnessed", [w.code for w in verdict.warnings])
+
+    def test_a_run_without_a_witness_passes_with_a_warning(self):
+        self.honest_run()
+        verdict = self.verdict(None)
+        self.assertTrue(verdict.resolved)
+        self.assertFalse(verdict.witness["witnessed"])
+        self.assertIn("unwitnessed", [w.code for w in verdict.warnings])
+
+    # --- the witness itself ------------------------------------------------------
+
+    def test_a_deleted_witness_fails(self):
+        self.honest_run()
+        digest = self.witness()
+        os.remove(self.paths.witness)
+        self.assertEqual(self.codes(self.verdict(digest)), ["witness_missing"])
+
+    def test_a_witness_appended_to_after_the_run_fails(self):
+        self.honest_run()
+        digest = self.witness()
+        with open(self.paths.witness, "a") as handle:
+            handle.write('{"kind":"model_call","status":200,"response_id":"chatcmpl-x"}\n')
+        self.assertEqual(self.codes(self.verdict(digest)), ["witness_tampered"])
+
+    # --- the model traffic ---------------------------------------------------------
+
+    def test_a_child_message_the_proxy_never_served_fails(self):
+        self.honest_run()
+        calls = self.model_calls()
+        dropped = next(call for call in calls if "session-artifacts" in call["session"])
+        calls.remove(dropped)
+        verdict = self.verdict(self.witness(calls=calls))
+        self.assertEqual(self.codes(verdict), ["unserved_response_id"])
+        self.assertIn(dropped["response_id"], verdict.reasons[0].message)
+
+    def test_a_parent_message_the_proxy_never_served_fails(self):
+        self.honest_run()
+        calls = [c for c in self.model_calls() if "session-artifacts" in c["session"]]
+        self.assertIn("unserved_response_id", self.codes(self.verdict(self.witness(calls=calls))))
+
+    def test_appending_ids_to_the_scripted_models_own_log_proves_nothing(self):
+        # The agent can write model-log.jsonl; with a witness the proxy's record decides.
+        self.honest_run()
+        calls = [c for c in self.model_calls() if "session-artifacts" not in c["session"]]
+        with open(self.paths.model_log, "w") as handle:
+            for call in self.model_calls():
+                line = {"response_id": call["response_id"], "conversation_log": call["session"]}
+                handle.write(json.dumps(line) + "\n")
+        self.assertIn("unserved_response_id", self.codes(self.verdict(self.witness(calls=calls))))
+
+    def test_a_witness_whose_proxy_relayed_nothing_holds_no_id_against_the_run(self):
+        self.honest_run()
+        verdict = self.verdict(self.witness(calls=[], proxy=False))
+        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
+
+    # --- times -------------------------------------------------------------------
+
+    def shifted(self, what: str, **change) -> list[dict]:
+        sightings = self.sightings()
+        target = next(item for item in sightings if item["what"] == what)
+        for key, delta in change.items():
+            target[key] += delta
+        return sightings
+
+    def test_a_ledger_line_that_claims_a_time_before_the_runner_looked_is_backdated(self):
+        self.honest_run()
+        sightings = self.shifted("ledger_line", before=5.0, seen=5.0)
+        self.assertEqual(self.codes(self.verdict(self.witness(sightings))), ["backdated_record"])
+
+    def test_a_reply_that_claims_a_time_after_the_runner_saw_it_is_future_dated(self):
+        self.honest_run()
+        sightings = self.shifted("reply", before=-5.0, seen=-5.0)
+        codes = self.codes(self.verdict(self.witness(sightings)))
+        self.assertEqual(codes, ["future_dated_record"])
+
+    def test_a_child_transcript_that_appeared_long_after_its_header_time_is_backdated(self):
+        self.honest_run()
+        sightings = self.shifted("transcript", before=30.0, seen=30.0)
+        self.assertEqual(self.codes(self.verdict(self.witness(sightings))), ["backdated_record"])
+
+    def test_lateness_within_the_tolerance_is_no_alarm(self):
+        # A busy machine: the poll came 0.9 s late and the product stamped 0.9 s early.
+        self.honest_run()
+        sightings = self.shifted("ledger_line", before=0.9, seen=0.9)
+        self.assertTrue(self.verdict(self.witness(sightings)).resolved)
+
+    def test_a_ledger_line_rewritten_after_the_runner_saw_it_fails(self):
+        self.honest_run()
+        digest = self.witness()
+        (path,) = glob.glob(os.path.join(self.paths.agent_home, "rlm-ledger", "*.jsonl"))
+        with open(path) as handle:
+            text = handle.read()
+        with open(path, "w") as handle:
+            handle.write(text.replace('"name":"worker-b"', '"name":"worker-x"', 1))
+        self.assertIn("rewritten_record", self.codes(self.verdict(digest)))
+
+    def test_a_ledger_line_the_runner_never_saw_appear_fails(self):
+        self.honest_run()
+        sightings = [
+            s for s in self.sightings() if not (s["what"] == "ledger_line" and s["line"] == 3)
+        ]
+        self.assertIn("rewritten_record", self.codes(self.verdict(self.witness(sightings))))
+
+    # --- the answer file -----------------------------------------------------------
+
+    def test_an_answer_file_on_disk_before_the_replies_fails_on_the_witness_alone(self):
+        # No parent call names the file (written by a cell that built the name): only
+        # the runner's observation orders it against the replies.
+        self.honest_run(index_before_replies=True)
+        first_reply = min(s["before"] for s in self.sightings() if s["what"] == "reply")
+        verdict = self.verdict(self.witness(self.sightings(answer_at=first_reply - 1.0)))
+        self.assertEqual(self.codes(verdict), ["answer_written_before_reply"])
+        self.assertIn("the runner saw", verdict.reasons[0].message)
+
+    def test_a_draft_seen_early_and_the_final_content_after_the_replies_is_fine(self):
+        self.honest_run()
+        sightings = self.sightings()
+        draft = {"what": "answer_content", "sha256": "0" * 64, "before": 0.0, "seen": 1.0}
+        self.assertTrue(self.verdict(self.witness([draft, *sightings])).resolved)
+
+
+class StreamTest(unittest.TestCase):
+    """The stream against the root transcript, with or without a witness."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.run_dir = os.path.join(tmp.name, "run")
+        self.build = RunBuilder(self.run_dir, stream=True)
+        children = self.build.fan_out(FIXTURE)
+        self.child_ids = [child.child_id for child in children.values()]
+        self.build.correct_index(FIXTURE)
+        self.build.finish()
+
+    def codes(self) -> list[str]:
+        verdict = score(FIXTURE, collect(self.run_dir, FIXTURE.artifact))
+        return sorted({reason.code for reason in verdict.reasons})
+
+    def edit_stream(self, keep) -> None:
+        with open(self.build.paths.stdout) as handle:
+            lines = handle.readlines()
+        with open(self.build.paths.stdout, "w") as handle:
+            handle.writelines(line for line in lines if keep(json.loads(line)))
+
+    def test_an_honest_stream_agrees(self):
+        self.assertEqual(self.codes(), [])
+
+    def test_a_stream_that_never_showed_a_spawned_child_fails(self):
+        gone = self.child_ids[1]
+        self.edit_stream(lambda e: (e.get("child") or {}).get("id") != gone)
+        self.assertEqual(self.codes(), ["stream_mismatch"])
+
+    def test_a_stream_with_another_model_call_fails(self):
+        def swap(event: dict) -> bool:
+            if event.get("type") == "message_end" and event["message"].get("responseId"):
+                event["message"]["responseId"] = "chatcmpl-forged"
+            return True
+
+        with open(self.build.paths.stdout) as handle:
+            events = [json.loads(line) for line in handle]
+        with open(self.build.paths.stdout, "w") as handle:
+            for event in events:
+                swap(event)
+                handle.write(json.dumps(event) + "\n")
+        self.assertEqual(self.codes(), ["stream_mismatch"])
+
+    def test_a_stream_that_stops_early_is_a_prefix_and_agrees(self):
+        # The one-shot CLI's stream ends at the root's first idle (§7).
+        with open(self.build.paths.stdout) as handle:
+            lines = handle.readlines()
+        cut = next(i for i, line in enumerate(lines) if '"agent_end"' in line)
+        with open(self.build.paths.stdout, "w") as handle:
+            handle.writelines(lines[: cut + 1])
+        self.assertEqual(self.codes(), [])
+
+
+def iso_ms(text: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
