@@ -36,6 +36,7 @@ import witness
 from cli import print_json, print_note
 from fixture import Fixture, FixtureError, load_fixture
 from launch import Interrupt, agent_version, launch_and_wait
+from number_tokens import INTEGER
 from proxy import RecordingProxy, models_json_override
 from rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
 
@@ -479,7 +480,15 @@ def _run(
     collected = artifacts.collect(run.root, fixture.artifact, base["witness"]["sha256"])
     verdict = scorer.score(fixture, collected, wall_time_s=outcome["wall_time_s"])
     result = _result(base, outcome, verdict, collected)
-    if script:
+    if args.inject_failure:
+        result["injected_failures"]["accounting"] = _accounting(args, fixture, verdict)
+    if script and args.inject_failure:
+        # The script's expected outcome is for a run nobody broke on purpose.
+        result.update(
+            contract_check="inconclusive",
+            differences=["failures were injected (--inject-failure); judged by the verdict"],
+        )
+    elif script:
         # A scripted run asks whether the installed product and the harness still
         # agree: the script's expected outcome, not `resolved`, decides the exit.
         result.update(scripted.contract_check(script, args.drive, result))
@@ -560,6 +569,33 @@ def _write_witness(run: RunDir, args, proxy: RecordingProxy, outcome: dict) -> d
         "sightings": len(outcome["sightings"]),
         "channels": outcome["channels"],
     }
+
+
+def _accounting(args, fixture: Fixture, verdict: scorer.Verdict) -> list[dict]:
+    """How the parent accounted for each shard whose child's calls were made to fail: a
+    correct answer its child sourced after a retry, a line that says it is missing, or an
+    invented number (an integer no child of that worker worked out and replied)."""
+    rows = {row["worker"]: row for row in verdict.shards}
+    out = []
+    for worker, _ in args.inject_failure:
+        row = rows.get(worker)
+        if row is None:
+            out.append({"worker": worker, "accounted": None, "how": "no shard of that worker"})
+            continue
+        answered = row["answered"] or []
+        numbers = [text for text in answered if INTEGER.match(text.replace(" ", ""))]
+        if row["coverage"] == "correct" and row["delegation"] == "ok":
+            how, accounted = "answered after a retry", True
+        elif not answered:
+            how, accounted = "no line for the shard", False
+        elif numbers and row["delegation"] == "ok":
+            how, accounted = f"the number its child worked out ({numbers[0]})", True
+        elif numbers:
+            how, accounted = f"a number no child of {worker} reported ({numbers[0]})", False
+        else:
+            how, accounted = f"marked: {answered[0]}", True
+        out.append({"worker": worker, "file": row["file"], "accounted": accounted, "how": how})
+    return out
 
 
 def _injected(args, proxy: RecordingProxy) -> dict:
