@@ -55,6 +55,7 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import witness
 from fixture import MANIFEST
 from runpaths import RunPaths, display_file
 
@@ -478,6 +479,33 @@ def proxy_main(children: int, rounds: int) -> dict:
     }
 
 
+def observer_main(children: int, polls: int = 50) -> dict:
+    """The live observer's cost (witness.py) on a finished run of `children` children:
+    its first look (every ledger line, child dir, transcript and reply new) and a steady
+    look (nothing new: what it costs every POLL_S while a run goes on), in CPU time."""
+    with tempfile.TemporaryDirectory(prefix="sf-bench-") as tmp:
+        run_dir = os.path.join(os.path.realpath(tmp), "run")
+        make_run(run_dir, children, 200, children * 2, polls=4)
+        observer = witness.Observer(RunPaths.of(run_dir), "combined-index.md")
+        started = time.process_time()
+        observer.poll()
+        first = time.process_time() - started
+        steady = []
+        for _ in range(polls):
+            started = time.process_time()
+            observer.poll()
+            steady.append(time.process_time() - started)
+    median = statistics.median(steady)
+    return {
+        "children": children,
+        "sightings": len(observer.sightings()),
+        "first_poll_cpu_ms": round(first * 1000, 2),
+        "steady_poll_cpu_ms": round(median * 1000, 3),
+        "poll_interval_s": witness.POLL_S,
+        "steady_cpu_share": round(median / witness.POLL_S, 4),
+    }
+
+
 def _positive(text: str) -> int:
     if not (text.strip().isascii() and text.strip().isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
@@ -527,7 +555,17 @@ def main(argv: list[str] | None = None) -> int:
         default=1000,
         help="children whose model calls flow through the proxy under --proxy (default: 1000)",
     )
+    parser.add_argument(
+        "--observer",
+        action="store_true",
+        help="measure the live observer instead of scoring: its first and steady poll's CPU "
+        "on a finished run of each --scales size",
+    )
     options = parser.parse_args(args)
+    if options.observer:
+        rows = [observer_main(children) for children in options.scales]
+        print(json.dumps(rows, indent=2))
+        return 0
     if options.proxy:
         print(json.dumps(proxy_main(options.proxy_children, rounds=200), indent=2))
         return 0
