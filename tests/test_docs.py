@@ -226,3 +226,18 @@ class ReadmeIsAGuide(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ReasonCodesAreDocumented(unittest.TestCase):
+    """Reason codes are API: every code the scorer can give, and every warning, is in
+    docs/rubric.md."""
+
+    def test_every_reason_code_and_warning_is_in_the_rubric(self):
+        import scorer
+
+        with open(os.path.join(ROOT, "docs", "rubric.md"), encoding="utf-8") as handle:
+            rubric = handle.read()
+        missing = [
+            code for code in (*scorer.MESSAGES, *scorer.WARNINGS) if f"`{code}`" not in rubric
+        ]
+        self.assertEqual(missing, [])
