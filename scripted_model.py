@@ -79,6 +79,10 @@ PAYLOAD = re.compile(r"^(?:SHARD-RESULT\s+)?(?P<file>[^\s:]+):\s*(?P<answer>.+?)
 NOTICE = re.compile(r"RLM child (?P<name>\S+) \((?P<child_id>sub-[0-9a-f]{8})\) (?P<what>[^.\n]+)")
 ARGUMENT_PIECE = 400  # tool-call arguments go out in pieces, as real providers stream them
 FAILURE_MESSAGE = "scripted model failure"
+# The echo mode's answer to every request: the simulated agent writes its own content and
+# takes only the response id and usage (simulated/product.py).
+ECHO_TEXT = "Simulated model call served."
+CHAT_COMPLETIONS = "/chat/completions"
 SHUTDOWN_POLL_S = 0.05  # how soon stop() returns
 
 
@@ -524,9 +528,12 @@ class ScriptedModelHandler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         request = read_request(body if isinstance(body, dict) else {})
+        path = self.path.rstrip("/")
         if not isinstance(body, dict):
             body, turn = {}, Turn("bad_request", "the body is not a JSON object", http_status=400)
-        elif self.path.rstrip("/") != "/v1/chat/completions":
+        elif self.server.echo and path.endswith(CHAT_COMPLETIONS):
+            turn = Turn("echo", ECHO_TEXT)
+        elif path != "/v1" + CHAT_COMPLETIONS:
             turn = Turn("not_found", f"no endpoint {self.path}", http_status=404)
         else:
             turn = decide(request)
@@ -589,16 +596,22 @@ def log_record(
 
 
 class ScriptedModelServer(ThreadingHTTPServer):
-    """The endpoint, on an ephemeral 127.0.0.1 port, served from a thread of this process."""
+    """The endpoint, on an ephemeral 127.0.0.1 port, served from a thread of this process.
+
+    With `echo`, no script is played: every chat-completions request, at any path ending
+    in `/chat/completions` and for any model, gets ECHO_TEXT under a fresh response id, with
+    usage, in the same wire format. That is the upstream of the `simulated` provider behind
+    the runner's recording proxy, so the simulated agent's model calls are witnessed too."""
 
     daemon_threads = True
     # Every child calls at once: socketserver's backlog of 5 would drop the other connects,
     # which the client's TCP then retries only after a second.
     request_queue_size = 64
 
-    def __init__(self, log_path: str):
+    def __init__(self, log_path: str, echo: bool = False):
         super().__init__(("127.0.0.1", 0), ScriptedModelHandler)
         self.request_log = RequestLog(log_path)
+        self.echo = echo
         self._thread = threading.Thread(
             target=self.serve_forever,
             kwargs={"poll_interval": SHUTDOWN_POLL_S},

@@ -167,13 +167,15 @@ class FakeAgentMessage:
 # --- the wire ----------------------------------------------------------------------------------
 
 
-def post(base_url: str, payload: dict) -> tuple[int, str, bytes]:
+def post(
+    base_url: str, payload: dict, path: str = "/v1/chat/completions"
+) -> tuple[int, str, bytes]:
     host, port = base_url.removeprefix("http://").split("/")[0].split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=10)
     try:
         connection.request(
             "POST",
-            "/v1/chat/completions",
+            path,
             json.dumps(payload),
             {"Content-Type": "application/json"},
         )
@@ -300,6 +302,66 @@ class WireFormatTest(ServerTest):
         self.assertEqual(sorted(r["seq"] for r in records), list(range(1, len(threads) + 1)))
         self.assertEqual(len(set(served)), len(threads))
         self.assertEqual({r["response_id"] for r in records}, set(served))
+
+
+class EchoTest(unittest.TestCase):
+    """The echo mode: the upstream of the simulated agent's provider behind the proxy."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="scripted-model-")
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.log = os.path.join(self.dir, "model-log.jsonl")
+        self.server = ScriptedModelServer(self.log, echo=True).start()
+        self.addCleanup(self.server.stop)
+
+    def test_any_streamed_request_gets_text_a_fresh_id_and_usage(self):
+        ids = []
+        for model in ("oracle", "nonesuch"):
+            request = body(model, [user("Anything at all.")])
+            status, content_type, data = post(self.server.base_url, request)
+            self.assertEqual((status, content_type), (200, "text/event-stream"))
+            events = sse_events(data)
+            self.assertEqual(events[-1], "[DONE]")
+            chunks = [json.loads(event) for event in events[:-1]]
+            self.assertEqual(len({chunk["id"] for chunk in chunks}), 1)
+            self.assertEqual(chunks[0]["choices"][0]["delta"]["role"], "assistant")
+            self.assertEqual(
+                chunks[1]["choices"][0]["delta"], {"content": scripted_model.ECHO_TEXT}
+            )
+            self.assertEqual(chunks[-2]["choices"][0]["finish_reason"], "stop")
+            self.assertEqual(chunks[-1]["choices"], [])
+            usage = chunks[-1]["usage"]
+            self.assertEqual(
+                usage["total_tokens"], usage["prompt_tokens"] + usage["completion_tokens"]
+            )
+            self.assertEqual(chunks[0]["model"], model)
+            ids.append(chunks[0]["id"])
+        self.assertRegex(ids[0], RESPONSE_ID)
+        self.assertNotEqual(ids[0], ids[1])
+        with open(self.log, encoding="utf-8") as handle:
+            logged = [json.loads(line) for line in handle]
+        self.assertEqual([r["response_id"] for r in logged], ids)
+        self.assertEqual({r["decision"] for r in logged}, {"echo"})
+
+    def test_without_streaming_the_echo_is_one_chat_completion(self):
+        request = body("oracle", [user("Anything.")], stream=False)
+        status, content_type, data = post(self.server.base_url, request)
+        self.assertEqual((status, content_type), (200, "application/json"))
+        completion = json.loads(data)
+        self.assertRegex(completion["id"], RESPONSE_ID)
+        self.assertEqual(completion["choices"][0]["message"]["content"], scripted_model.ECHO_TEXT)
+        self.assertIn("total_tokens", completion["usage"])
+
+    def test_any_path_ending_in_chat_completions_is_served_and_no_other(self):
+        request = body("oracle", [user("Anything.")])
+        for path, expected in (
+            ("/simulated/v1/chat/completions", 200),
+            ("/v1/v1/chat/completions", 200),
+            ("/chat/completions", 200),
+            ("/v1/responses", 404),
+        ):
+            with self.subTest(path=path):
+                self.assertEqual(post(self.server.base_url, request, path)[0], expected)
 
 
 # --- the scripts' decisions --------------------------------------------------------------------
