@@ -693,14 +693,16 @@ class _Handler(BaseHTTPRequestHandler):
         except (OSError, http.client.HTTPException) as error:
             code = UPSTREAM_RESET if _is_reset(error) else UPSTREAM_UNREACHABLE
             return self._own(call, clock, 502, code, f"{code}: {type(error).__name__}")
+        error: str | None = PROXY_ERROR  # unless the relay ends, a fault of the proxy's own
         try:
-            call["error"] = self._relay(exchange.response, call, clock)
+            error = self._relay(exchange.response, call, clock)
         except OSError:  # writing to the product failed
-            call["error"] = CLIENT_GONE
+            error = CLIENT_GONE
         finally:
-            if call["error"] is not None:
+            call["error"] = error
+            if error is not None:
                 self.close_connection = True
-            proxy._done(exchange, reusable=call["error"] is None)
+            proxy._done(exchange, reusable=error is None)
 
     def _own(self, call: dict, clock: float, status: int, code: str | None, message: str) -> None:
         """Answers with an error of the proxy's own, in the API's shape."""
