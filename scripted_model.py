@@ -515,6 +515,10 @@ class RequestLog:
 
 class ScriptedModelHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The headers and the body go out in two writes: with Nagle's algorithm the body waits
+    # for the ACK of the headers, which a client on a kept-alive connection (the recording
+    # proxy's) delays by up to 40 ms.
+    disable_nagle_algorithm = True
     server: ScriptedModelServer
 
     def log_message(self, format: str, *args: object) -> None:
