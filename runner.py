@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.parse
 from datetime import datetime, timezone
 
 import artifacts
@@ -533,9 +534,14 @@ def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy
             config, upstream = models_json_override(
                 user, provider, "http://127.0.0.1/", upstream=args.upstream, model_id=model_id
             )
-            proxy = stack.enter_context(RecordingProxy({provider: upstream}))
+            # The route is the upstream's host: the product sends some fields only when
+            # the baseUrl names it (OpenRouter's and Vercel's routing, OpenAI's
+            # prompt_cache_key: packages/ai openai-completions.ts), and the proxy's URL
+            # then still does.
+            route = urllib.parse.urlsplit(upstream).hostname or provider
+            proxy = stack.enter_context(RecordingProxy({route: upstream}))
             config, _ = models_json_override(
-                user, provider, proxy.url(provider), upstream=upstream, model_id=model_id
+                user, provider, proxy.url(route), upstream=upstream, model_id=model_id
             )
         except (OSError, ValueError) as error:
             raise ProxyError(f"model {args.model!r}: {error}") from None

@@ -10,7 +10,9 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import unittest
+from typing import ClassVar
 
 from builders import RunBuilder, small_fixture
 
@@ -402,3 +404,97 @@ def iso_ms(text: str) -> int:
     from datetime import datetime
 
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+class RealProviderPathTest(unittest.TestCase):
+    """The runner puts a real provider behind the proxy: the run's models.json points the
+    provider at the proxy (under the upstream's host), the user's own baseUrl is the
+    upstream, and every call is in the witness. A stand-in agent plays the product's part:
+    it reads its provider's baseUrl and makes one chat-completions call."""
+
+    AGENT = """#!{python}
+import json, os, sys, urllib.request
+if "--version" in sys.argv:
+    print("fake-agent 1"); sys.exit(0)
+home = os.environ["PRIME_AGENT_CODING_AGENT_DIR"]
+with open(os.path.join(home, "models.json")) as handle:
+    base = json.load(handle)["providers"]["acme"]["baseUrl"]
+body = {{"model": "m", "messages": [{{"role": "system", "content": "Conversation log: /x.jsonl"}}]}}
+request = urllib.request.Request(
+    base + "/chat/completions", json.dumps(body).encode(),
+    {{"Content-Type": "application/json", "Authorization": "Bearer sk-acme-SECRET"}},
+)
+with urllib.request.urlopen(request, timeout=10) as response:
+    print(json.load(response)["id"], file=sys.stderr)
+print(base, file=sys.stderr)
+"""
+
+    def setUp(self) -> None:
+        import http.server
+        import sys
+
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+        self.sys = sys
+
+        class Upstream(http.server.BaseHTTPRequestHandler):
+            paths: ClassVar[list[str]] = []
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                Upstream.paths.append(self.path)
+                body = json.dumps({"id": "chatcmpl-acme-1", "usage": {"prompt_tokens": 3}})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            def log_message(self, *args):
+                pass
+
+        self.upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+        self.paths = Upstream.paths
+        thread = threading.Thread(target=self.upstream.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(self.upstream.server_close)
+        self.addCleanup(self.upstream.shutdown)
+        config = os.path.join(self.tmp, "config")
+        os.makedirs(config)
+        base = f"http://127.0.0.1:{self.upstream.server_address[1]}/v1"
+        with open(os.path.join(config, "models.json"), "w") as handle:
+            json.dump(
+                {"providers": {"acme": {"baseUrl": base, "apiKey": "sk-acme-SECRET"}}}, handle
+            )
+        self.agent = os.path.join(self.tmp, "agent")
+        with open(self.agent, "w") as handle:
+            handle.write(self.AGENT.format(python=sys.executable))
+        os.chmod(self.agent, 0o755)
+        self.config = config
+
+    def test_the_providers_calls_go_through_the_proxy_into_the_witness(self):
+        import subprocess
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        argv = [self.sys.executable, os.path.join(root, "runner.py"), "--fixture"]
+        argv += [os.path.join(root, "fixtures", "json-events"), "--model", "acme/m"]
+        argv += ["--agent-bin", self.agent, "--agent-config", self.config]
+        argv += ["--out", os.path.join(self.tmp, "runs"), "--timeout", "30", "--grace", "0.1"]
+        done = subprocess.run(argv, capture_output=True, timeout=120)
+        result = json.loads(done.stdout)
+        self.assertEqual(self.paths, ["/v1/chat/completions"])
+        self.assertEqual(result["witness"]["model_calls"], 1)
+        with open(os.path.join(result["run_dir"], "witness.jsonl")) as handle:
+            records = [json.loads(line) for line in handle]
+        (call,) = [r for r in records if r["kind"] == "model_call"]
+        self.assertEqual((call["status"], call["response_id"]), (200, "chatcmpl-acme-1"))
+        self.assertEqual(call["session"], "/x.jsonl")
+        # The product was pointed at the proxy, under the upstream's host.
+        with open(os.path.join(result["run_dir"], "agent-home", "models.json")) as handle:
+            base = json.load(handle)["providers"]["acme"]["baseUrl"]
+        self.assertRegex(base, r"^http://127\.0\.0\.1:\d+/127\.0\.0\.1$")
+        # No secret in what the runner itself wrote.
+        for name in ("witness.jsonl", "result.json", "stdout.jsonl", "run-meta.json"):
+            with open(os.path.join(result["run_dir"], name)) as handle:
+                self.assertNotIn("SECRET", handle.read(), name)
