@@ -849,6 +849,38 @@ def builtin_upstream(provider: str, model_id: str | None = None) -> str:
     return urls[0]
 
 
+def parse_models_json(text: str) -> object:
+    """A models.json as the product reads it: JSON with `//` and `/* */` comments and
+    trailing commas allowed (core/model-registry.ts strips them before parsing). Strings
+    are kept as they are."""
+    kept: list[str] = []
+    index, inside = 0, False
+    while index < len(text):
+        char = text[index]
+        if inside:
+            step = 2 if char == "\\" else 1
+            kept.append(text[index : index + step])
+            index += step
+            inside = char != '"'
+        elif text.startswith("//", index):
+            end = text.find("\n", index)
+            index = len(text) if end < 0 else end
+        elif text.startswith("/*", index):
+            end = text.find("*/", index + 2)
+            index = len(text) if end < 0 else end + 2
+        elif char == "," and TRAILING.match(text, index + 1):
+            index += 1
+        else:
+            inside = char == '"'
+            kept.append(char)
+            index += 1
+    return json.loads("".join(kept))
+
+
+# What may follow a trailing comma: white space and comments, then a closing bracket.
+TRAILING = re.compile(r"(?:\s|//[^\n]*|/\*.*?\*/)*[}\]]", re.DOTALL)
+
+
 def models_json_override(
     user_models: dict | None,
     provider: str,

@@ -38,7 +38,7 @@ from cli import print_json, print_note
 from fixture import Fixture, FixtureError, load_fixture
 from launch import Interrupt, agent_version, launch_and_wait
 from number_tokens import INTEGER
-from proxy import RecordingProxy, models_json_override
+from proxy import RecordingProxy, models_json_override, parse_models_json
 from rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
 
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
@@ -530,7 +530,7 @@ def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy
             user = None
             if os.path.exists(path):
                 with open(path, encoding="utf-8") as handle:
-                    user = json.load(handle)
+                    user = parse_models_json(handle.read())
             config, upstream = models_json_override(
                 user, provider, "http://127.0.0.1/", upstream=args.upstream, model_id=model_id
             )

@@ -700,3 +700,26 @@ class LifecycleTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ModelsJsonSyntaxTest(unittest.TestCase):
+    """The user's models.json is read as the product reads it: comments and trailing
+    commas allowed, strings untouched; anything else is still an error."""
+
+    def test_comments_and_trailing_commas_are_allowed_and_strings_kept(self):
+        text = (
+            '{\n  // the user\'s own notes\n  "providers": {"acme": {\n'
+            '    "baseUrl": "http://127.0.0.1:9/v1", /* local */\n'
+            '    "apiKey": "a//b,}",\n  },},\n  "list": [1, 2, // last\n  ],\n}\n'
+        )
+        self.assertEqual(
+            proxy.parse_models_json(text),
+            {
+                "providers": {"acme": {"baseUrl": "http://127.0.0.1:9/v1", "apiKey": "a//b,}"}},
+                "list": [1, 2],
+            },
+        )
+
+    def test_a_broken_file_is_still_an_error(self):
+        with self.assertRaises(ValueError):
+            proxy.parse_models_json('{"providers": {"acme": }')
