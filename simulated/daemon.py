@@ -30,6 +30,7 @@ from simulated.product import (
     dumps,
     hex_id,
     iso,
+    model_endpoint,
     now_ms,
     session_header,
     worker_sessions_dir,
@@ -177,6 +178,8 @@ class ResidentSession:
             stream=Stream(self.publish),
             env=env,
             resident=True,
+            # The worker reads the models of the create's agent dir.
+            model_endpoint=model_endpoint(agent_dir),
             on_idle=self.root_idle,
         )
         self.active_id = self.run.root.active_id

@@ -4,18 +4,26 @@ model calls and tool results, the child records, the usage attributed to the spa
 message and the root's event stream (contract §5, §7). The simulation imports nothing from
 the harness but the task language (tasks.py), so these are its own copy of the product's rules
 (for example the ledger key).
+
+Model calls go to the `simulated` provider's endpoint when `<agentDir>/models.json` names
+one (`providers.simulated.baseUrl`, as the runner writes it to put its recording proxy in
+front): each assistant message then carries the response id and usage the endpoint served,
+and failed calls are retried and persisted as the product does (contract §5 "Retries").
+Without that entry the ids and usage are made up locally.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import http.client
 import json
 import os
 import socket
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +41,26 @@ KERNEL_FAILURE = (
     "default Python packages installed to skip auto-bootstrap."
 )
 ABORTED = "Request was aborted"  # a teardown's toolResult and aborted call (contract §5)
+# A model call's tries (contract §5 "Retries"; captured child-fail: a child whose every
+# request got HTTP 500 left 4 error messages from 12 requests). The SDK tries each request
+# 3 times before the attempt fails; the agent persists each failed attempt and makes 4.
+TRIES_PER_ATTEMPT = 3
+ATTEMPTS = 4
+MODEL_TIMEOUT_S = 600.0  # the OpenAI SDK's default request timeout
+CONNECTION_ERROR = "Connection error."  # the OpenAI SDK's message when no answer came
+SYSTEM_PROMPT_FIRST_LINE = "You are the model of a prime-agent session (simulated)."
+IPYTHON_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "ipython",
+        "description": "Run Python code in the session's IPython kernel.",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}},
+            "required": ["code"],
+        },
+    },
+}
 
 
 # --- ids, clock and JSON, in the product's shapes ------------------------------------------
@@ -189,6 +217,172 @@ class Ledger:
         os.fsync(fd)
 
 
+# --- the model endpoint (contract §11) ---------------------------------------------------------
+
+
+class ModelFailed(Exception):
+    """Every attempt of a model call failed; the session's run ends there (contract §6)."""
+
+    def __init__(self, attempts: list[dict]):
+        super().__init__(attempts[-1]["errorMessage"])
+        self.attempts = attempts  # the persisted error messages
+
+
+@dataclass(frozen=True)
+class Served:
+    """A model call the endpoint answered: the SSE chunks' `id` and the final chunk's usage."""
+
+    response_id: str
+    usage: dict | None
+
+
+@dataclass(frozen=True)
+class CallError:
+    """A try the endpoint did not answer; `retryable` as the OpenAI SDK decides it."""
+
+    message: str
+    retryable: bool
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """`providers.simulated` of `<agentDir>/models.json`: where chat completions are posted."""
+
+    host: str
+    port: int
+    path: str  # the baseUrl's path with `/chat/completions` appended, as the SDK does
+    api_key: str | None
+
+    def complete(self, body: dict) -> Served | CallError:
+        """One attempt: up to TRIES_PER_ATTEMPT tries of the request while they are
+        retryable (the OpenAI SDK retries a connection error, 408, 409, 429 and 5xx)."""
+        data = json.dumps(body).encode()
+        for _ in range(TRIES_PER_ATTEMPT):
+            outcome = self._try(data)
+            if isinstance(outcome, Served) or not outcome.retryable:
+                break
+        return outcome
+
+    def _try(self, data: bytes) -> Served | CallError:
+        # A connection of its own per request: a daemon's resident sessions run in threads.
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=MODEL_TIMEOUT_S)
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        try:
+            connection.request("POST", self.path, data, headers)
+            response = connection.getresponse()
+            if response.status != 200:
+                status = response.status
+                retryable = status in (408, 409, 429) or status >= 500
+                return CallError(error_message(status, response.read()), retryable)
+            return read_stream(response)
+        except (OSError, http.client.HTTPException):
+            return CallError(CONNECTION_ERROR, True)
+        finally:
+            connection.close()
+
+
+def model_endpoint(agent_dir: str) -> ModelEndpoint | None:
+    """The `simulated` provider's endpoint in `<agentDir>/models.json`, if it names one; an
+    unreadable file or entry is reported and ignored."""
+    path = os.path.join(agent_dir, "models.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        log(f"{path} ignored: {error}")
+        return None
+    providers = config.get("providers") if isinstance(config, dict) else None
+    entry = providers.get(PROVIDER) if isinstance(providers, dict) else None
+    if not isinstance(entry, dict) or "baseUrl" not in entry:
+        return None
+    base_url, api_key = entry["baseUrl"], entry.get("apiKey")
+    parts = urllib.parse.urlsplit(base_url) if isinstance(base_url, str) else None
+    if parts is None or parts.scheme != "http" or not parts.hostname:
+        log(f"{path}: providers.{PROVIDER}.baseUrl {base_url!r} ignored: not an http URL")
+        return None
+    return ModelEndpoint(
+        parts.hostname,
+        parts.port or 80,
+        parts.path.rstrip("/") + "/chat/completions",
+        api_key if isinstance(api_key, str) else None,
+    )
+
+
+def read_stream(response: http.client.HTTPResponse) -> Served | CallError:
+    """The SSE lines `data: <chat.completion.chunk>`: the first chunk's `id` becomes the
+    responseId, the usage chunk's counts the message's usage (contract §11)."""
+    response_id, counts = None, None
+    for line in response:
+        if not line.startswith(b"data:"):
+            continue
+        try:
+            chunk = json.loads(line[5:])
+        except ValueError:  # `[DONE]`
+            continue
+        if not isinstance(chunk, dict):
+            continue
+        if response_id is None and isinstance(chunk.get("id"), str) and chunk["id"]:
+            response_id = chunk["id"]
+        if isinstance(chunk.get("usage"), dict):
+            counts = chunk["usage"]
+    if response_id is None:
+        return CallError("the stream ended without a chunk", True)
+    return Served(response_id, counts)
+
+
+def error_message(status: int, body: bytes) -> str:
+    """`<status> <message>`, as the OpenAI SDK words an HTTP error (its APIError): the body's
+    `error.message`, else its `error` as JSON, else the text of a body that is not JSON."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed, text = None, body.decode("utf-8", "replace").strip()
+    else:
+        text = ""
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        text = error["message"]
+    elif error is not None:
+        text = dumps(error)
+    return f"{status} {text}" if text else f"{status} status code (no body)"
+
+
+def served_usage(served: Served) -> dict | None:
+    """The product's usage from the endpoint's: input is prompt_tokens, output
+    completion_tokens (contract §5)."""
+    counts = served.usage or {}
+    prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
+    if isinstance(prompt, int) and isinstance(completion, int):
+        return usage(prompt, completion)
+    return None
+
+
+def chat_message(message: dict) -> dict | None:
+    """A transcript message as the model sees it in the next request; a failed or aborted
+    call is not sent again."""
+    text = "\n".join(part["text"] for part in message["content"] if part["type"] == "text")
+    if message["role"] == "user":
+        return {"role": "user", "content": text}
+    if message["role"] == "toolResult":
+        return {"role": "tool", "tool_call_id": message["toolCallId"], "content": text}
+    if message.get("stopReason") in ("error", "aborted"):
+        return None
+    calls = [
+        {
+            "id": part["id"],
+            "type": "function",
+            "function": {"name": part["name"], "arguments": json.dumps(part["arguments"])},
+        }
+        for part in message["content"]
+        if part["type"] == "toolCall"
+    ]
+    return {"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})}
+
+
 # --- sessions and their transcripts (contract §5) --------------------------------------------
 
 
@@ -225,14 +419,19 @@ class Transcript:
 
 @dataclass
 class Session:
-    """One agent session: its transcript and the model context its usage numbers grow with."""
+    """One agent session: its transcript, the model context its usage numbers grow with, and
+    the conversation its model calls send (contract §11)."""
 
     transcript: Transcript
     header: dict
     behaviour: str
     context_tokens: int
+    endpoint: ModelEndpoint | None = None
+    spawned_by: str | None = None  # a child's parent, by header id (contract §9)
     active_id: str = field(default_factory=lambda: hex_id(12))
     context_chars: int = 0
+    conversation: list[dict] = field(default_factory=list)
+    last_assistant: dict | None = None
 
     @property
     def id(self) -> str:
@@ -243,24 +442,83 @@ class Session:
         return self._message(message, len(text))
 
     def assistant_message(self, text: str, code: str | None = None) -> dict:
-        """One model call; usage is derived from text lengths, so it is deterministic."""
+        """One model call. Through the endpoint, when there is one, it carries the served
+        response id and usage, after any failed attempts (ModelFailed when all fail); else a
+        local id, and usage derived from text lengths, so it is deterministic."""
+        served = self.call_model()
         content = [text_part(text)]
         if code is not None:
             call = {"type": "toolCall", "id": "call_" + hex_id(24), "name": "ipython"}
             content.append({**call, "arguments": {"code": code}})
         written = len(text) + len(code or "")
+        local = usage(self.context_tokens + self.context_chars // 4, max(1, written // 4))
         message = {
             "role": "assistant",
             "content": content,
             "api": API,
             "provider": PROVIDER,
             "model": self.behaviour,
-            "usage": usage(self.context_tokens + self.context_chars // 4, max(1, written // 4)),
+            "usage": (served_usage(served) if served else None) or local,
             "stopReason": "stop" if code is None else "toolUse",
             "timestamp": now_ms(),
-            "responseId": "chatcmpl-" + uuid.uuid4().hex,
+            "responseId": served.response_id if served else "chatcmpl-" + uuid.uuid4().hex,
         }
         return self._message(message, written)
+
+    def call_model(self) -> Served | None:
+        """Posts the conversation to the endpoint (None without one). Each failed attempt is
+        persisted as an error message; after ATTEMPTS of them, or one that is not worth
+        retrying, ModelFailed (contract §5 "Retries")."""
+        if self.endpoint is None:
+            return None
+        request = self.request_body()
+        attempts: list[dict] = []
+        while len(attempts) < ATTEMPTS:
+            started = now_ms()
+            outcome = self.endpoint.complete(request)
+            if isinstance(outcome, Served):
+                return outcome
+            attempts.append(self.failed_attempt(outcome.message, started))
+            if not outcome.retryable:
+                break
+        raise ModelFailed(attempts)
+
+    def request_body(self) -> dict:
+        """A chat-completions request as the product sends it (contract §9, §11): a system
+        prompt naming the session's transcript and depth, then the conversation so far, whose
+        first user message is a child's task."""
+        lines = [
+            SYSTEM_PROMPT_FIRST_LINE,
+            "",
+            f"Working directory: {self.header['cwd']}",
+            f"Conversation log: {self.transcript.path}",
+            f"Recursive agent depth: {self.header['rlmDepth']}",
+        ]
+        if self.spawned_by is not None:
+            lines += ["", f"You are a child agent spawned by {self.spawned_by}."]
+        return {
+            "model": self.behaviour,
+            "messages": [{"role": "system", "content": "\n".join(lines)}, *self.conversation],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "tools": [IPYTHON_TOOL],
+        }
+
+    def failed_attempt(self, error: str, started_ms: int) -> dict:
+        """A failed model call: empty content, zero usage, no responseId, stopReason error
+        and the error (contract §5 "Retries"; key order as captured, child-fail)."""
+        message = {
+            "role": "assistant",
+            "content": [],
+            "api": API,
+            "provider": PROVIDER,
+            "model": self.behaviour,
+            "usage": usage(0, 0),
+            "stopReason": "error",
+            "timestamp": started_ms,
+            "errorMessage": error,
+        }
+        return self._message(message, 0)
 
     def aborted_message(self) -> dict:
         """A call aborted before it reached the model: an empty text, zero usage, no
@@ -316,6 +574,8 @@ class Session:
         }
         self.transcript.append("custom_message", fields, ids_last=True)
         self.context_chars += len(content)
+        # The model sees a custom message as a user message.
+        self.conversation.append({"role": "user", "content": content})
         return {"role": "custom", **fields, "timestamp": now_ms()}
 
     def _tool_message(self, assistant: dict, text: str, details: dict, is_error: bool) -> dict:
@@ -334,15 +594,32 @@ class Session:
     def _message(self, message: dict, chars: int) -> dict:
         self.transcript.append("message", {"message": message})
         self.context_chars += chars
+        if message["role"] == "assistant":
+            self.last_assistant = message
+        if (chat := chat_message(message)) is not None:
+            self.conversation.append(chat)
         return message
 
+    @property
+    def last_text(self) -> str:
+        """The text of the session's last model call; empty when it failed."""
+        parts = self.last_assistant["content"] if self.last_assistant else []
+        return "".join(part["text"] for part in parts if part["type"] == "text")
 
-def open_session(path: str, header: dict, behaviour: str, context_tokens: int) -> Session:
+
+def open_session(
+    path: str,
+    header: dict,
+    behaviour: str,
+    context_tokens: int,
+    endpoint: ModelEndpoint | None = None,
+    spawned_by: str | None = None,
+) -> Session:
     transcript = Transcript(path, header)
     transcript.append("model_change", {"provider": PROVIDER, "modelId": behaviour})
     transcript.append("thinking_level_change", {"thinkingLevel": "off"})
     transcript.append("service_tier_change", {"serviceTier": "default"})
-    return Session(transcript, header, behaviour, context_tokens)
+    return Session(transcript, header, behaviour, context_tokens, endpoint, spawned_by)
 
 
 def session_header(cwd: str, ms: int, parent_file: str | None = None) -> dict:
@@ -364,6 +641,8 @@ class Child:
     sends_reply: bool = True
     cell: dict | None = None  # the assistant message whose ipython cell is running
     settled: bool = False  # its run has ended
+    reply: Reply | None = None  # what it sent its parent
+    model_failed: bool = False  # its run ended because a model call failed every attempt
 
     @property
     def task(self) -> Shard:

@@ -37,6 +37,8 @@ from simulated.product import (
     Attribution,
     Child,
     Ledger,
+    ModelEndpoint,
+    ModelFailed,
     Reply,
     Session,
     Stream,
@@ -44,6 +46,7 @@ from simulated.product import (
     dumps,
     hex_id,
     iso,
+    model_endpoint,
     now_ms,
     open_session,
     print_event,
@@ -123,6 +126,8 @@ ALL_REPORTED = "All children are done; writing the index."
 # Of the notices queued for a one-shot root when its worker stops, 3 of 8 arrived before it
 # was disposed (contract §6, captured endturn-oneshot).
 NOTICES_BEFORE_DISPOSAL = 3
+# What the root writes for a shard whose child ended without a reply (captured child-fail).
+NO_REPLY = "MISSING (completed without sending a reply)"
 
 
 class UsageError(Exception):
@@ -163,6 +168,10 @@ class Run:
     happens when the root first goes idle with children still running: the one-shot CLI
     stops the worker there (contract §1 fact 4), a resident session lives on and calls
     `on_idle` (§8.2, §8.3).
+
+    With a `model_endpoint`, every model call of the root and its children is posted to it; a
+    child whose call fails every attempt ends without reply, and the root learns of it from
+    the terminal notice (contract §6). A root whose call fails so ends its run there.
     """
 
     def __init__(
@@ -176,6 +185,7 @@ class Run:
         stream: Stream,
         env: Mapping[str, str],
         resident: bool,
+        model_endpoint: ModelEndpoint | None = None,
         on_idle: Callable[[], None] = lambda: None,
     ):
         self.cwd = cwd
@@ -186,12 +196,13 @@ class Run:
         self.env = env
         self.resident = resident
         self.on_idle = on_idle
+        self.model_endpoint = model_endpoint
         self.model_ref = f"{PROVIDER}/{behaviour}"
         # Children live beside the root's sessions dir, under its header id (contract §1 fact 3).
         self.artifacts_dir = os.path.join(
             os.path.dirname(os.path.dirname(root_file)), "session-artifacts", header["id"]
         )
-        self.root = open_session(root_file, header, behaviour, ROOT_CONTEXT_TOKENS)
+        self.root = open_session(root_file, header, behaviour, ROOT_CONTEXT_TOKENS, model_endpoint)
         self.root.transcript.append("session_state", {"state": {"status": "active"}})
         self.user: dict | None = None
         self.children: list[Child] = []
@@ -207,7 +218,22 @@ class Run:
     def respond(self, prompt: str) -> None:
         """What the simulated model makes of the prompt, to the end of all it triggers."""
         self.user = self.root.user_message(prompt)
-        shards = parse_shards(prompt)
+        try:
+            self.play(parse_shards(prompt), prompt)
+        except ModelFailed as failure:
+            # The root's model call failed every attempt: its turn and run end in error.
+            for attempt in failure.attempts:
+                self.stream.message(attempt)
+            if self.stream.in_run:
+                last = failure.attempts[-1]
+                self.stream.emit({"type": "turn_end", "message": last, "toolResults": []})
+                self.stream.agent_end()
+        if self.behaviour == "escape":
+            escape()
+        elif self.behaviour == "hold-files":
+            hold_files()
+
+    def play(self, shards: list[Shard], prompt: str) -> None:
         if self.behaviour == "nop":
             self.root.assistant_message("Nothing to do here.")
         elif not shards:
@@ -224,10 +250,6 @@ class Run:
             self.fail_to_start_kernel(shards)
         else:
             self.fan_out(shards)
-        if self.behaviour == "escape":
-            escape()
-        elif self.behaviour == "hold-files":
-            hold_files()
 
     # root turns
 
@@ -332,7 +354,9 @@ class Run:
         session_dir = os.path.join(self.artifacts_dir, child_id)
         header = session_header(self.cwd, now_ms(), parent_file=self.root_file)
         path = os.path.join(session_dir, header["id"] + ".jsonl")  # stem == child header id
-        session = open_session(path, header, self.behaviour, CHILD_CONTEXT_TOKENS)
+        session = open_session(
+            path, header, self.behaviour, CHILD_CONTEXT_TOKENS, self.model_endpoint, self.root.id
+        )
         child = Child(child_id, shard.worker, prompt, session, session_dir, spawn_code, now_ms())
         self.children.append(child)
         self.write_display(child, "running")
@@ -407,6 +431,7 @@ class Run:
         """agent_message.send(message, receiver_role='parent') from the child's cell: the
         queued reply, and the record of it the cell's toolResult keeps (§5)."""
         reply = Reply("agentmsg_" + str(uuid.uuid4()), message, child, now_ms())
+        child.reply = reply
         sent = {
             "id": reply.id,
             "message": reply.message,
@@ -434,8 +459,37 @@ class Run:
     def run_children(self, children: list[Child]) -> list[Reply | None]:
         """Every child's run, in spawn order; the replies they send the root."""
         if self.behaviour == "sibling-forward":
-            return self.relay_through_siblings(children)
-        return [self.run_child(child) for child in children]
+            try:
+                return self.relay_through_siblings(children)
+            except ModelFailed:
+                # The relay is one exchange: it stops at the failed call, and every child
+                # still running ends there, with what it had sent.
+                for child in children:
+                    if not child.settled:
+                        self.end_failed_child(child)
+                return [child.reply for child in children]
+        return [self.attempt(child, self.run_child) for child in children]
+
+    def attempt(self, child: Child, play: Callable[[Child], object]) -> Reply | None:
+        """Plays part of a child's run; a model call that fails every attempt ends the run
+        there (contract §5 "Retries"). The reply the child sent, if it got that far."""
+        try:
+            play(child)
+        except ModelFailed:
+            self.end_failed_child(child)
+        return child.reply
+
+    def end_failed_child(self, child: Child) -> None:
+        """The child's run ended at a failed model call: its display says `completed` all the
+        same, and one without a reply is owed a terminal notice (captured child-fail)."""
+        self.write_display(child, "completed")
+        last = child.session.last_assistant  # none for a relay that had not called yet
+        progress = {
+            "durationMs": now_ms() - child.created_ms,
+            "tokenCount": last["usage"]["totalTokens"] if last else 0,
+        }
+        child.settled = child.model_failed = True
+        self.child_update(child, "done", progress, replied=child.reply is not None)
 
     def run_child(self, child: Child) -> Reply | None:
         if self.behaviour == "answer-in-task":
@@ -651,18 +705,20 @@ class Run:
         return self.root.custom_message("agent_message", content, details)
 
     def terminal_notice(self, child: Child) -> dict:
-        """The child's run ended with no reply sent: `completed_without_reply` (contract §6)."""
-        preview = child.cell["content"][0]["text"]
-        content = (
-            f"RLM child {child.name} ({child.child_id}) completed without sending a reply. "
-            f"Last assistant text: {preview}"
-        )
+        """The child's run ended with no reply sent: `completed_without_reply` (contract §6),
+        previewing its last assistant text; one whose model failed has none (captured
+        child-fail). The root writes the shard as missing, unless another child answered it."""
+        preview = child.session.last_text
+        content = f"RLM child {child.name} ({child.child_id}) completed without sending a reply"
         details = {
             "kind": "completed_without_reply",
             "childId": child.child_id,
             "sessionName": child.name,
-            "lastAssistantTextPreview": preview,
         }
+        if preview:
+            content += f". Last assistant text: {preview}"
+            details["lastAssistantTextPreview"] = preview
+        self.answers.setdefault(child.task.file, NO_REPLY)  # a namesake may have replied
         return self.root.custom_message("rlm_child_terminal_notice", content, details)
 
     # what the root's model does
@@ -690,6 +746,17 @@ class Run:
             incoming = [self.reply_entry(reply)]
             if number < len(replies):
                 self.poll_turn(incoming, received(number, len(children)))
+        unreplied = [child for child in children if child.model_failed and not child.reply]
+        if unreplied:
+            # A notice reaches the root only once it goes idle (contract §6): with no child
+            # left running, it ends its turn, and each notice starts a run.
+            self.text_turn(incoming, received(len(replies), len(children)))
+            for number, child in enumerate(unreplied, start=len(replies) + 1):
+                self.stream.agent_end()
+                self.stream.agent_start()
+                incoming = [self.terminal_notice(child)]
+                if number < len(replies) + len(unreplied):
+                    self.text_turn(incoming, received(number, len(children)))
         # junk-replies: the replies are no answers, so the index cell computes them all.
         known = {} if self.behaviour == "junk-replies" else dict(self.answers)
         if self.fabricates:
@@ -777,7 +844,7 @@ class Run:
         self.stream.agent_start()
         with self.spawn_turn(shards) as children:
             for child in children:
-                self.start_cell(child)
+                self.attempt(child, self.start_cell)
         self.text_turn([], f"Spawned {len(children)} children. Waiting for their replies.")
         self.stream.agent_end()
         if not self.resident:
@@ -786,7 +853,8 @@ class Run:
         # Resident: the root idles while its children work; each reply starts a run (§8.3).
         self.on_idle()
         for number, child in enumerate(children, start=1):
-            incoming = [self.reply_entry(self.finish_cell(child))]
+            reply = child.reply if child.settled else self.attempt(child, self.finish_cell)
+            incoming = [self.reply_entry(reply) if reply else self.terminal_notice(child)]
             self.stream.agent_start()
             if number < len(children):
                 self.text_turn(incoming, received(number, len(children)))
@@ -802,7 +870,8 @@ class Run:
         aborted (captured endturn-oneshot). The stream has ended: this is on disk only (§7)."""
         self.stream.end()
         for child in children:
-            self.abort_cell(child)
+            if not child.settled:  # one whose model failed has ended already
+                self.abort_cell(child)
         noticed = children[:NOTICES_BEFORE_DISPOSAL]
         for number, child in enumerate(noticed, start=1):
             notice = self.terminal_notice(child)
@@ -890,4 +959,5 @@ def one_shot_run(cwd: str, sessions: str, behaviour: str, agent_dir: str) -> Run
         stream=stream,
         env=os.environ,
         resident=False,
+        model_endpoint=model_endpoint(agent_dir),
     )

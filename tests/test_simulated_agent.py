@@ -26,12 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import rundir
+from proxy import RecordingProxy
+from scripted_model import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "simulated" / "agent.py"
 REAL_RUNS = REPO / "tests" / "data" / "real-runs"
 MAIN_CAPTURE = REAL_RUNS / "main"
 ENDTURN_CAPTURE = REAL_RUNS / "endturn-oneshot"
+CHILD_FAIL_CAPTURE = REAL_RUNS / "child-fail"
 RESIDENT_WIRE = REAL_RUNS / "resident" / "daemon-wire.jsonl"
 NEEDS_PROC = unittest.skipUnless(Path("/proc/self/stat").exists(), "needs Linux /proc")
 DEADLINE_S = 10
@@ -1470,6 +1473,180 @@ class EndTurnEarlyTest(SimulatedAgentCase):
         self.assertEqual([e["type"] for e in events].count("agent_start"), 1 + len(TASKS))
         for path in run.child_files():
             self.assertEqual(messages(read_jsonl(path), "assistant")[-1]["stopReason"], "stop")
+
+
+# A model call's requests until it gives up (contract §5 "Retries", captured child-fail: a child
+# whose every request got HTTP 500 left 4 error messages from 12 requests).
+TRIES_PER_ATTEMPT, ATTEMPTS = 3, 4
+FAILING = TASKS[7][0]  # events-05.jsonl
+NO_REPLY = "MISSING (completed without sending a reply)"
+
+
+def served_by(proxy: RecordingProxy) -> list:
+    """The proxy's final records: it is stopped first."""
+    proxy.stop()
+    return proxy.records()
+
+
+class WitnessedModelTest(SimulatedAgentCase):
+    """With the simulated provider in the agent home's models.json, as the runner writes it to
+    put its recording proxy in front (issue 16), every model call the stand-in makes goes
+    through the proxy to the echo model, and a failure the proxy injects is retried and
+    persisted as the product does (contract §5 "Retries", §6, §10 "Endpoint cross-check")."""
+
+    def setUp(self):
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        model = ScriptedModelServer(os.path.join(folder.name, "model-log.jsonl"), echo=True)
+        self.addCleanup(model.start().stop)
+        self.proxy = self.start_proxy(f"http://127.0.0.1:{model.server_address[1]}")
+
+    def start_proxy(self, upstream: str) -> RecordingProxy:
+        proxy = RecordingProxy({"simulated": upstream}).start()
+        self.addCleanup(proxy.stop)
+        return proxy
+
+    def make_run(self, prompt: str | None = None, session_dir_env: bool = True) -> Run:
+        run = super().make_run(prompt, session_dir_env)
+        provider = {
+            "baseUrl": self.proxy.url("simulated") + "/v1",
+            "api": "openai-completions",
+            "apiKey": "simulated",
+        }
+        models = {"providers": {"simulated": provider}}
+        (run.dir / "agent-home" / "models.json").write_text(json.dumps(models))
+        return run
+
+    def child_named(self, run: Run, name: str) -> Path:
+        (path,) = [path for path in run.child_files() if session_name(path) == name]
+        return path
+
+    def assert_answered(self, run: Run, failures: int) -> None:
+        """The failing shard's child answered after `failures` failed requests, the
+        product's SDK retrying each up to 3 times before the attempt fails."""
+        child = self.child_named(run, worker(FAILING))
+        calls = messages(read_jsonl(child), "assistant")
+        failed = failures // TRIES_PER_ATTEMPT
+        self.assertEqual(
+            [call["stopReason"] for call in calls], ["error"] * failed + ["toolUse", "stop"]
+        )
+        self.assertEqual(notices(run.parent()), [])
+        self.assertEqual(len(replies(run.parent())), len(TASKS))
+        self.assertEqual(run.index(), correct_index(run.repo))
+        served = served_by(self.proxy)
+        injected = [call for call in served if call.injected]
+        self.assertEqual([call.session for call in injected], [str(child)] * failures)
+        ours = [call for call in served if call.session == str(child)]
+        self.assertEqual(len(ours), failures + 2)
+        self.assertEqual(
+            [call.response_id for call in ours if not call.injected],
+            [call["responseId"] for call in calls if "responseId" in call],
+        )
+
+    def test_every_assistant_message_has_a_response_id_the_proxy_served_its_transcript(self):
+        run = self.launch()
+        self.assertEqual(run.index(), correct_index(run.repo))
+        served = served_by(self.proxy)
+        transcripts = [run.parent_file(), *run.child_files()]
+        for path in transcripts:
+            calls = messages(read_jsonl(path), "assistant")
+            witnessed = [call for call in served if call.session == str(path)]
+            with self.subTest(transcript=path.name):
+                # Without errors, requests equal assistant messages (contract §10).
+                self.assertEqual(
+                    [call["responseId"] for call in calls],
+                    [call.response_id for call in witnessed],
+                )
+                self.assertEqual(
+                    [call["usage"]["input"] for call in calls],
+                    [call.usage["prompt_tokens"] for call in witnessed],
+                )
+                depth = 0 if path == run.parent_file() else 1
+                self.assertEqual({call.depth for call in witnessed}, {depth})
+                self.assertEqual({call.status for call in witnessed}, {200})
+        self.assertEqual(
+            len(served), sum(len(messages(read_jsonl(p), "assistant")) for p in transcripts)
+        )
+
+    def test_a_child_whose_every_request_fails_ends_without_reply_and_its_shard_is_missing(self):
+        self.proxy.inject_failures(worker(FAILING), TRIES_PER_ATTEMPT * ATTEMPTS)
+        run = self.launch()
+        child = self.child_named(run, worker(FAILING))
+        entries = read_jsonl(child)
+        calls = messages(entries, "assistant")
+        self.assertEqual(len(calls), ATTEMPTS)
+        for call in calls:
+            self.assertEqual(
+                (call["stopReason"], call["errorMessage"], call["content"]),
+                ("error", "500 injected failure", []),
+            )
+            self.assertEqual(call["usage"]["totalTokens"], 0)
+            self.assertNotIn("responseId", call)
+        self.assertEqual(messages(entries, "toolResult"), [])
+        display = json.loads((child.parent / "rlm-subagent.json").read_text())
+        self.assertEqual(display["status"], "completed")
+        parent = run.parent()
+        senders = {reply["details"]["from"]["sessionName"] for reply in replies(parent)}
+        self.assertEqual(senders, {worker(file) for file, _ in TASKS} - {worker(FAILING)})
+        (notice,) = notices(parent)
+        child_id = child.parent.name
+        self.assertEqual(
+            notice["details"],
+            {
+                "kind": "completed_without_reply",
+                "childId": child_id,
+                "sessionName": worker(FAILING),
+            },
+        )
+        self.assertEqual(
+            notice["content"],
+            f"RLM child {worker(FAILING)} ({child_id}) completed without sending a reply",
+        )
+        answer = expected_answer(run.repo / "shards" / FAILING, TASKS[7][1])
+        self.assertEqual(
+            run.index(),
+            correct_index(run.repo).replace(
+                f"- {FAILING}: {answer}\n", f"- {FAILING}: {NO_REPLY}\n"
+            ),
+        )
+        injected = [call for call in served_by(self.proxy) if call.injected]
+        self.assertEqual(
+            {(call.session, call.depth, call.status) for call in injected}, {(str(child), 1, 500)}
+        )
+        self.assertEqual(len(injected), TRIES_PER_ATTEMPT * ATTEMPTS)
+        self.assert_captured_shapes(run, CHILD_FAIL_CAPTURE)
+
+    def test_a_failed_attempt_is_persisted_and_the_next_one_answers(self):
+        self.proxy.inject_failures(worker(FAILING), TRIES_PER_ATTEMPT)
+        self.assert_answered(self.launch(), TRIES_PER_ATTEMPT)
+
+    def test_a_failure_the_sdk_retries_leaves_no_message(self):
+        self.proxy.inject_failures(worker(FAILING), 1)
+        self.assert_answered(self.launch(), 1)
+
+    def test_a_root_whose_every_request_fails_ends_its_run_in_error(self):
+        unused = socket.socket()
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+        unused.close()
+        self.proxy = self.start_proxy(f"http://127.0.0.1:{port}")
+        run = self.launch()
+        parent = run.parent()
+        calls = messages(parent, "assistant")
+        self.assertEqual(len(calls), ATTEMPTS)
+        for call in calls:
+            self.assertEqual(call["stopReason"], "error")
+            self.assertRegex(call["errorMessage"], r"^502 proxy: upstream_unreachable")
+        self.assertEqual(run.child_files(), [])
+        self.assertFalse((run.repo / "combined-index.md").exists())
+        events = run.stdout()
+        self.assertEqual(events[-1]["type"], "agent_end")
+        self.assertEqual(events[-1]["messages"][-1], calls[-1])
+        self.assertEqual(len(served_by(self.proxy)), TRIES_PER_ATTEMPT * ATTEMPTS)
+
+
+class ResidentWitnessedModelTest(WitnessedModelTest):
+    drive = RESIDENT
 
 
 class RepeatedTrialTest(SimulatedAgentCase):
