@@ -45,6 +45,10 @@ HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
 DRIVES = ("oneshot", "resident")
 SIMULATED_PROVIDER = "simulated"  # the bundled stand-in's models (simulated/agent.py)
 EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_INVALID, EXIT_AGENT = 0, 1, 2, 3
+# The calls --inject-failure fails by default: enough to make a child fail outright, as the
+# product retries (3 tries of a request, 4 attempts of a message: docs/product-contract.md §5,
+# the captured child-fail run's 12 requests for 4 failed messages).
+INJECTED_CALLS = 12
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot"}
 
@@ -96,8 +100,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="WORKER[:N]",
-        help="the proxy answers the next N (default 1) model calls of WORKER's child with HTTP "
-        "500 itself, to measure how the parent accounts for a failed child; repeatable",
+        help="the proxy answers the next N model calls of WORKER's child with HTTP 500 itself, "
+        "to measure how the parent accounts for a failed child (default 12: prime-agent 0.8.0 "
+        "tries each request 3 times and each message 4 times, so 12 make the child fail; fewer "
+        "are absorbed by its retries); repeatable",
     )
     parser.add_argument("--agent-bin", help="agent executable (default prime-agent)")
     parser.add_argument(
@@ -507,7 +513,7 @@ def _injection(text: str) -> tuple[str, int]:
     worker, _, count = text.partition(":")
     if not worker or (count and not count.isdigit()) or count == "0":
         raise ValueError(f"--inject-failure takes WORKER[:N] with N >= 1, not {text!r}")
-    return worker, int(count or 1)
+    return worker, int(count or INJECTED_CALLS)
 
 
 def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy:
@@ -522,8 +528,11 @@ def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy
         proxy = stack.enter_context(RecordingProxy({provider: server.base_url}))
         scripted_model.write_models_json(run.agent_home, proxy.url(provider))
     elif provider == SIMULATED_PROVIDER:
-        # The stand-in calls no model: the proxy relays nothing, and says so.
-        proxy = stack.enter_context(RecordingProxy({}))
+        # The stand-in makes each of its model calls to the harness's echo endpoint
+        # (simulated/product.py), behind the proxy like any model.
+        server = stack.enter_context(scripted_model.ScriptedModelServer(run.model_log, echo=True))
+        proxy = stack.enter_context(RecordingProxy({provider: server.base_url}))
+        _write_provider(run.agent_home, provider, proxy.url(provider))
     else:
         path = os.path.join(run.agent_home, "models.json")
         try:
@@ -598,6 +607,20 @@ def _accounting(args, fixture: Fixture, verdict: scorer.Verdict) -> list[dict]:
             how, accounted = f"the number its child worked out ({numbers[0]})", True
         elif numbers:
             how, accounted = f"a number no child of {worker} reported ({numbers[0]})", False
+def _write_provider(agent_home: str, provider: str, base_url: str) -> None:
+    """The simulated provider's entry in the run's models.json, every other kept."""
+    path = os.path.join(agent_home, "models.json")
+    config: dict = {"providers": {}}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            config = parse_models_json(handle.read())
+    if not isinstance(config, dict) or not isinstance(config.setdefault("providers", {}), dict):
+        raise ProxyError(f"{path} has no providers object")
+    entry = {"baseUrl": base_url, "api": "openai-completions", "apiKey": "simulated"}
+    config["providers"][provider] = entry
+    write_atomic(path, json.dumps(config, indent=2) + "\n")
+
+
         else:
             how, accounted = f"marked: {answered[0]}", True
         out.append({"worker": worker, "file": row["file"], "accounted": accounted, "how": how})
