@@ -100,6 +100,9 @@ BEHAVIOURS = {
     "the answers itself and writes a correct index",
     "zero-work-children": "spawns one child per shard, but no child ever calls the model; the "
     "parent appends a correct reply on each child's behalf and writes a correct index",
+    "forge-consistent": "as oracle in every file the product writes, the stream included, but "
+    "no child's model call reaches the model endpoint: the parent wrote each child's whole "
+    "conversation with made-up response ids, so only the runner's witness can tell",
     "no-kernel": "the product cannot set up the kernel's Python: both tries of the spawning cell "
     "fail with the product's kernel-setup error, and the parent gives up",
     "answer-in-task": "the parent counts every shard in a cell, then spawns children whose task "
@@ -354,8 +357,10 @@ class Run:
         session_dir = os.path.join(self.artifacts_dir, child_id)
         header = session_header(self.cwd, now_ms(), parent_file=self.root_file)
         path = os.path.join(session_dir, header["id"] + ".jsonl")  # stem == child header id
+        # forge-consistent: the children's calls never reach the endpoint (made-up ids).
+        endpoint = None if self.behaviour == "forge-consistent" else self.model_endpoint
         session = open_session(
-            path, header, self.behaviour, CHILD_CONTEXT_TOKENS, self.model_endpoint, self.root.id
+            path, header, self.behaviour, CHILD_CONTEXT_TOKENS, endpoint, self.root.id
         )
         child = Child(child_id, shard.worker, prompt, session, session_dir, spawn_code, now_ms())
         self.children.append(child)

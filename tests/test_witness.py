@@ -498,3 +498,52 @@ print(base, file=sys.stderr)
         for name in ("witness.jsonl", "result.json", "stdout.jsonl", "run-meta.json"):
             with open(os.path.join(result["run_dir"], name)) as handle:
                 self.assertNotIn("SECRET", handle.read(), name)
+
+
+class ForgeryTheWitnessAloneCatchesTest(unittest.TestCase):
+    """simulated/forge-consistent writes every file as an honest run would, the stream
+    included, but no child's model call reached the endpoint: the disk alone passes, the
+    witness fails it, under both drives; deleting the witness does not help the forger."""
+
+    def run_behaviour(self, drive: str) -> dict:
+        import subprocess
+        import sys
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        argv = [sys.executable, os.path.join(root, "runner.py"), "--fixture"]
+        argv += [os.path.join(root, "fixtures", "json-events"), "--drive", drive]
+        argv += ["--agent-bin", os.path.join(root, "simulated", "agent.py")]
+        argv += ["--model", "simulated/forge-consistent", "--out", tmp.name, "--grace", "0.1"]
+        argv += ["--agent-config", tmp.name]
+        done = subprocess.run(argv, capture_output=True, timeout=120)
+        return json.loads(done.stdout)
+
+    def test_only_the_witness_catches_it_and_deleting_the_witness_does_not_help(self):
+        from fixture import load_fixture
+
+        fixture = load_fixture(
+            os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "json-events")
+        )
+        for drive in ("oneshot", "resident"):
+            with self.subTest(drive=drive):
+                result = self.run_behaviour(drive)
+                codes = sorted({reason["code"] for reason in result["reasons"]})
+                self.assertEqual(codes, ["unserved_response_id"])
+                run_dir, digest = result["run_dir"], result["witness"]["sha256"]
+                integrity = result["verdict"]["integrity"]
+                failing = sorted(name for name, check in integrity.items() if check["count"])
+                self.assertEqual(failing, ["endpoint"])
+                # Every child message, and nothing else: 8 children x 2 calls.
+                self.assertEqual(integrity["endpoint"]["count"], 16)
+                # The forger's next move: the logs a run dir holds go (the endpoint's own
+                # model-log.jsonl too). The disk alone then passes...
+                os.remove(os.path.join(run_dir, "model-log.jsonl"))
+                os.rename(os.path.join(run_dir, "witness.jsonl"), os.path.join(run_dir, "w"))
+                unwitnessed = score(fixture, collect(run_dir, fixture.artifact))
+                self.assertTrue(unwitnessed.resolved, [r.code for r in unwitnessed.reasons])
+                self.assertIn("unwitnessed", [w.code for w in unwitnessed.warnings])
+                # ...but result.json names the witness the runner wrote.
+                deleted = score(fixture, collect(run_dir, fixture.artifact, digest))
+                self.assertEqual(sorted({r.code for r in deleted.reasons}), ["witness_missing"])
