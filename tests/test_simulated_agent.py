@@ -604,7 +604,8 @@ class CommandLineTest(SimulatedAgentCase):
             [
                 *("oracle", "nop", "no-spawn", "double-spawn", "fabricate", "silent-drop"),
                 *("hang", "escape", "hold-files", "end-turn-early", "flaky"),
-                *("forge-ledger", "junk-replies", "zero-work-children", "no-kernel"),
+                *("forge-ledger", "junk-replies", "zero-work-children", "forge-consistent"),
+                "no-kernel",
                 *("answer-in-task", "literal-send", "early-index", "sibling-forward"),
                 *("count-and-send", "peek-first"),
             ],
