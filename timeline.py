@@ -1,7 +1,7 @@
 """When each depth-1 child of a run was spawned, started, answered, replied and ended.
 
-`read_timeline` reads the run dir with the scorer's collector (artifacts.py);
-`build_timeline` is pure. Per child: its spawn
+`read_timeline` reads the run dir with the scorer's collector (artifacts.py), and
+`timeline_of` takes a run already collected; `build_timeline` is pure. Per child: its spawn
 (the ledger's `at`), start (its header's `timestamp`), first model response (its
 first assistant message's entry timestamp), reply (the parent-side entry of its
 first reply) or notice, and end (its last entry, `agent_status` heartbeats aside:
@@ -121,12 +121,13 @@ def max_concurrent(intervals: list[tuple[int, int]]) -> int:
 
 
 def read_timeline(run_dir: str) -> Timeline:
-    """The timeline of a run dir: a runner's, or a materialized captured run.
+    """The timeline of a run dir: a runner's, or a materialized captured run."""
+    return timeline_of(artifacts.collect(run_dir, None))
 
-    Read by the collector, so only transcripts where the product puts them count
-    (an edge whose child file lies elsewhere has no trace).
-    """
-    run = artifacts.collect(run_dir, None)
+
+def timeline_of(run: artifacts.RunArtifacts) -> Timeline:
+    """The timeline of collected artifacts: only transcripts where the product puts them
+    count (an edge whose child file lies elsewhere has no trace)."""
     edges = [edge for edge in run.replay.edges if edge.depth == 1]
     located = artifacts.transcripts_by_path(run.children)
     traces = {}
@@ -144,4 +145,4 @@ def read_timeline(run_dir: str) -> Timeline:
     for notice in run.parent.notices if run.parent else ():
         if notice.child_id and notice.at_ms is not None:
             notices.setdefault(notice.child_id, notice.at_ms)
-    return build_timeline(edges, traces, replies, notices, run_dir)
+    return build_timeline(edges, traces, replies, notices, run.run_dir)

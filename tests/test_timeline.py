@@ -9,8 +9,9 @@ from datetime import datetime, timezone
 
 from test_real_runs import materialize
 
+from artifacts import collect
 from ledger import Edge
-from timeline import ChildTrace, build_timeline, max_concurrent, read_timeline
+from timeline import ChildTrace, build_timeline, max_concurrent, read_timeline, timeline_of
 
 
 def ms(clock: str) -> int:
@@ -63,6 +64,10 @@ class CapturedTimelineTest(unittest.TestCase):
         # at 32.195: its agent_status heartbeats until 11:19:16.417 do not keep it alive.
         self.assertEqual(shape.children[5].end_ms, ms("11:16:31.884"))
         self.assertEqual(shape.max_concurrent, 7)
+
+    def test_a_collected_run_gives_the_same_timeline_as_its_dir(self):
+        root = materialize("child-fail", self.tmp)
+        self.assertEqual(timeline_of(collect(root, None)), read_timeline(root))
 
     def test_a_run_without_children_has_an_empty_timeline(self):
         shape = read_timeline(materialize("nospawn", self.tmp))
