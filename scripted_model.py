@@ -83,7 +83,7 @@ FAILURE_MESSAGE = "scripted model failure"
 # takes only the response id and usage (simulated/product.py).
 ECHO_TEXT = "Simulated model call served."
 CHAT_COMPLETIONS = "/chat/completions"
-SHUTDOWN_POLL_S = 0.05  # how soon stop() returns
+SHUTDOWN_POLL_S = 0.01  # how soon stop() returns
 
 
 @dataclass(frozen=True)
