@@ -34,6 +34,10 @@ and through the proxy; the delay of each event of a paced SSE stream, from its s
 arrival, direct and through the proxy (goal: under 1 ms added at the median); and the
 proxy's CPU seconds while a fan-out's model calls flow through it (each child's calls and
 a root call per reply, the conversations growing as the product's do).
+
+Why one script of this size: each measurement (scoring, the recording proxy, the observer)
+needs its own process harness to be measured fairly, and they share the run builders and the
+reporting; it is not imported by the harness.
 """
 
 from __future__ import annotations

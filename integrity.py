@@ -9,6 +9,10 @@ these checks compare exactly those records (§10 "Checks per live edge").
 
 Every check is a pure function of the collected artifacts with one stable reason
 code; `check` runs them all in a fixed order.
+
+Why one module of this size: the fourteen checks share one context (`_Family`) and one
+table (`CHECKS`), and a reader comparing two checks wants them side by side; each check is a
+small function, so the table reads as the rubric's integrity section.
 """
 
 from __future__ import annotations

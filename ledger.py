@@ -3,6 +3,10 @@
 This module is the only place in the harness that knows these rules
 (docs/product-contract.md §4). The ledger is the product's own record of every child
 it admitted; it is the backbone of delegation evidence.
+
+Why one module of this size: it owns the product's whole ledger contract (nothing
+else knows these rules): the key, the strict parse with its torn-tail rule and byte and record
+caps, and the replay, which only make sense together.
 """
 
 from __future__ import annotations

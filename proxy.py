@@ -25,6 +25,10 @@ themselves are never kept.
 
 Product facts are from prime-agent v0.8.0's source (the commit the contract names); file
 names are relative to the product repository.
+
+Why one module of this size: relaying (HTTP/1.1 both sides, streaming, failures), reading
+three APIs' ids and usage, injection and the models.json override are one witness; the
+product facts they rely on (the provider catalog) must sit beside the code that uses them.
 """
 
 from __future__ import annotations

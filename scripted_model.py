@@ -19,6 +19,10 @@ Children answer their shard's question for real, with the cell the simulated age
 (tasks.child_cell): the question phrasings live in the task language, tasks.py, and only there.
 The scripts that cheat on provenance are the exception: their children send a number typed
 into their cell (tasks.literal_send_cell), one they were told or one the model worked out.
+
+Why one module of this size: every script, the request parsing and the SSE writer must agree
+with each other turn by turn, and each script carries the outcome the contract check expects
+of it; splitting them would hide a script's cells from its expectation.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@ newline-delimited JSON, the server speaking first. It answers the hello, the env
 commands the resident drive uses and shutdown, and hosts resident sessions whose root events
 go to attached clients. The one-shot CLI's detached supervisor and `--mode daemon` both serve
 it (simulated/agent.py).
+
+Why one module of this size: the daemon's whole protocol-7 surface (hello, envelopes,
+commands, events, the quiescence barrier, shutdown) as the resident drive meets it.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ one (`providers.simulated.baseUrl`, as the runner writes it to put its recording
 front): each assistant message then carries the response id and usage the endpoint served,
 and failed calls are retried and persisted as the product does (contract §5 "Retries").
 Without that entry the ids and usage are made up locally.
+
+Why one module of this size: it is the stand-in's own writer of every product format (ids,
+transcripts, ledger, display records, the stream, the model endpoint calls), kept apart from the
+harness's readers on purpose, so a mistake in one cannot hide in the other.
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 Run that plays one of them, from the prompt to the end of all it triggers: the root session,
 its children, the ledger and the root's event stream. The one-shot CLI and a resident daemon
 session run the same Run; repeated trials seed its draws from the trial index.
+
+Why one module of this size: each behaviour is a variation of the same run (spawn, cells,
+replies, notices, the index), and they share its state; a behaviour is read against the
+honest `fan_out` beside it.
 """
 
 from __future__ import annotations
