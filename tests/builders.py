@@ -173,6 +173,14 @@ class RunBuilder:
             message.update(display=True, details=details, timestamp=self.clock)
             self.stream.message(message)
 
+    def failed_call(self, error: str = "500 Internal error") -> None:
+        """A model call of the parent that failed: its own message, stopReason error, an
+        errorMessage, no responseId and no usage (contract §5 "Retries")."""
+        failed = assistant_message("", (0, 0), None)
+        del failed["responseId"]
+        failed.update(content=[], stopReason="error", errorMessage=error)
+        self._append_parent({"type": "message", "message": failed})
+
     @contextlib.contextmanager
     def cell(self, code: str, text: str = "Spawning."):
         """Spawns inside run in this parent cell: `spawnCode` is its code (contract §6)."""
@@ -683,7 +691,11 @@ def message_updates(start: dict, message: dict) -> Iterator[dict]:
     """The `message_update` events between an assistant message's message_start (`start`,
     empty) and its message_end (contract §7): each content part's start and two deltas,
     then each part's end. Every event carries the message so far; a tool call's arguments
-    grow with its raw JSON."""
+    grow with its raw JSON.
+
+    The simulated agent has its own copy (simulated/product.py) on purpose: the stand-in
+    and the tests' builders are two independent writers of the product's formats, each
+    pinned to the captured runs, so a mistake in one cannot hide in the other."""
     parts = message["content"]
     shown: list[dict] = []
 
