@@ -2,14 +2,17 @@
 
     uv run --locked python report.py runs/<run-id> [more run sets] [--out DIR]
     uv run --locked python report.py --compare A B [--out DIR]
+    uv run --locked python report.py <run dir> [--out DIR]
 
 The report holds a table per fixture x model x drive (resolve rate, its 95% interval,
 pass^k, tokens, turns, wall time, the overhead over a single-agent baseline when one
-of the same fixture digest and model is among the sets), the reason-code breakdown,
-and per trial an SVG timeline of the fan-out linking to the raw transcripts. `--compare`
-shows per-fixture verdict flips and deltas between two run sets (or two dirs of run
-sets). Reading is the shell (`load_run_set`); everything from `build_report` on is
-pure: the same run sets give the same bytes. No network, no scripts: plain HTML and SVG.
+of the same fixture digest and model is among the sets), the reason-code breakdown, per
+run set a table of its trials (failing ones marked, each linking to its evidence page,
+evidence_page.py) and per trial an SVG timeline of the fan-out. `--compare` names the
+model and drive of both sides and shows per fixture both verdicts, both rates and the
+deltas, flips marked. A single run dir gets its evidence page. Reading is the shell
+(`load_run_set`); everything from `build_report` on is pure: the same run sets give the
+same bytes. No network, no scripts: plain HTML and SVG (render.py).
 """
 
 from __future__ import annotations
@@ -19,24 +22,18 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from html import escape
 
+import evidence_page
 import stats
 import timeline
 import trials
 from cli import print_json, print_note
+from render import NONE, Cell, Chart, Heading, Paragraph, Table, render_html, render_markdown
+from render import number as fmt
+from runpaths import RunPaths
 
-NONE = "n/a"
-COLOURS = {"replied": "#3a8a3a", "failed": "#d9822b", "dropped": "#c23030"}
-SVG_WIDTH, LABEL_WIDTH, ROW_HEIGHT = 760, 150, 20
-STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:2em;color:#222}"
-    # Wide tables scroll and timelines shrink on a narrow window.
-    "table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto;max-width:100%}"
-    "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
-    "th{background:#f3f3f3}code{font-size:90%}"
-    "svg{display:block;margin:0.5em 0;max-width:100%;height:auto}"
-)
+# A verdict's rank, so that a flip has a direction.
+VERDICT_RANK = {"unresolved": 0, "mixed": 1, "resolved": 2}
 
 
 # --- the data read from disk ------------------------------------------------------------------
@@ -46,9 +43,20 @@ STYLE = (
 class TrialView:
     index: int
     dir: str | None
-    resolved: bool
-    reasons: tuple[str, ...]
+    summary: dict  # the trial's row of the run set's summary
     timeline: timeline.Timeline | None
+
+    @property
+    def outcome(self) -> Cell:
+        """resolved, failed, agent error (counted apart from failures) or not run."""
+        status = self.summary.get("status")
+        if self.dir is None or status == "not_run":
+            return Cell("not run", tone="muted")
+        if status == "agent_error":
+            return Cell("agent error", tone="error")
+        if self.summary.get("resolved"):
+            return Cell("resolved", tone="good")
+        return Cell("FAILED" if status == "scored" else str(status), tone="bad")
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,10 @@ class RunSetView:
         kind = "baseline" if self.config["baseline"] else "fan-out"
         return (self.config["fixture"]["name"], self.config["model"], self.config["drive"], kind)
 
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.dir)
+
 
 def load_run_set(set_dir: str) -> RunSetView:
     """A run set as it is on disk now: its summary is recomputed from the trials' results."""
@@ -75,11 +87,7 @@ def load_run_set(set_dir: str) -> RunSetView:
     for trial in summary["trials"]:
         path = os.path.join(set_dir, trial["dir"]) if trial["dir"] else None
         shape = timeline.read_timeline(path) if path else None
-        views.append(
-            TrialView(
-                trial["index"], trial["dir"], trial["resolved"], tuple(trial["reasons"]), shape
-            )
-        )
+        views.append(TrialView(trial["index"], trial["dir"], trial, shape))
     return RunSetView(set_dir, config, summary, tuple(views))
 
 
@@ -94,58 +102,39 @@ def run_sets_under(path: str) -> list[str]:
     ]
 
 
+def is_run_dir(path: str) -> bool:
+    """One run's dir (a runner's, a trial's, a materialized capture), not a run set."""
+    paths = RunPaths.of(path)
+    return not os.path.exists(os.path.join(path, trials.RUN_SET_FILE)) and (
+        os.path.isfile(paths.result) or os.path.isdir(paths.sessions)
+    )
+
+
+def evidence_path(out_dir: str, set_dir: str, trial_dir: str) -> str:
+    """Where a trial's evidence page is written beside a report in `out_dir`."""
+    return os.path.join(out_dir, "evidence", os.path.basename(set_dir), f"{trial_dir}.html")
+
+
 # --- the report as blocks (pure) --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Cell:
-    text: str
-    href: str | None = None
-
-
-@dataclass(frozen=True)
-class Heading:
-    level: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Paragraph:
-    text: str
-
-
-@dataclass(frozen=True)
-class Table:
-    headers: tuple[str, ...]
-    rows: tuple[tuple[Cell, ...], ...]
-
-
-@dataclass(frozen=True)
-class Chart:
-    """One trial's fan-out: a bar per child from spawn to end, a mark at its reply."""
-
-    timeline: timeline.Timeline
-    links: tuple[str, ...]  # per child, its transcript relative to the report
-
-
-def _number(value, digits: int = 2) -> str:
-    if value is None:
-        return NONE
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:.{digits}f}"
-    return str(int(value)) if isinstance(value, float) else str(value)
-
-
 def _counts(summary: dict) -> str:
-    """resolved/scored, and the planned trials when some were not scored."""
+    """resolved/scored, the planned trials when some were not scored, and agent errors."""
     counts = f"{summary['resolved']}/{summary['trials_scored']}"
     planned = summary["trials_planned"]
-    return counts if planned == summary["trials_scored"] else f"{counts} of {planned} planned"
+    if planned != summary["trials_scored"]:
+        counts += f" of {planned} planned"
+    errors = _agent_errors(summary)
+    return counts + (f"; {errors} agent error{'s' * (errors != 1)}" if errors else "")
+
+
+def _agent_errors(summary: dict) -> int:
+    return sum(1 for trial in summary["trials"] if trial.get("status") == "agent_error")
 
 
 def _pass_hat(summary: dict) -> str:
     values = summary["pass_hat_k"]
-    return " / ".join(_number(values[k]) for k in sorted(values, key=int)) or NONE
+    return " / ".join(fmt(values[k]) for k in sorted(values, key=int)) or NONE
 
 
 def overhead_pairs(sets: list[RunSetView]) -> dict[str, dict]:
@@ -172,6 +161,10 @@ def overhead_pairs(sets: list[RunSetView]) -> dict[str, dict]:
     return found
 
 
+def _set_anchor(number: int) -> str:
+    return f"set-{number}"
+
+
 def build_report(sets: list[RunSetView], out_dir: str) -> list:
     """The report's blocks; links are relative to `out_dir`, where the report is written."""
     ordered = sorted(sets, key=lambda item: (item.key, item.dir))
@@ -182,14 +175,16 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
             "Resolve rate with its 95% Wilson interval; pass^k for k = 1..n (every one of k "
             "trials drawn from the n resolves); medians over scored trials; overhead = fan-out "
             "median / single-agent baseline median (same fixture digest and model). A baseline "
-            "trial is resolved on coverage alone."
+            "trial is resolved on coverage alone. A trial whose agent failed on its own (agent "
+            "error) is counted apart, not as a failure of the model."
         )
     )
-    rows = []
-    for item in ordered:
+    rows, tones = [], []
+    for number, item in enumerate(ordered, start=1):
         summary = item.summary
         low, high = summary["resolve_rate_ci95"]
         ratios = overheads.get(item.dir) or {}
+        failed = sum(1 for trial in item.trials if trial.outcome.tone == "bad")
         rows.append(
             (
                 Cell(item.key[0]),
@@ -197,30 +192,43 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
                 Cell(item.key[2]),
                 Cell(item.key[3]),
                 Cell(_counts(summary)),
-                Cell(_number(summary["resolve_rate"])),
-                Cell(f"{_number(low)} to {_number(high)}"),
+                Cell(fmt(summary["resolve_rate"]), numeric=True),
+                Cell(f"{fmt(low)} to {fmt(high)}"),
                 Cell(_pass_hat(summary)),
-                Cell(_number(summary["tokens"]["median"])),
-                Cell(_number(summary["turns"]["median"])),
-                Cell(_number(summary["wall_time_s"]["median"])),
+                Cell(fmt(summary["tokens"]["median"]), numeric=True),
+                Cell(fmt(summary["turns"]["median"]), numeric=True),
+                Cell(fmt(summary["wall_time_s"]["median"]), numeric=True),
                 Cell(
-                    " / ".join(
-                        _number(ratios.get(key)) for key in ("tokens", "turns", "wall_time_s")
-                    )
+                    " / ".join(fmt(ratios.get(key)) for key in ("tokens", "turns", "wall_time_s"))
                     if ratios
                     else NONE
                 ),
-                Cell(os.path.basename(item.dir), _relative(item.dir, out_dir)),
+                Cell(f"{failed} failed", f"#{_set_anchor(number)}", "bad")
+                if failed
+                else Cell("none failed", f"#{_set_anchor(number)}"),
             )
         )
+        tones.append("bad" if failed else None)
     headers = (
         "fixture", "model", "drive", "kind", "resolved", "rate", "95% CI", "pass^k (k=1..n)",
-        "tokens", "turns", "wall s", "overhead x (tokens / turns / wall)", "run set",
+        "tokens", "turns", "wall s", "overhead x (tokens / turns / wall)", "trials",
     )  # fmt: skip
-    blocks += [Heading(2, "Results"), Table(headers, tuple(rows))]
+    blocks += [Heading(2, "Results"), Table(headers, tuple(rows), tuple(tones))]
     blocks += _across_fixtures(ordered)
     blocks += _reasons(ordered)
-    blocks += _timelines(ordered, out_dir)
+    blocks.append(Heading(2, "Trials"))
+    blocks.append(
+        Paragraph(
+            "Per run set, every trial with a link to its evidence page (the verdict per "
+            "criterion, the shard table, the reasons with the file and line they point at, "
+            "and the conversations), then its fan-out timeline. One bar per depth-1 child "
+            "from its spawn to its last transcript entry, linking to the child's conversation; "
+            "parallelism is the sum of child durations over the makespan: about 1 for children "
+            "that ran one after another."
+        )
+    )
+    for number, item in enumerate(ordered, start=1):
+        blocks += _trials(item, number, out_dir)
     return blocks
 
 
@@ -238,7 +246,7 @@ def _across_fixtures(sets: list[RunSetView]) -> list:
         if min(n for n, _ in counts) == 0:
             continue
         values = [
-            _number(stats.mean_over_fixtures(counts, k, stats.pass_hat_k))
+            fmt(stats.mean_over_fixtures(counts, k, stats.pass_hat_k))
             for k in range(1, min(n for n, _ in counts) + 1)
         ]
         rows.append(
@@ -254,9 +262,15 @@ def _reasons(sets: list[RunSetView]) -> list:
     codes = sorted({code for item in sets for code in item.summary["failures"]})
     if not codes:
         return [Heading(2, "Failures by reason code"), Paragraph("Every trial resolved.")]
-    headers = ("reason code", *(os.path.basename(item.dir) for item in sets))
+    headers = ("reason code", *(item.name for item in sets))
     rows = tuple(
-        (Cell(code), *(Cell(str(item.summary["failures"].get(code, 0))) for item in sets))
+        (
+            Cell(code),
+            *(
+                Cell(fmt(count), tone="bad" if count else None, numeric=True)
+                for count in (item.summary["failures"].get(code, 0) for item in sets)
+            ),
+        )
         for code in codes
     )
     return [
@@ -266,53 +280,62 @@ def _reasons(sets: list[RunSetView]) -> list:
     ]
 
 
-def _timelines(sets: list[RunSetView], out_dir: str) -> list:
-    blocks: list = [Heading(2, "Fan-out timelines")]
-    blocks.append(
-        Paragraph(
-            "One bar per depth-1 child from its spawn to its last transcript entry; a black "
-            "tick is its reply reaching the parent, an orange one its notice. Green replied, "
-            "orange ended with a failure or terminal notice, red dropped (neither reached the "
-            "parent). Parallelism is the sum "
-            "of child durations over the makespan: about 1 for children that ran one after "
-            "another."
+def _trials(item: RunSetView, number: int, out_dir: str) -> list:
+    blocks: list = [
+        Heading(3, " · ".join(item.key), _set_anchor(number)),
+        Paragraph((Cell("run set "), Cell(item.name, _relative(item.dir, out_dir)))),
+    ]
+    rows, tones = [], []
+    for trial in item.trials:
+        row = trial.summary
+        outcome = trial.outcome
+        page = _page(item, trial, out_dir)
+        rows.append(
+            (
+                Cell(f"trial {trial.index}", page),
+                outcome,
+                Cell(", ".join(row.get("reasons") or []) or ("" if trial.dir else "no result")),
+                Cell(fmt(row.get("tokens")), numeric=True),
+                Cell(fmt(row.get("turns")), numeric=True),
+                Cell(fmt(row.get("wall_time_s")), numeric=True),
+                Cell(fmt(len(trial.timeline.children) if trial.timeline else None), numeric=True),
+                Cell(fmt(row.get("max_concurrent_children")), numeric=True),
+                Cell(fmt(row.get("parallelism")), numeric=True),
+                Cell(fmt(row.get("attempts")), numeric=True),
+            )
         )
-    )
-    for item in sets:
-        blocks.append(Heading(3, " · ".join(item.key) + f" — {os.path.basename(item.dir)}"))
-        for trial in item.trials:
-            verdict = "resolved" if trial.resolved else "not resolved"
-            reasons = f" ({', '.join(trial.reasons)})" if trial.reasons else ""
-            if trial.dir is None or trial.timeline is None:
-                blocks.append(Paragraph(f"Trial {trial.index}: not run."))
-                continue
-            shape = trial.timeline
-            if not shape.children:
-                blocks.append(
-                    Paragraph(
-                        f"Trial {trial.index} ({trial.dir}): {verdict}{reasons}. No children."
-                    )
-                )
-                continue
-            blocks.append(
-                Paragraph(
-                    f"Trial {trial.index} ({trial.dir}): {verdict}{reasons}. "
-                    f"{len(shape.children)} children, at most {shape.max_concurrent} at once, "
-                    f"makespan {_number(_seconds(shape.makespan_ms))} s, "
-                    f"parallelism {_number(shape.parallelism)}."
+        tones.append(outcome.tone if outcome.tone != "good" else None)
+    headers = (
+        "trial", "outcome", "reasons", "tokens", "turns", "wall s", "children", "max at once",
+        "parallelism", "attempts",
+    )  # fmt: skip
+    blocks.append(Table(headers, tuple(rows), tuple(tones)))
+    for trial in item.trials:
+        shape = trial.timeline
+        if trial.dir is None or shape is None or not shape.children:
+            continue
+        page = _page(item, trial, out_dir)
+        blocks.append(
+            Paragraph(
+                (
+                    Cell(f"Trial {trial.index}", page),
+                    Cell(": "),
+                    trial.outcome,
+                    Cell(". " + evidence_page.timeline_sentence(shape)),
                 )
             )
-            run_dir = os.path.join(item.dir, trial.dir)
-            links = tuple(
-                _relative(os.path.join(run_dir, child.transcript), out_dir)
-                for child in shape.children
-            )
-            blocks.append(Chart(shape, links))
+        )
+        links = tuple(
+            f"{page}#{evidence_page.child_anchor(i)}" for i in range(1, len(shape.children) + 1)
+        )
+        blocks.append(Chart(shape, links))
     return blocks
 
 
-def _seconds(ms: int | None) -> float | None:
-    return None if ms is None else ms / 1000
+def _page(item: RunSetView, trial: TrialView, out_dir: str) -> str | None:
+    if trial.dir is None:
+        return None
+    return _relative(evidence_path(out_dir, item.dir, trial.dir), out_dir)
 
 
 def _relative(path: str, out_dir: str) -> str:
@@ -330,47 +353,104 @@ def verdict(summary: dict) -> str:
     return "resolved" if c == n else "unresolved" if c == 0 else "mixed"
 
 
+def _sides(before: list[RunSetView], after: list[RunSetView], names: tuple[str, str]) -> Table:
+    """What each side is: its models and drives, its run sets and trials."""
+    rows = []
+    for side, name, sets in (("A", names[0], before), ("B", names[1], after)):
+        rows.append(
+            (
+                Cell(side),
+                Cell(name),
+                Cell(", ".join(sorted({item.key[1] for item in sets})) or NONE),
+                Cell(", ".join(sorted({item.key[2] for item in sets})) or NONE),
+                Cell(fmt(len(sets)), numeric=True),
+                Cell(fmt(sum(item.summary["trials_scored"] for item in sets)), numeric=True),
+            )
+        )
+    return Table(("side", "name", "model", "drive", "run sets", "trials scored"), tuple(rows))
+
+
 def build_compare(
     before: list[RunSetView], after: list[RunSetView], names: tuple[str, str]
 ) -> list:
-    """Per fixture (and kind), the verdict in A and in B and the deltas B - A."""
+    """Per fixture (and kind), the verdict and numbers of A and of B and the deltas B - A;
+    a flip is marked worse (red) or better (green). The models and drives of both sides
+    head the page, and each row names its own when a side has more than one."""
 
     def by_fixture(sets):
         return {(item.key[0], item.key[3]): item for item in sorted(sets, key=lambda s: s.dir)}
 
     first, second = by_fixture(before), by_fixture(after)
-    rows = []
+    mixed = any(len({item.key[1:3] for item in sets}) > 1 for sets in (before, after))
+    rows, tones = [], []
     for key in sorted(set(first) | set(second)):
         a, b = first.get(key), second.get(key)
+        sides = [Cell(f"{s.key[1]} · {s.key[2]}" if s else "absent") for s in (a, b)] * mixed
         if a is None or b is None:
-            found = [verdict(item.summary) if item else "absent" for item in (a, b)]
-            rows.append((Cell(key[0]), Cell(key[1]), *map(Cell, found), *(Cell(NONE),) * 5))
+            found = [Cell(verdict(item.summary) if item else "absent") for item in (a, b)]
+            rows.append((Cell(key[0]), Cell(key[1]), *sides, *found, *(Cell(NONE),) * 11))
+            tones.append("muted")
             continue
-        flipped = verdict(a.summary) != verdict(b.summary)
+        flip = _flip(verdict(a.summary), verdict(b.summary))
         k = min(a.summary["trials_scored"], b.summary["trials_scored"])
         hat = [(s.summary["pass_hat_k"].get(str(k)) if k else None) for s in (a, b)]
+        rates = [s.summary["resolve_rate"] for s in (a, b)]
         rows.append(
             (
                 Cell(key[0]),
                 Cell(key[1]),
+                *sides,
                 Cell(verdict(a.summary)),
                 Cell(verdict(b.summary)),
-                Cell("FLIP" if flipped else "same"),
-                Cell(_delta(a.summary["resolve_rate"], b.summary["resolve_rate"])),
-                Cell(f"k={k}: {_delta(*hat)}" if k else NONE),
-                Cell(_delta(a.summary["tokens"]["median"], b.summary["tokens"]["median"])),
-                Cell(_delta(a.summary["turns"]["median"], b.summary["turns"]["median"])),
+                flip,
+                *_both(*rates, better="higher"),
+                *_both(*hat, better="higher", label=f"k={k}: " if k else ""),
+                *_changed(*(s.summary["tokens"]["median"] for s in (a, b))),
+                *_changed(*(s.summary["turns"]["median"] for s in (a, b))),
             )
         )
+        tones.append(flip.tone)
     headers = (
-        "fixture", "kind", f"verdict A ({names[0]})", f"verdict B ({names[1]})", "flip",
-        "Δ rate", "Δ pass^k", "Δ median tokens", "Δ median turns",
+        "fixture", "kind", *("A: model · drive", "B: model · drive") * mixed, "verdict A",
+        "verdict B", "flip", "rate A", "rate B", "Δ rate", "pass^k A", "pass^k B", "Δ pass^k",
+        "median tokens A → B", "Δ tokens", "median turns A → B", "Δ turns",
     )  # fmt: skip
     return [
         Heading(1, "swarm-fanout comparison"),
-        Paragraph(f"A = {names[0]}, B = {names[1]}; deltas are B - A."),
-        Table(headers, tuple(rows)),
+        _sides(before, after, names),
+        Paragraph(
+            "Per fixture and kind: the verdict on each side (resolved: every scored trial "
+            "resolved, unresolved: none, mixed), a flip marked worse or better, and both "
+            "values beside their delta B - A; pass^k at the largest k both sides have."
+        ),
+        Table(headers, tuple(rows), tuple(tones)),
     ]
+
+
+def _flip(a: str, b: str) -> Cell:
+    if a == b:
+        return Cell("same")
+    if a in VERDICT_RANK and b in VERDICT_RANK:
+        worse = VERDICT_RANK[b] < VERDICT_RANK[a]
+        return Cell("FLIP, worse", tone="bad") if worse else Cell("FLIP, better", tone="good")
+    return Cell("FLIP", tone="warn")
+
+
+def _both(a, b, better: str, label: str = "") -> tuple[Cell, Cell, Cell]:
+    """A, B and B - A: the delta green when it went the `better` way ("higher"), else red."""
+    tone = None
+    if a is not None and b is not None and a != b:
+        tone = "good" if (b > a) == (better == "higher") else "bad"
+    return (
+        Cell(fmt(a), numeric=True),
+        Cell(fmt(b), numeric=True),
+        Cell(label + _delta(a, b), tone=tone, numeric=True),
+    )
+
+
+def _changed(a, b) -> tuple[Cell, Cell]:
+    """`A → B` and B - A, for numbers reported, never judged."""
+    return Cell(f"{fmt(a)} → {fmt(b)}", numeric=True), Cell(_delta(a, b), numeric=True)
 
 
 def _delta(a, b) -> str:
@@ -378,153 +458,7 @@ def _delta(a, b) -> str:
         return NONE
     value = b - a
     sign = "+" if value > 0 else ""
-    return f"{sign}{_number(float(value))}"
-
-
-# --- rendering (pure) -------------------------------------------------------------------------
-
-
-def render_markdown(blocks: list) -> str:
-    parts = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            parts.append("#" * block.level + " " + _md(block.text))
-        elif isinstance(block, Paragraph):
-            parts.append(_md(block.text))
-        elif isinstance(block, Table):
-            lines = ["| " + " | ".join(_md(h) for h in block.headers) + " |"]
-            lines.append("|" + " --- |" * len(block.headers))
-            for row in block.rows:
-                lines.append("| " + " | ".join(_md_cell(cell) for cell in row) + " |")
-            parts.append("\n".join(lines))
-        elif isinstance(block, Chart):
-            parts.append(_md_chart(block))
-    return "\n\n".join(parts) + "\n"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_cell(cell: Cell) -> str:
-    return f"[{_md(cell.text)}]({cell.href})" if cell.href else _md(cell.text)
-
-
-def _md_chart(chart: Chart) -> str:
-    """The timeline as a table in markdown, seconds from the first spawn (the SVG is in
-    report.html)."""
-    origin = _origin(chart.timeline)
-    lines = [
-        "| child | name | status | spawn s | first response s | reply s | end s |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for child, link in zip(chart.timeline.children, chart.links, strict=True):
-        cells = (
-            child.spawn_ms,
-            child.first_response_ms,
-            child.reply_ms or child.notice_ms,
-            child.end_ms,
-        )
-        times = " | ".join(_number(_offset(value, origin)) for value in cells)
-        lines.append(
-            f"| [{child.child_id}]({link}) | {_md(child.name)} | {child.status} | {times} |"
-        )
-    return "\n".join(lines)
-
-
-def _origin(shape: timeline.Timeline) -> int | None:
-    spawns = [child.spawn_ms for child in shape.children if child.spawn_ms is not None]
-    return min(spawns) if spawns else None
-
-
-def _offset(value: int | None, origin: int | None) -> float | None:
-    if value is None or origin is None:
-        return None
-    return (value - origin) / 1000
-
-
-def render_html(blocks: list, title: str) -> str:
-    body = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            body.append(f"<h{block.level}>{escape(block.text)}</h{block.level}>")
-        elif isinstance(block, Paragraph):
-            body.append(f"<p>{escape(block.text)}</p>")
-        elif isinstance(block, Table):
-            head = "".join(f"<th>{escape(h)}</th>" for h in block.headers)
-            rows = "".join(
-                "<tr>" + "".join(f"<td>{_html_cell(cell)}</td>" for cell in row) + "</tr>"
-                for row in block.rows
-            )
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-        elif isinstance(block, Chart):
-            body.append(render_svg(block))
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
-    )
-
-
-def _html_cell(cell: Cell) -> str:
-    if cell.href:
-        return f'<a href="{escape(cell.href)}">{escape(cell.text)}</a>'
-    return escape(cell.text)
-
-
-def render_svg(chart: Chart) -> str:
-    """Bars from spawn to end, coloured by status; a tick at the reply; each bar links to the
-    child's transcript and has a title with its times."""
-    shape = chart.timeline
-    origin = _origin(shape)
-    ends = [
-        value
-        for child in shape.children
-        for value in (child.end_ms, child.reply_ms, child.notice_ms)
-        if value is not None
-    ]
-    span = max(1, (max(ends) - origin) if ends and origin is not None else 1)
-    scale = (SVG_WIDTH - LABEL_WIDTH - 10) / span
-    height = ROW_HEIGHT * (len(shape.children) + 1)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" height="{height}" '
-        f'viewBox="0 0 {SVG_WIDTH} {height}" role="img" aria-label="fan-out timeline">'
-    ]
-    for row, (child, link) in enumerate(zip(shape.children, chart.links, strict=True)):
-        y = row * ROW_HEIGHT + 4
-        colour = COLOURS[child.status]
-        parts.append(f'<text x="0" y="{y + 11}" font-size="11">{escape(child.name[:22])}</text>')
-        if child.spawn_ms is None or origin is None:
-            continue
-        x = LABEL_WIDTH + (child.spawn_ms - origin) * scale
-        end = child.end_ms if child.end_ms is not None else child.spawn_ms
-        width = max(1.0, (end - child.spawn_ms) * scale)
-        title = (
-            f"{child.child_id} {child.name}: {child.status}"
-            f"{' (deleted)' if child.deleted else ''}; spawn "
-            f"{_number(_offset(child.spawn_ms, origin))} s, end {_number(_offset(end, origin))} s"
-            + (f", reply {_number(_offset(child.reply_ms, origin))} s" if child.reply_ms else "")
-        )
-        parts.append(
-            f'<a href="{escape(link)}"><rect x="{x:.1f}" y="{y}" width="{width:.1f}" '
-            f'height="{ROW_HEIGHT - 8}" fill="{colour}"><title>{escape(title)}</title></rect></a>'
-        )
-        for at, stroke in ((child.reply_ms, "#000"), (child.notice_ms, COLOURS["failed"])):
-            if at is not None:
-                tick = LABEL_WIDTH + (at - origin) * scale
-                parts.append(
-                    f'<line x1="{tick:.1f}" y1="{y - 2}" x2="{tick:.1f}" '
-                    f'y2="{y + ROW_HEIGHT - 6}" stroke="{stroke}" stroke-width="2"/>'
-                )
-    axis_y = len(shape.children) * ROW_HEIGHT + 14
-    parts.append(
-        f'<text x="{LABEL_WIDTH}" y="{axis_y}" font-size="10">0 s</text>'
-        # The span's label ends where the time axis does.
-        f'<text x="{SVG_WIDTH - 10}" y="{axis_y}" font-size="10" text-anchor="end">'
-        f"{_number(span / 1000)} s</text></svg>"
-    )
-    return "".join(parts)
+    return f"{sign}{fmt(float(value))}"
 
 
 # --- the command line -------------------------------------------------------------------------
@@ -533,26 +467,38 @@ def render_svg(chart: Chart) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="report.py",
-        description="Write report.md and a self-contained report.html for run sets, or with "
-        "--compare A B a comparison (compare.md, compare.html) of two run sets or two dirs of "
-        "run sets. Prints the written paths as JSON.",
+        description="Write report.md and a self-contained report.html for run sets (with an "
+        "evidence page per trial under evidence/), or with --compare A B a comparison "
+        "(compare.md, compare.html) of two run sets or two dirs of run sets, or for one run "
+        "dir its evidence page (evidence.html). Prints the written paths as JSON.",
     )
-    parser.add_argument("run_sets", nargs="*", help="run set dirs (runs/<run-id>)")
+    parser.add_argument("run_sets", nargs="*", help="run set dirs (runs/<run-id>), or one run dir")
     parser.add_argument(
         "--compare", nargs=2, metavar=("A", "B"), help="compare two run sets, or two dirs of them"
     )
     parser.add_argument(
-        "--out", help="dir to write into (default the first run set, or A for --compare)"
+        "--out",
+        help="dir to write into (default the first run set, A for --compare, the run dir itself)",
     )
     args = parser.parse_args(argv)
     if bool(args.compare) == bool(args.run_sets):
-        parser.error("give run set dirs, or --compare A B")
+        parser.error("give run set dirs, one run dir, or --compare A B")
+    runs = [path for path in args.run_sets if is_run_dir(path)]
+    if runs and len(args.run_sets) > 1:
+        parser.error("give one run dir, or run set dirs")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    written: dict = {}
     try:
+        if args.run_sets and is_run_dir(args.run_sets[0]):
+            out = args.out or args.run_sets[0]
+            page = os.path.join(out, evidence_page.PAGE_FILE)
+            evidence_page.write_page(args.run_sets[0], page)
+            print_json(json.dumps({"html": page}, indent=2))
+            return 0
         if args.compare:
             sides = [[load_run_set(p) for p in run_sets_under(side)] for side in args.compare]
             out = args.out or args.compare[0]
@@ -564,11 +510,11 @@ def main(argv: list[str] | None = None) -> int:
             out = args.out or args.run_sets[0]
             blocks = build_report(sets, os.path.realpath(out))
             stem = "report"
+            written["evidence"] = _write_evidence_pages(sets, os.path.realpath(out))
     except (trials.RunSetError, OSError) as error:
         print_note(f"report.py: {error}")
         return 2
     os.makedirs(out, exist_ok=True)
-    written = {}
     for suffix, text in (
         ("md", render_markdown(blocks)),
         ("html", render_html(blocks, f"swarm-fanout {stem}")),
@@ -579,6 +525,20 @@ def main(argv: list[str] | None = None) -> int:
         written[suffix] = path
     print_json(json.dumps(written, indent=2))
     return 0
+
+
+def _write_evidence_pages(sets: list[RunSetView], out_dir: str) -> list[str]:
+    pages = []
+    report = os.path.join(out_dir, "report.html")
+    for item in sets:
+        for trial in item.trials:
+            if trial.dir is None:
+                continue
+            page = evidence_path(out_dir, item.dir, trial.dir)
+            back = Cell("← the report", _relative(report, os.path.dirname(page)))
+            evidence_page.write_page(os.path.join(item.dir, trial.dir), page, back)
+            pages.append(page)
+    return pages
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
-"""report.py on simulated run sets: the tables, the timelines, well-formed self-contained HTML
-with working relative links, and --compare."""
+"""report.py on simulated run sets: the tables, failing trials marked and linked to their
+evidence pages, thousands separators, the timelines, well-formed self-contained HTML with
+working relative links, and --compare naming both sides; render.py's escaping, numbers and
+timeline picture."""
 
 from __future__ import annotations
 
@@ -12,7 +14,20 @@ import tempfile
 import unittest
 from html.parser import HTMLParser
 
-from report import Cell, Paragraph, Table, render_html, render_markdown
+import report
+import trials
+from render import (
+    Cell,
+    Chart,
+    Paragraph,
+    Table,
+    number,
+    render_html,
+    render_markdown,
+    render_svg,
+    ticks,
+)
+from timeline import ChildSpan, Timeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
@@ -104,40 +119,126 @@ class ReportTest(unittest.TestCase):
         table = [line for line in text.splitlines() if line.startswith("| json-events |")]
         (baseline,) = [line for line in table if "| baseline |" in line]
         self.assertIn("| 2/2 | 1 | 0.34 to 1 | 1 / 1 |", baseline)
-        self.assertIn("Trial 1 (trial-1): resolved. No children.", text)
-        fan_outs = [line for line in table if "| fan-out |" in line]
-        good = next(line for line in fan_outs if os.path.basename(self.fan_out) in line)
-        bad = next(line for line in fan_outs if os.path.basename(self.bad) in line)
+        (good,) = [line for line in table if "| fan-out |" in line and "none failed" in line]
+        (bad,) = [line for line in table if "| fan-out |" in line and "2 failed" in line]
         self.assertIn("| 2/2 | 1 | 0.34 to 1 | 1 / 1 |", good)
         self.assertIn("| 0/2 | 0 | 0 to 0.66 | 0 / 0 |", bad)
         # overhead tokens / turns / wall: numbers, not n/a, for both fan-outs of this digest
         self.assertRegex(good, r"\| \d+(\.\d+)? / \d+(\.\d+)? / \d+(\.\d+)? \|")
-        self.assertIn("| wrong_answer | 0 | 2 | 0 |", text)
-        self.assertIn("| unsourced_answer | 0 | 2 | 0 |", text)
+        self.assertIn("| wrong_answer | 0 | **2** | 0 |", text)
+        self.assertIn("| unsourced_answer | 0 | **2** | 0 |", text)
         self.assertEqual(text.count("| child | name | status |"), 4)
+        self.assertEqual(len(written["evidence"]), 6)
+
+    def test_numbers_have_thousands_separators(self):
+        text = self.read(self.report(self.fan_out, "--out", os.path.join(self.tmp, "sep"))["md"])
+        (row,) = [line for line in text.splitlines() if line.startswith("| json-events |")]
+        tokens = row.split(" | ")[8]
+        self.assertRegex(tokens, r"^\d{1,3}(,\d{3})+$")
+        trial = next(line for line in text.splitlines() if line.startswith("| [trial 1]"))
+        self.assertIn(f" | {tokens} | ", trial)
 
     def test_html_is_well_formed_self_contained_and_links_resolve(self):
-        written = self.report(self.fan_out, "--out", os.path.join(self.tmp, "out"))
+        out = os.path.join(self.tmp, "out")
+        written = self.report(self.fan_out, "--out", out)
         html = self.read(written["html"])
         parsed = check_html(html)
         self.assertEqual(parsed.errors, [])
         self.assertEqual(parsed.open, [])
         self.assertEqual(parsed.tags.count("svg"), 2)
-        self.assertEqual(parsed.tags.count("rect"), 16)  # 8 children in each of 2 trials
+        self.assertEqual(html.count('<rect class="bar"'), 16)  # 8 children in each of 2 trials
         self.assertNotIn("script", parsed.tags)
         self.assertIsNone(re.search(r"(src|href)=\"(https?:|//)", html))
-        transcripts = [href for href in parsed.hrefs if href.endswith(".jsonl")]
-        self.assertEqual(len(transcripts), 16)
-        for href in parsed.hrefs:
-            self.assertFalse(os.path.isabs(href))
-            self.assertTrue(os.path.exists(os.path.join(self.tmp, "out", href)), href)
+        bars = [href for href in parsed.hrefs if "#child-" in href]
+        self.assertEqual(len(bars), 16)  # each bar links to its child in the evidence page
+        self.assert_links_resolve(written["html"], parsed.hrefs, html)
+        for page in written["evidence"]:
+            text = self.read(page)
+            checked = check_html(text)
+            self.assertEqual((checked.errors, checked.open), ([], []), page)
+            self.assertNotIn("script", checked.tags)
+            self.assert_links_resolve(page, checked.hrefs, text)
 
-    def test_compare_shows_the_verdict_flip_and_the_deltas(self):
+    def assert_links_resolve(self, page: str, hrefs: list[str], text: str):
+        """Every link is relative and names a file that exists, and an element of it when
+        it has a fragment."""
+        for href in hrefs:
+            path, _, fragment = href.partition("#")
+            self.assertFalse(os.path.isabs(path), href)
+            target = os.path.join(os.path.dirname(page), path) if path else page
+            self.assertTrue(os.path.exists(target), href)
+            if fragment:
+                body = text if not path else self.read(target)
+                self.assertIn(f'id="{fragment}"', body, href)
+
+    def test_failing_trials_stand_out_and_link_to_their_evidence_page(self):
+        out = os.path.join(self.tmp, "failing")
+        written = self.report(self.fan_out, self.bad, "--out", out)
+        html = self.read(written["html"])
+        name = os.path.basename(self.bad)
+        for index in (1, 2):
+            href = f"evidence/{name}/trial-{index}.html"
+            self.assertIn(
+                f'<tr class="row-bad"><td class="nw"><a href="{href}">trial {index}</a></td>'
+                '<td class="nw bad">FAILED</td>',
+                html,
+            )
+            page = self.read(os.path.join(out, href))
+            self.assertIn("— NOT resolved</h1>", page)
+            self.assertIn("wrong_answer x1", page)
+            self.assertIn('<a href="../../report.html">← the report</a>', page)
+        self.assertRegex(html, r'<a href="#set-\d">2 failed</a>')
+        good = f"evidence/{os.path.basename(self.fan_out)}"
+        self.assertNotIn(f'<tr class="row-bad"><td class="nw"><a href="{good}', html)
+
+    def test_compare_names_both_sides_shows_both_rates_and_marks_the_flip(self):
         written = self.report("--compare", self.fan_out, self.bad)
         text = self.read(written["md"])
+        for side, path in (("A", self.fan_out), ("B", self.bad)):
+            self.assertIn(
+                f"| {side} | {os.path.basename(path)} | simulated/flaky | oneshot | 1 | 2 |", text
+            )
         (row,) = [line for line in text.splitlines() if line.startswith("| json-events | fan-out")]
-        self.assertIn("| resolved | unresolved | FLIP | -1 | k=2: -1 |", row)
-        self.assertEqual(check_html(self.read(written["html"])).errors, [])
+        self.assertIn(
+            "| resolved | unresolved | **FLIP, worse** | 1 | 0 | **-1** | 1 | 0 | **k=2: -1** |",
+            row,
+        )
+        html = self.read(written["html"])
+        self.assertEqual(check_html(html).errors, [])
+        self.assertIn('<tr class="row-bad">', html)
+        self.assertIn('<td class="nw bad">FLIP, worse</td>', html)
+        back = self.report("--compare", self.bad, self.fan_out, "--out", self.tmp)
+        self.assertIn('<td class="nw good">FLIP, better</td>', self.read(back["html"]))
+
+
+class AgentErrorTest(unittest.TestCase):
+    def test_a_trial_whose_agent_failed_is_counted_and_shown_apart(self):
+        config = {
+            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
+            "baseline": False, "fixture_digest": "d", "trials": 3,
+        }  # fmt: skip
+        verdict = {"efficiency": {"total_tokens": 1000, "total_turns": 4}}
+        results = [
+            {"status": "scored", "resolved": True, "verdict": verdict},
+            {"status": "scored", "resolved": False, "verdict": verdict,
+             "reasons": [{"code": "wrong_answer"}]},
+            {"status": "agent_error", "resolved": False},
+        ]  # fmt: skip
+        records = [
+            trials.TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)
+        ]
+        summary = trials.summarize(config, records)
+        views = tuple(
+            report.TrialView(row["index"], row["dir"], row, None) for row in summary["trials"]
+        )
+        blocks = report.build_report([report.RunSetView("/r/set", config, summary, views)], "/r")
+        html = render_html(blocks, "t")
+        self.assertIn("1/2 of 3 planned; 1 agent error", html)
+        self.assertIn('<tr class="row-error"><td class="nw"><a href="evidence/set/trial-3.html">'
+                      'trial 3</a></td><td class="nw error">agent error</td>', html)  # fmt: skip
+        self.assertIn('<tr class="row-bad"><td class="nw"><a href="evidence/set/trial-2.html">'
+                      'trial 2</a></td><td class="nw bad">FAILED</td>', html)  # fmt: skip
+        self.assertIn('<a href="#set-1">1 failed</a>', html)
 
 
 class RenderTest(unittest.TestCase):
@@ -156,6 +257,34 @@ class RenderTest(unittest.TestCase):
     def test_markdown_escapes_table_pipes(self):
         text = render_markdown([Table(("h",), ((Cell("a|b"),),))])
         self.assertIn("| a\\|b |", text)
+
+    def test_numbers_get_thousands_separators(self):
+        self.assertEqual(number(1234567), "1,234,567")
+        self.assertEqual(number(134120.0), "134,120")
+        self.assertEqual(number(1234.567), "1,234.57")
+        self.assertEqual(number(0.5), "0.50")
+        self.assertEqual(number(None), "n/a")
+
+    def test_the_time_axis_has_round_ticks(self):
+        self.assertEqual(ticks(8.07), (0, 1, 2, 3, 4, 5, 6, 7, 8))
+        self.assertEqual(ticks(0.05)[:3], (0, 0.005, 0.01))
+        self.assertEqual(ticks(1.6), (0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6))
+
+    def test_the_timeline_has_a_key_an_axis_and_fills_the_width(self):
+        spans = tuple(
+            ChildSpan(f"sub-{n:08x}", f"w{n}", "c.jsonl", False, 0, 0, 10, reply, notice, 1500)
+            for n, reply, notice in ((1, 1600, None), (2, None, 1700), (3, None, None))
+        )
+        svg = render_svg(Chart(Timeline(spans, 3, 1500, 4500, 3.0), ("#a", None, "#c")))
+        self.assertIn('width="100%"', svg)
+        for word in ("replied", "notice, no reply", "dropped", "reply reached the parent"):
+            self.assertIn(f">{word}</text>", svg)
+        self.assertIn(">seconds since the first spawn</text>", svg)
+        self.assertIn(">0.2</text>", svg)
+        self.assertIn(">1.6</text>", svg)
+        self.assertEqual(svg.count('<rect class="bar"'), 3)
+        self.assertEqual(svg.count("<a href="), 2)
+        self.assertEqual(check_html(svg).errors, [])
 
 
 if __name__ == "__main__":
