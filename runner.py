@@ -44,11 +44,11 @@ from rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
 DRIVES = ("oneshot", "resident")
 SIMULATED_PROVIDER = "simulated"  # the bundled stand-in's models (simulated/agent.py)
-EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_INVALID, EXIT_AGENT = 0, 1, 2, 3
 # The calls --inject-failure fails by default: enough to make a child fail outright, as the
 # product retries (3 tries of a request, 4 attempts of a message: docs/product-contract.md §5,
 # the captured child-fail run's 12 requests for 4 failed messages).
 INJECTED_CALLS = 12
+EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_INVALID, EXIT_AGENT = 0, 1, 2, 3
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot"}
 
@@ -560,6 +560,20 @@ def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy
     return proxy
 
 
+def _write_provider(agent_home: str, provider: str, base_url: str) -> None:
+    """The simulated provider's entry in the run's models.json, every other kept."""
+    path = os.path.join(agent_home, "models.json")
+    config: dict = {"providers": {}}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            config = parse_models_json(handle.read())
+    if not isinstance(config, dict) or not isinstance(config.setdefault("providers", {}), dict):
+        raise ProxyError(f"{path} has no providers object")
+    entry = {"baseUrl": base_url, "api": "openai-completions", "apiKey": "simulated"}
+    config["providers"][provider] = entry
+    write_atomic(path, json.dumps(config, indent=2) + "\n")
+
+
 def _write_witness(run: RunDir, args, proxy: RecordingProxy, outcome: dict) -> dict:
     """witness.jsonl from the runner's own channels, written once the agent is gone."""
     proxy.stop()
@@ -607,20 +621,6 @@ def _accounting(args, fixture: Fixture, verdict: scorer.Verdict) -> list[dict]:
             how, accounted = f"the number its child worked out ({numbers[0]})", True
         elif numbers:
             how, accounted = f"a number no child of {worker} reported ({numbers[0]})", False
-def _write_provider(agent_home: str, provider: str, base_url: str) -> None:
-    """The simulated provider's entry in the run's models.json, every other kept."""
-    path = os.path.join(agent_home, "models.json")
-    config: dict = {"providers": {}}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            config = parse_models_json(handle.read())
-    if not isinstance(config, dict) or not isinstance(config.setdefault("providers", {}), dict):
-        raise ProxyError(f"{path} has no providers object")
-    entry = {"baseUrl": base_url, "api": "openai-completions", "apiKey": "simulated"}
-    config["providers"][provider] = entry
-    write_atomic(path, json.dumps(config, indent=2) + "\n")
-
-
         else:
             how, accounted = f"marked: {answered[0]}", True
         out.append({"worker": worker, "file": row["file"], "accounted": accounted, "how": how})
