@@ -27,6 +27,12 @@ ENTRY_COST = 300  # the markup around one entry, in a budget's characters
 MAX_LINE_BYTES = 8 * 1024 * 1024  # a longer line is named, not parsed
 TAIL_WINDOW_BYTES = 8 * 1024 * 1024  # how far from its end a cut transcript's tail is read
 RUN_DIR = "<run dir>"
+# What a notice says of the child (§6), and how the page names it.
+NOTICE_FIELDS = (
+    ("lastAssistantTextPreview", "its last text"),
+    ("reason", "reason"),
+    ("error", "error"),
+)
 BOOKKEEPING = frozenset(
     {
         "model_change",
@@ -298,13 +304,16 @@ def _custom(number: int, at: str | None, record: dict, root: str) -> Entry:
         return Entry(number, at, title, parts, "warn", session)
     if custom in ("rlm_child_terminal_notice", "rlm_child_failure"):
         kind = details.get("kind") or "failure"
-        said = details.get("lastAssistantTextPreview") or details.get("reason")
-        said = said or details.get("error") or ""
+        parts = tuple(
+            _part("text", "", f"{label}: {_str(details[key])}", root)
+            for key, label in NOTICE_FIELDS
+            if details.get(key)
+        )
         title = (
             f"notice: {_str(kind)} from {_str(details.get('sessionName'))} "
             f"({_str(details.get('childId'))})"
         )
-        return Entry(number, at, title, (_part("text", "", said, root),) if said else (), "warn")
+        return Entry(number, at, title, parts, "warn")
     return Entry(
         number, at, f"message: {_str(custom)}", (_part("text", "", record.get("content"), root),)
     )

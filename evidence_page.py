@@ -11,6 +11,10 @@ so a page stays under MAX_PAGE_BYTES however large they are, and says what it cu
 
 `read_evidence` is the shell (it reads result.json, collects the run, reads the
 transcripts); `build_evidence` is pure. report.py writes the pages.
+
+Why one module of this size: each section of the page is a small function over one
+`Evidence` and its `Places` (where a file and line link to), in the order the page shows
+them, so a reader follows the page from top to bottom here.
 """
 
 from __future__ import annotations
@@ -168,7 +172,7 @@ def build_evidence(evidence: Evidence, raw_prefix: str = "", back: Cell | None =
     if back is not None:
         blocks.append(Paragraph((back,)))
     state = outcome(evidence.result, evidence.verdict)
-    blocks.append(Heading(1, f"Evidence: {evidence.name} — {state.text}"))
+    blocks.append(Heading(1, f"Evidence: {_title(evidence)} — {state.text}"))
     blocks += _summary(evidence, state)
     blocks += _criteria(verdict)
     blocks += _reasons(evidence, result, verdict, places)
@@ -180,35 +184,49 @@ def build_evidence(evidence: Evidence, raw_prefix: str = "", back: Cell | None =
     return blocks
 
 
+def _title(evidence: Evidence) -> str:
+    """The run dir's name; a trial's, after its run set's."""
+    trial = (evidence.result or {}).get("trial")
+    run_set = trial.get("run_set") if isinstance(trial, dict) else None
+    if isinstance(run_set, str) and run_set:
+        return f"{os.path.basename(os.path.normpath(run_set))} {evidence.name}"
+    return evidence.name
+
+
 def _summary(evidence: Evidence, state: Cell) -> list:
+    """The run at a glance: what ran and how it ended; a row only for what is known."""
     result, verdict = evidence.result or {}, evidence.verdict or {}
     fixture = result.get("fixture") or {}
     agent = result.get("agent") or {}
     efficiency = verdict.get("efficiency") or {}
     witnessed = (verdict.get("witness") or {}).get("witnessed")
     trial = result.get("trial") or {}
-    rows = [
-        ("outcome", state),
-        ("status", Cell(str(result.get("status", NONE)))),
-        ("trial", Cell(str(trial.get("index")))) if trial else None,
-        ("fixture", Cell(f"{fixture.get('name', NONE)} ({fixture.get('shards', NONE)} shards)")),
-        ("model · drive", Cell(f"{result.get('model', NONE)} · {result.get('drive', NONE)}")),
-        ("agent", Cell(f"{agent.get('version', NONE)}; exit {agent.get('exit_code', NONE)}")),
-        ("agent error", Cell(shown(str(agent.get("first_error")), evidence.root), tone="bad"))
-        if agent.get("first_error")
-        else None,
-        ("timed out", Cell("yes", tone="bad")) if agent.get("timed_out") else None,
-        ("wall time s", Cell(fmt(agent.get("wall_time_s")), numeric=True)),
-        ("tokens", Cell(fmt(efficiency.get("total_tokens")), numeric=True)),
-        ("turns", Cell(fmt(efficiency.get("total_turns")), numeric=True)),
-        ("witnessed", Cell(NONE if witnessed is None else "yes" if witnessed else "no")),
-        ("started · finished", Cell(f"{result['started_at']} · {result.get('finished_at')}"))
-        if result.get("started_at")
-        else None,
-    ]
-    blocks: list = [Table((), tuple((Cell(k), v) for k, v in filter(None, rows)))]
+    known = {
+        "status": result.get("status"),
+        "trial": trial.get("index"),
+        "fixture": fixture.get("name") and f"{fixture['name']} ({fixture.get('shards')} shards)",
+        "model · drive": result.get("model") and f"{result['model']} · {result.get('drive')}",
+        "agent": agent and f"{agent.get('version', NONE)}; exit {agent.get('exit_code', NONE)}",
+        "wall time s": agent.get("wall_time_s"),
+        "tokens": efficiency.get("total_tokens"),
+        "turns": efficiency.get("total_turns"),
+        "witnessed": None if witnessed is None else "yes" if witnessed else "no",
+        "started · finished": result.get("started_at")
+        and f"{result['started_at']} · {result.get('finished_at')}",
+    }
+    rows = [(Cell("outcome"), state)]
+    for name, value in known.items():
+        if value is not None and value != "":
+            cell = Cell(fmt(value), numeric=True) if isinstance(value, (int, float)) else None
+            rows.append((Cell(name), cell or Cell(str(value))))
+    if agent.get("first_error"):
+        error = shown(str(agent["first_error"]), evidence.root)
+        rows.append((Cell("agent error"), Cell(error, tone="bad")))
+    if agent.get("timed_out"):
+        rows.append((Cell("timed out"), Cell("yes", tone="bad")))
+    blocks: list = [Table((), tuple(rows))]
     if not evidence.result:
-        note = "This run dir has no result.json: the run was killed before it wrote one."
+        note = "This run dir has no result.json: a run killed before it wrote one, or a capture."
         if evidence.regraded:
             note += " The verdict below is regraded from the run dir and its fixture.json."
         blocks.append(Paragraph(note, tone="warn"))
@@ -571,7 +589,7 @@ def _conversation(conversation: Conversation, raw_prefix: str, sessions: dict) -
     status = conversation.status
     summary: list[Cell] = [Cell(conversation.title)]
     if status:
-        summary.append(Cell(f" · {STATUS_WORDS[status]}", tone=_STATUS_TONES[status]))
+        summary += [Cell(" · "), Cell(STATUS_WORDS[status], tone=_STATUS_TONES[status])]
     summary.append(
         Cell(
             f" · {fmt(len(conversation.entries))} entries shown · {_bytes(conversation.size)}"

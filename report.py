@@ -13,6 +13,10 @@ model and drive of both sides and shows per fixture both verdicts, both rates an
 deltas, flips marked. A single run dir gets its evidence page. Reading is the shell
 (`load_run_set`); everything from `build_report` on is pure: the same run sets give the
 same bytes. No network, no scripts: plain HTML and SVG (render.py).
+
+Why one module of this size: the report and the comparison are two views of the same
+loaded run sets (`RunSetView`), and the command line that picks between them and the
+evidence pages is small.
 """
 
 from __future__ import annotations
@@ -262,7 +266,7 @@ def _reasons(sets: list[RunSetView]) -> list:
     codes = sorted({code for item in sets for code in item.summary["failures"]})
     if not codes:
         return [Heading(2, "Failures by reason code"), Paragraph("Every trial resolved.")]
-    headers = ("reason code", *(item.name for item in sets))
+    headers = ("reason code", *labels(sets))
     rows = tuple(
         (
             Cell(code),
@@ -277,6 +281,17 @@ def _reasons(sets: list[RunSetView]) -> list:
         Heading(2, "Failures by reason code"),
         Paragraph("Trials failing with each code (a trial counts once per code)."),
         Table(headers, rows),
+    ]
+
+
+def labels(sets: list[RunSetView]) -> list[str]:
+    """A short name per run set: the parts of its fixture, model, drive and kind that differ
+    between the sets, and its dir's name where that is not enough."""
+    varying = [i for i in range(4) if len({item.key[i] for item in sets}) > 1]
+    found = [" · ".join(item.key[i] for i in varying) for item in sets]
+    return [
+        label if label and found.count(label) == 1 else f"{label} {item.name}".strip()
+        for label, item in zip(found, sets, strict=True)
     ]
 
 
@@ -413,7 +428,7 @@ def build_compare(
     headers = (
         "fixture", "kind", *("A: model · drive", "B: model · drive") * mixed, "verdict A",
         "verdict B", "flip", "rate A", "rate B", "Δ rate", "pass^k A", "pass^k B", "Δ pass^k",
-        "median tokens A → B", "Δ tokens", "median turns A → B", "Δ turns",
+        "tokens A → B", "Δ tokens", "turns A → B", "Δ turns",
     )  # fmt: skip
     return [
         Heading(1, "swarm-fanout comparison"),
@@ -421,7 +436,8 @@ def build_compare(
         Paragraph(
             "Per fixture and kind: the verdict on each side (resolved: every scored trial "
             "resolved, unresolved: none, mixed), a flip marked worse or better, and both "
-            "values beside their delta B - A; pass^k at the largest k both sides have."
+            "values beside their delta B - A; pass^k at the largest k both sides have; "
+            "tokens and turns are medians over scored trials."
         ),
         Table(headers, tuple(rows), tuple(tones)),
     ]

@@ -125,6 +125,9 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| 0/2 | 0 | 0 to 0.66 | 0 / 0 |", bad)
         # overhead tokens / turns / wall: numbers, not n/a, for both fan-outs of this digest
         self.assertRegex(good, r"\| \d+(\.\d+)? / \d+(\.\d+)? / \d+(\.\d+)? \|")
+        codes = next(line for line in text.splitlines() if line.startswith("| reason code |"))
+        # Two fan-out sets of one model: told apart by their dirs' names.
+        self.assertIn(f"| baseline | fan-out {os.path.basename(self.bad)} |", codes)
         self.assertIn("| wrong_answer | 0 | **2** | 0 |", text)
         self.assertIn("| unsourced_answer | 0 | **2** | 0 |", text)
         self.assertEqual(text.count("| child | name | status |"), 4)
