@@ -56,6 +56,9 @@ from render import number as fmt
 from runpaths import RunPaths
 
 PAGE_FILE = "evidence.html"
+# A run whose agent failed on its own or could not be run: its environment's failure, shown
+# (and counted by run sets) apart from the model's.
+ERRORED = {"agent_error": "agent error", "agent_not_run": "agent not run"}
 CONVERSATION_BUDGET = 2_500_000  # escaped characters of entries over all conversations
 MAX_PAGE_BYTES = 4_000_000  # what an evidence page stays under
 CRITERIA = ("coverage", "delegation_evidence", "dedup", "receipts")
@@ -151,8 +154,8 @@ def _size(path: str | None) -> int:
 def outcome(result: dict | None, verdict: dict | None) -> Cell:
     """The run's outcome as the report shows it."""
     status = (result or {}).get("status")
-    if status == "agent_error":
-        return Cell("agent error", tone="error")
+    if status in ERRORED:
+        return Cell(ERRORED[status], tone="error")
     if result is not None and status != "scored":
         return Cell(str(status or "not scored"), tone="muted")
     if result is not None and result.get("interrupted"):

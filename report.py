@@ -52,12 +52,12 @@ class TrialView:
 
     @property
     def outcome(self) -> Cell:
-        """resolved, failed, agent error (counted apart from failures) or not run."""
+        """resolved, FAILED, an error of the agent's own (counted apart) or not run."""
         status = self.summary.get("status")
         if self.dir is None or status == "not_run":
             return Cell("not run", tone="muted")
-        if status == "agent_error":
-            return Cell("agent error", tone="error")
+        if status in evidence_page.ERRORED:
+            return Cell(evidence_page.ERRORED[status], tone="error")
         if self.summary.get("resolved"):
             return Cell("resolved", tone="good")
         return Cell("FAILED" if status == "scored" else str(status), tone="bad")
@@ -123,17 +123,19 @@ def evidence_path(out_dir: str, set_dir: str, trial_dir: str) -> str:
 
 
 def _counts(summary: dict) -> str:
-    """resolved/scored, the planned trials when some were not scored, and agent errors."""
+    """resolved/scored, the planned trials when some were not scored, and errored trials."""
     counts = f"{summary['resolved']}/{summary['trials_scored']}"
     planned = summary["trials_planned"]
     if planned != summary["trials_scored"]:
         counts += f" of {planned} planned"
-    errors = _agent_errors(summary)
-    return counts + (f"; {errors} agent error{'s' * (errors != 1)}" if errors else "")
+    errored = _errored(summary)
+    return counts + (f"; {errored} errored (not counted)" if errored else "")
 
 
-def _agent_errors(summary: dict) -> int:
-    return sum(1 for trial in summary["trials"] if trial.get("status") == "agent_error")
+def _errored(summary: dict) -> int:
+    if "trials_errored" in summary:
+        return summary["trials_errored"]
+    return sum(1 for trial in summary["trials"] if trial.get("status") in evidence_page.ERRORED)
 
 
 def _pass_hat(summary: dict) -> str:
@@ -189,6 +191,7 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
         low, high = summary["resolve_rate_ci95"]
         ratios = overheads.get(item.dir) or {}
         failed = sum(1 for trial in item.trials if trial.outcome.tone == "bad")
+        errored = sum(1 for trial in item.trials if trial.outcome.tone == "error")
         rows.append(
             (
                 Cell(item.key[0]),
@@ -207,12 +210,10 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
                     if ratios
                     else NONE
                 ),
-                Cell(f"{failed} failed", f"#{_set_anchor(number)}", "bad")
-                if failed
-                else Cell("none failed", f"#{_set_anchor(number)}"),
+                _trials_cell(failed, errored, f"#{_set_anchor(number)}"),
             )
         )
-        tones.append("bad" if failed else None)
+        tones.append("bad" if failed else "error" if errored else None)
     headers = (
         "fixture", "model", "drive", "kind", "resolved", "rate", "95% CI", "pass^k (k=1..n)",
         "tokens", "turns", "wall s", "overhead x (tokens / turns / wall)", "trials",
@@ -234,6 +235,14 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
     for number, item in enumerate(ordered, start=1):
         blocks += _trials(item, number, out_dir)
     return blocks
+
+
+def _trials_cell(failed: int, errored: int, href: str) -> Cell:
+    """How many trials failed, and how many errored, linked to the set's trials."""
+    parts = [f"{failed} failed"] if failed else []
+    parts += [f"{errored} errored"] if errored else []
+    tone = "bad" if failed else "error" if errored else None
+    return Cell(", ".join(parts) or "none failed", href, tone)
 
 
 def _across_fixtures(sets: list[RunSetView]) -> list:
@@ -263,25 +272,44 @@ def _across_fixtures(sets: list[RunSetView]) -> list:
 
 
 def _reasons(sets: list[RunSetView]) -> list:
-    codes = sorted({code for item in sets for code in item.summary["failures"]})
+    blocks: list = [Heading(2, "Failures by reason code")]
+    failures = _by_code(sets, "failures", "bad")
+    if failures is None:
+        blocks.append(Paragraph("No scored trial failed."))
+    else:
+        blocks += [
+            Paragraph("Trials failing with each code (a trial counts once per code)."),
+            failures,
+        ]
+    errors = _by_code(sets, "errors", "error")
+    if errors is not None:
+        blocks += [
+            Paragraph(
+                "Errored trials by code: the agent failed on its own or could not be run, an "
+                "error of the environment, not counted in the rates above."
+            ),
+            errors,
+        ]
+    return blocks
+
+
+def _by_code(sets: list[RunSetView], field: str, tone: str) -> Table | None:
+    """Per reason code, how many trials of each set have it in the summary's `field`."""
+    counts = [item.summary.get(field) or {} for item in sets]
+    codes = sorted({code for found in counts for code in found})
     if not codes:
-        return [Heading(2, "Failures by reason code"), Paragraph("Every trial resolved.")]
-    headers = ("reason code", *labels(sets))
+        return None
     rows = tuple(
         (
             Cell(code),
             *(
-                Cell(fmt(count), tone="bad" if count else None, numeric=True)
-                for count in (item.summary["failures"].get(code, 0) for item in sets)
+                Cell(fmt(count), tone=tone if count else None, numeric=True)
+                for count in (found.get(code, 0) for found in counts)
             ),
         )
         for code in codes
     )
-    return [
-        Heading(2, "Failures by reason code"),
-        Paragraph("Trials failing with each code (a trial counts once per code)."),
-        Table(headers, rows),
-    ]
+    return Table(("reason code", *labels(sets)), rows)
 
 
 def labels(sets: list[RunSetView]) -> list[str]:

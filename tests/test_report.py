@@ -236,12 +236,17 @@ class AgentErrorTest(unittest.TestCase):
         )
         blocks = report.build_report([report.RunSetView("/r/set", config, summary, views)], "/r")
         html = render_html(blocks, "t")
-        self.assertIn("1/2 of 3 planned; 1 agent error", html)
+        self.assertIn("1/2 of 3 planned; 1 errored (not counted)", html)
         self.assertIn('<tr class="row-error"><td class="nw"><a href="evidence/set/trial-3.html">'
                       'trial 3</a></td><td class="nw error">agent error</td>', html)  # fmt: skip
         self.assertIn('<tr class="row-bad"><td class="nw"><a href="evidence/set/trial-2.html">'
                       'trial 2</a></td><td class="nw bad">FAILED</td>', html)  # fmt: skip
-        self.assertIn('<a href="#set-1">1 failed</a>', html)
+        self.assertIn('<a href="#set-1">1 failed, 1 errored</a>', html)
+        errors = dict(summary, errors={"agent_exited": 1})
+        view = report.RunSetView("/r/set", config, errors, views)
+        html = render_html(report.build_report([view], "/r"), "t")
+        self.assertIn("Errored trials by code", html)
+        self.assertIn('<td class="nw">agent_exited</td><td class="n nw error">1</td>', html)
 
 
 class RenderTest(unittest.TestCase):
