@@ -90,11 +90,11 @@ class Interrupt:
 class Watch:
     """Timeout, interrupt and progress, checked while the agent runs."""
 
-    def __init__(self, run: RunDir, timeout: float, interrupt: Interrupt):
+    def __init__(self, run: RunDir, timeout: float, interrupt: Interrupt, label: str = ""):
         self.started = time.monotonic()
         self.deadline = self.started + timeout
         self.interrupt = interrupt
-        self.progress = Progress(run)
+        self.progress = Progress(run, timeout, label)
         self.timed_out = False
         self._last_report = self.started
 
@@ -125,9 +125,12 @@ def launch_and_wait(
     drive: str,
     grace: float | None = None,
     artifact: str | None = None,
+    label: str = "",
 ) -> dict:
+    """Launch the agent, wait for it to end or be ended, end every process it left; `label`
+    ("trial 3/10") heads the progress lines."""
     procs.become_subreaper()
-    watch = Watch(run, timeout, interrupt)
+    watch = Watch(run, timeout, interrupt, label)
     oneshot = drive == "oneshot"
     argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
     # The runner's own channels (witness.py): the one-shot stream comes through a pipe
@@ -180,7 +183,8 @@ def launch_and_wait(
         if not oneshot:
             channels.append(wire.publish(run.wire))
         shutil.rmtree(private, ignore_errors=True)
-    watch.progress.report(wall, final=True)
+    ended = "interrupted" if interrupt.signum else "timed out" if watch.timed_out else "finished"
+    watch.progress.report(wall, ended=ended)
     return {
         "channels": channels,
         "sightings": observer.sightings(),
@@ -257,15 +261,20 @@ def stderr_tail(path: str) -> str | None:
 
 
 class Progress:
-    """Spawns and replies seen so far, read incrementally, printed to stderr."""
+    """Spawns and replies seen so far, read incrementally, printed to stderr with the time
+    elapsed of the run's timeout (and in a run set, headed by the trial: its label)."""
 
-    def __init__(self, run: RunDir):
+    def __init__(self, run: RunDir, timeout: float, label: str = ""):
         self.run = run
+        self.timeout = timeout
+        self.head = f"{label}: " if label else ""
         self.offsets: dict[str, int] = {}
         self.spawns = 0
         self.replies = 0
 
-    def report(self, elapsed: float, final: bool = False) -> None:
+    def report(self, elapsed: float, ended: str | None = None) -> None:
+        """`ended`: how the run ended ("finished", "timed out", "interrupted"), else None
+        while it runs."""
         home = self.run.agent_home
         for path in ledger.ledger_candidates(home, self.run.sessions, self.run.root):
             self.spawns += self._count_new(path, b'"op":"spawn"')
@@ -276,9 +285,10 @@ class Progress:
         for name in names:
             path = os.path.join(self.run.sessions, name)
             self.replies += self._count_new(path, b'"fromRelationship":"child"')
-        word = "finished after" if final else "running"
+        word = f"{ended} after" if ended else "running"
         print_note(
-            f"runner.py: {word} {elapsed:.0f}s: {self.spawns} spawns, {self.replies} replies"
+            f"runner.py: {self.head}{word} {elapsed:.0f}s of {self.timeout:g}s: "
+            f"{self.spawns} spawns, {self.replies} replies"
         )
 
     def _count_new(self, path: str, needle: bytes) -> int:

@@ -4,8 +4,9 @@ The shell around the pure scorer: make a fresh run dir, copy the fixture into a
 new git repo, launch the agent headless in an isolated agent home, wait, end
 every process the run started, collect the artifacts, score them, write
 `result.json` and print it. Exit codes: 0 resolved, 1 scored and not resolved,
-2 invalid invocation or fixture, 3 the agent could not be run, 130/143 the
-runner was interrupted by SIGINT/SIGTERM (the run is still scored).
+2 invalid invocation or fixture, 3 the agent could not be run or failed on its own
+before the model answered anything (an agent error, triage.py), 130/143 the runner
+was interrupted by SIGINT/SIGTERM (the run is still scored).
 
 With `--trials K` (or `--run-set`, `--resume`) it runs a run set instead: K such
 trials, each its own runner.py process (trials.py), then prints `summary.json`.
@@ -32,6 +33,7 @@ import artifacts
 import scorer
 import scripted
 import scripted_model
+import triage
 import trials
 import witness
 from cli import print_json, print_note
@@ -51,6 +53,8 @@ INJECTED_CALLS = 12
 EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_INVALID, EXIT_AGENT = 0, 1, 2, 3
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot"}
+# The bundled stand-in, named to a user whose prime-agent is not on PATH.
+STAND_IN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "simulated", "agent.py")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,7 +63,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Run prime-agent headless on a swarm-fanout fixture, score what it left on "
         "disk, print the result JSON on stdout (progress goes to stderr). Exit 0 resolved, 1 "
         "scored but not resolved, 2 invalid invocation or fixture, 3 the agent could not be "
-        "run, 130/143 interrupted.",
+        "run or failed on its own before the model answered (an agent error), 130/143 "
+        "interrupted.",
     )
     parser.add_argument(
         "--fixture",
@@ -105,7 +110,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "tries each request 3 times and each message 4 times, so 12 make the child fail; fewer "
         "are absorbed by its retries); repeatable",
     )
-    parser.add_argument("--agent-bin", help="agent executable (default prime-agent)")
+    parser.add_argument(
+        "--agent-bin",
+        help="agent executable, on PATH or a path (default prime-agent; ./simulated/agent.py "
+        "is the bundled stand-in)",
+    )
     parser.add_argument(
         "--out", default="runs", help="dir that receives one new run dir per run (default runs/)"
     )
@@ -214,9 +223,7 @@ def _with_defaults(args: argparse.Namespace, stored: dict) -> argparse.Namespace
 
 def _set_config(args: argparse.Namespace, fixture: Fixture, set_dir: str) -> dict:
     """What a run set records, and what every trial and resume of it must match."""
-    agent_bin = shutil.which(args.agent_bin)
-    if agent_bin is not None:
-        agent_bin = os.path.abspath(agent_bin)
+    agent_bin, _ = find_agent(args.agent_bin)
     environment = {k: v for k, v in os.environ.items() if not k.startswith(STRIPPED_ENV_PREFIXES)}
     os.makedirs(set_dir, exist_ok=True)
     version = agent_version(agent_bin, environment, set_dir) if agent_bin else None
@@ -278,6 +285,32 @@ def _refuse(message: str) -> int:
     return EXIT_INVALID
 
 
+def find_agent(agent_bin: str) -> tuple[str | None, tuple[str, str] | None]:
+    """The agent's absolute path, or (None, (reason code, sentence)) saying why there is none."""
+    found = shutil.which(agent_bin)
+    if found is not None:
+        # The agent starts in the run's repo, so a relative path must not stay relative.
+        return os.path.abspath(found), None
+    if os.sep not in agent_bin:
+        stand_in = _near(STAND_IN)
+        stand_in = stand_in if os.path.isabs(stand_in) else os.path.join(".", stand_in)
+        return None, (
+            "agent_not_found",
+            f"{agent_bin!r} is not on PATH; to try the harness without it, use --agent-bin "
+            f"{stand_in} --model simulated/oracle (the bundled stand-in)",
+        )
+    if not os.path.exists(agent_bin):
+        return None, ("agent_not_found", f"{agent_bin!r} does not exist")
+    if os.path.isdir(agent_bin):
+        return None, ("agent_not_executable", f"{agent_bin!r} is a directory, not an executable")
+    return None, ("agent_not_executable", f"{agent_bin!r} is not executable (chmod +x it)")
+
+
+def _agent_missing(message: str) -> int:
+    print_note(f"runner.py: the agent could not be run: {message}")
+    return EXIT_AGENT
+
+
 def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None) -> int:
     """Run (or resume) a run set, then write and print its summary."""
     try:
@@ -285,6 +318,10 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
         if args.resume and stored is None:
             raise trials.RunSetError(f"{set_dir} has no {trials.RUN_SET_FILE}")
         resolved, fixture = _matched(args, stored)
+        _, missing = find_agent(resolved.agent_bin)
+        if missing:
+            # Before the set's dir is made: no trial could run.
+            return _agent_missing(missing[1])
         if stored is None:
             set_dir = set_dir or trials.new_run_set_dir(args.out, fixture.name, resolved.baseline)
             stored = trials.store_config(set_dir, _set_config(resolved, fixture, set_dir))
@@ -322,11 +359,14 @@ def set_summary_line(summary: dict, summary_file: str | None) -> str:
     if scored:
         low, high = summary["resolve_rate_ci95"]
         head += f" ({resolved / scored:.0%}, 95% CI {low:.0%}-{high:.0%})"
+    errored = summary["trials_errored"]
+    head += f", {errored} errored (not counted)" if errored else ""
     parts = [head + f", {summary['trials_planned']} planned; exit {summary['exit_code']}"]
-    failures = summary["failures"]
-    if failures:
-        counted = sorted(failures.items(), key=lambda item: (-item[1], item[0]))
-        parts.append("failures: " + ", ".join(f"{code} x{n}" for code, n in counted))
+    for key in ("failures", "errors"):
+        counts = summary[key]
+        if counts:
+            counted = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+            parts.append(f"{key}: " + ", ".join(f"{code} x{n}" for code, n in counted))
     if summary_file:
         parts.append(f"summary in {_near(summary_file)}")
     return "; ".join(parts)
@@ -345,6 +385,10 @@ def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
         stored = trials.load_config(set_dir)
         resolved, fixture = _matched(args, stored)
         if stored is None:
+            _, missing = find_agent(resolved.agent_bin)
+            if missing:
+                # Before the set's dir is made (in a stored set, the trial says so itself).
+                return _agent_missing(missing[1])
             stored = trials.store_config(set_dir, _set_config(resolved, fixture, set_dir))
             resolved, fixture = _matched(args, stored)
         if not 1 <= args.trial_index <= stored["trials"]:
@@ -361,7 +405,8 @@ def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
             return attempt.result.get("exit_code", EXIT_UNRESOLVED)
     run_dir = trials.next_trial_dir(set_dir, args.trial_index, found)
     trial = {"index": args.trial_index, "run_set": set_dir}
-    return _run(resolved, interrupt, run_dir=run_dir, trial=trial)
+    label = f"trial {args.trial_index}/{stored['trials']}"
+    return _run(resolved, interrupt, run_dir=run_dir, trial=trial, label=label)
 
 
 def _run(
@@ -369,7 +414,9 @@ def _run(
     interrupt: Interrupt,
     run_dir: str | None = None,
     trial: dict | None = None,
+    label: str = "",
 ) -> int:
+    """One run; `label` ("trial 3/10") heads its progress and verdict lines in a run set."""
     base = {
         "harness": HARNESS,
         "simulated": args.model.startswith("simulated/"),
@@ -397,6 +444,11 @@ def _run(
         result = dict(base, status="invalid_invocation", resolved=False, exit_code=EXIT_INVALID)
         result["reasons"] = [{"code": "too_many_shards_for_script", "message": refusal}]
         return _emit(result, None)
+    agent_bin, missing = find_agent(args.agent_bin)
+    base["agent"] = {"bin": args.agent_bin, "path": agent_bin, "version": None}
+    if missing:
+        # Said before a run dir is made: nothing is left behind.
+        return _not_run(base, None, *missing)
     try:
         run = RunDir.at(run_dir) if run_dir else RunDir.create(args.out, fixture.name)
     except OSError as error:
@@ -406,13 +458,6 @@ def _run(
         result["reasons"] = [{"code": "run_dir_unwritable", "message": str(error)}]
         return _emit(result, None)
     base["run_dir"] = run.root
-    agent_bin = shutil.which(args.agent_bin)
-    if agent_bin is not None and os.sep in agent_bin:
-        # The agent starts in the run's repo, so a relative path must not stay relative.
-        agent_bin = os.path.abspath(agent_bin)
-    base["agent"] = {"bin": args.agent_bin, "path": agent_bin, "version": None}
-    if agent_bin is None:
-        return _not_run(base, run, "agent_not_found", f"{args.agent_bin!r} is not an executable")
     try:
         run.prepare(fixture, _agent_config_dir(args.agent_config))
     except (OSError, subprocess.SubprocessError) as error:
@@ -451,6 +496,7 @@ def _run(
             "interrupted",
             "interrupted before the agent started",
             exit_code=EXIT_SIGNAL[interrupt.signum],
+            extra={"interrupted": True},
         )
     try:
         with contextlib.ExitStack() as stack:
@@ -466,6 +512,7 @@ def _run(
                 args.drive,
                 args.grace,
                 fixture.artifact,
+                label,
             )
     except ProxyError as error:
         run.cleanup_tmp()
@@ -499,10 +546,10 @@ def _run(
         # A scripted run asks whether the installed product and the harness still
         # agree: the script's expected outcome, not `resolved`, decides the exit.
         result.update(scripted.contract_check(script, args.drive, result))
-        if not outcome["interrupted"]:
+        if not outcome["interrupted"] and result["status"] == "scored":
             agree = result["contract_check"] == "pass"
             result["exit_code"] = EXIT_RESOLVED if agree else EXIT_UNRESOLVED
-    return _emit(result, run)
+    return _emit(result, run, label)
 
 
 class ProxyError(Exception):
@@ -644,31 +691,43 @@ def _script(model: str) -> str | None:
 def _result(
     base: dict, outcome: dict, verdict: scorer.Verdict, collected: artifacts.RunArtifacts
 ) -> dict:
+    """The result of a run whose agent was launched: scored, or an agent error when the
+    agent failed on its own before the model answered anything (triage.py)."""
     passed, kept = scorer.outcome(verdict, baseline=bool(base.get("baseline")))
-    reasons = [item.to_json() for item in kept]
-    if outcome["timed_out"]:
-        reasons.insert(0, {"code": "timeout", "message": "the agent did not finish in time"})
-    if outcome["interrupted"]:
-        reasons.insert(0, {"code": "interrupted", "message": "the runner was interrupted"})
     resident = outcome["resident"]
     daemon_error = resident.get("error") if resident else None
+    # What the runner saw end the run is a root cause: named before what it caused.
+    seen = []
     if daemon_error:
-        reasons.insert(0, {"code": "daemon_error", "message": daemon_error["message"]})
-    resolved = (
-        passed and not outcome["timed_out"] and not outcome["interrupted"] and not daemon_error
-    )
+        seen.append({"code": "daemon_error", "message": daemon_error["message"]})
     if outcome["interrupted"]:
-        exit_code = EXIT_SIGNAL[outcome["interrupted"]]
+        seen.append({"code": "interrupted", "message": "the runner was interrupted"})
+    if outcome["timed_out"]:
+        seen.append({"code": "timeout", "message": "the agent did not finish in time"})
+    error = triage.agent_error(
+        collected,
+        exit_code=outcome["exit_code"],
+        timed_out=outcome["timed_out"],
+        interrupted=bool(outcome["interrupted"]),
+        stderr_tail=outcome["stderr_tail"],
+    )
+    resolved = passed and not seen and not error
+    if error:
+        status, exit_code, reasons = "agent_error", EXIT_AGENT, [error, *seen]
     else:
-        exit_code = EXIT_RESOLVED if resolved else EXIT_UNRESOLVED
+        status, reasons = "scored", [*seen, *(item.to_json() for item in kept)]
+        if outcome["interrupted"]:
+            exit_code = EXIT_SIGNAL[outcome["interrupted"]]
+        else:
+            exit_code = EXIT_RESOLVED if resolved else EXIT_UNRESOLVED
     agent = dict(base["agent"])
     agent.update(
         exit_code=outcome["exit_code"],
         timed_out=outcome["timed_out"],
         wall_time_s=outcome["wall_time_s"],
-        first_error=_first_error(collected) or outcome["stderr_tail"],
+        first_error=triage.first_error(collected) or outcome["stderr_tail"],
     )
-    result = dict(base, status="scored", resolved=resolved, exit_code=exit_code, reasons=reasons)
+    result = dict(base, status=status, resolved=resolved, exit_code=exit_code, reasons=reasons)
     result.update(
         agent=agent,
         interrupted=bool(outcome["interrupted"]),
@@ -680,16 +739,9 @@ def _result(
     return result
 
 
-def _first_error(collected: artifacts.RunArtifacts) -> str | None:
-    """The first failed model call the agent recorded, stream first, then transcripts."""
-    if collected.stream and collected.stream.first_error:
-        return collected.stream.first_error
-    return collected.parent.first_error if collected.parent else None
-
-
 def _not_run(
     base: dict,
-    run: RunDir,
+    run: RunDir | None,
     code: str,
     message: str,
     exit_code: int = EXIT_AGENT,
@@ -719,17 +771,21 @@ def _store(record: dict, path: str | None, error_key: str) -> tuple[str, str | N
     return text, path
 
 
-def _emit(result: dict, run: RunDir | None) -> int:
+def _emit(result: dict, run: RunDir | None, label: str = "") -> int:
     where = run.result if run is not None else None
     text, where = _store(result, where, "result_file_error")
-    if result.get("status") == "scored":
-        print_note(f"runner.py: {summary_line(result, where)}")
+    if result.get("status") in ("scored", "agent_error"):
+        head = f"{label}: " if label else ""
+        print_note(f"runner.py: {head}{summary_line(result, where)}")
     print_json(text)
     return result["exit_code"]
 
 
 def summary_line(result: dict, result_file: str | None = None) -> str:
-    """One line for a person at a terminal: the outcome, what failed and where to look."""
+    """One line for a person at a terminal: the outcome, what failed, root causes first
+    (a timeout before the missing receipts it caused), and where to look."""
+    if result.get("status") == "agent_error":
+        return _agent_error_line(result, result_file)
     verdict = result["verdict"]
     state = "resolved" if result["resolved"] else "NOT resolved"
     parts = [f"{state} (exit {result['exit_code']})"]
@@ -740,15 +796,27 @@ def summary_line(result: dict, result_file: str | None = None) -> str:
     else:
         criteria = ("coverage", "delegation_evidence", "dedup", "receipts")
         parts.append(", ".join(f"{name} {_mark(verdict[name])}" for name in criteria))
+    # In the result's order, which puts root causes first; a Counter keeps that order.
     counts = collections.Counter(item["code"] for item in result["reasons"])
     if counts:
-        named = [code if n == 1 else f"{code} x{n}" for code, n in counts.most_common()]
+        named = [code if n == 1 else f"{code} x{n}" for code, n in counts.items()]
         parts.append("reasons: " + ", ".join(named))
     efficiency = verdict["efficiency"]
     parts.append(f"{efficiency['total_turns']} model calls, {efficiency['total_tokens']:,} tokens")
     leaked = result["cleanup"]["leaked_processes"]
     if leaked:
         parts.append(f"{leaked} leaked processes")
+    if result_file:
+        parts.append(f"result in {_near(result_file)}")
+    return "; ".join(parts)
+
+
+def _agent_error_line(result: dict, result_file: str | None) -> str:
+    """The agent's own failure, in its own words, said as not the model's."""
+    first, *rest = result["reasons"]
+    parts = [f"agent error (exit {result['exit_code']}): {first['code']}: {first['message']}"]
+    parts += [item["code"] for item in rest]
+    parts.append("not scored as the model's failure")
     if result_file:
         parts.append(f"result in {_near(result_file)}")
     return "; ".join(parts)

@@ -44,6 +44,9 @@ MATCHED_KEYS = ("fixture_digest", "harness_version", "model", "drive", "baseline
 ATTEMPT = re.compile(r"trial-(?P<n>[1-9][0-9]*)(?:-retry(?P<m>[1-9][0-9]*))?")
 POLL_S = 0.02  # how soon a finished trial frees its slot for the next
 EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_AGENT = 0, 1, 3
+# A trial whose agent failed on its own (triage.py) or could not be run at all: an error of
+# its environment, kept apart from the scores and run again by a resume.
+ERRORED = ("agent_error", "agent_not_run")
 
 
 class RunSetError(Exception):
@@ -176,9 +179,16 @@ def _read_object(path: str) -> dict | None:
 
 
 def is_done(attempt: Attempt) -> bool:
-    """A trial is done once an attempt wrote a result that was not interrupted. A dir with
-    no result is a killed attempt; an interrupted one is run again too."""
-    return attempt.result is not None and not attempt.result.get("interrupted")
+    """A trial is done once an attempt wrote a result that was not interrupted and not an
+    error of the agent's own. A dir with no result is a killed attempt; an interrupted or
+    errored one is run again too."""
+    result = attempt.result
+    return result is not None and not result.get("interrupted") and not errored(result)
+
+
+def errored(result: dict | None) -> bool:
+    """The agent failed on its own or could not be run, and no signal stopped it."""
+    return bool(result) and result.get("status") in ERRORED and not result.get("interrupted")
 
 
 def latest_by_trial(found: list[Attempt]) -> dict[int, Attempt]:
@@ -246,7 +256,7 @@ def run_trials(
 
 
 def _outcome(exit_code: int) -> str:
-    words = {0: "resolved", 1: "not resolved", 2: "invalid", 3: "agent not run"}
+    words = {0: "resolved", 1: "not resolved", 2: "invalid", 3: "agent error"}
     return f"{words.get(exit_code, 'interrupted')} (exit {exit_code})"
 
 
@@ -285,27 +295,35 @@ def _wall(result: dict | None):
 
 def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) -> dict:
     """The run set's evidence: resolve rate and its interval, pass@k and pass^k for every
-    k up to the scored trials, failures by reason code, distributions, and the exit code."""
+    k up to the n scored trials, failures by reason code, distributions, and the exit code.
+    Errored trials (the agent failed on its own) are counted apart, in none of the
+    estimates: an environment failure says nothing about the model."""
     scored = [record for record in records if _scored(record)]
     n = len(scored)
     c = sum(1 for record in scored if record.result.get("resolved"))
     low, high = stats.wilson_interval(c, n)
     failures: Counter = Counter()
+    errors: Counter = Counter()
     for record in records:
+        codes = {item.get("code") for item in (record.result or {}).get("reasons") or []}
         if record.result is None:
             failures["not_run"] += 1
+        elif errored(record.result):
+            errors.update(codes)
         elif not record.result.get("resolved"):
-            failures.update({item.get("code") for item in record.result.get("reasons") or []})
+            failures.update(codes)
     summary = {
         "run_set": config,
         "trials_planned": config["trials"],
         "trials_scored": n,
+        "trials_errored": sum(1 for record in records if errored(record.result)),
         "resolved": c,
         "resolve_rate": c / n if n else None,
         "resolve_rate_ci95": [low, high],
         "pass_at_k": {str(k): stats.pass_at_k(n, c, k) for k in range(1, n + 1)},
         "pass_hat_k": {str(k): stats.pass_hat_k(n, c, k) for k in range(1, n + 1)},
         "failures": dict(sorted(failures.items())),
+        "errors": dict(sorted(errors.items())),
         "tokens": stats.distribution(
             _efficiency(r.result, "total_tokens") for r in scored
         ).to_json(),
@@ -342,18 +360,16 @@ def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) ->
 
 
 def set_exit_code(records: list[TrialRecord], interrupted: int) -> int:
-    """0 only when every trial resolved; the signal's code when interrupted; 3 when no
-    trial could run the agent; else 1."""
+    """The signal's code when interrupted; 0 only when every trial resolved; 3 when every
+    trial that did not resolve is errored (the agent failed on its own or could not be run);
+    else 1: some trial was scored and not resolved, or never ran."""
     if interrupted:
         return 128 + interrupted
     results = [record.result for record in records]
-    if results and all(
-        result is not None and result.get("status") == "agent_not_run" for result in results
-    ):
-        return EXIT_AGENT
-    if results and all(result is not None and result.get("resolved") for result in results):
-        return EXIT_RESOLVED
-    return EXIT_UNRESOLVED
+    unresolved = [result for result in results if not (result and result.get("resolved"))]
+    if not unresolved:
+        return EXIT_RESOLVED if results else EXIT_UNRESOLVED
+    return EXIT_AGENT if all(errored(result) for result in unresolved) else EXIT_UNRESOLVED
 
 
 def overhead(fanout: dict, baseline: dict, fanout_dir: str, baseline_dir: str) -> dict:

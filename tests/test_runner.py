@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import glob
+import io
 import json
 import os
 import re
@@ -13,11 +16,18 @@ import sys
 import tempfile
 import time
 import unittest
+from unittest import mock
 
+from builders import RunBuilder
+
+import launch
 import rundir
 import runner
 import scripted
+import triage
+from artifacts import collect
 from scripted_model import SCRIPTS
+from witness import Witness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
@@ -317,6 +327,116 @@ class EnvironmentFailureTest(RunnerTestCase):
             self.assertIn(b"reasons: kernel_unavailable, ", done.stderr)
 
 
+NO_KEY = "Error: No API key found for anthropic."
+
+
+class AgentErrorTest(RunnerTestCase):
+    """An agent that fails on its own before the model answers anything is an agent error:
+    exit 3 in its own words, not the model's failure (triage.py)."""
+
+    def failing_agent(self) -> str:
+        """An agent that exits 1 at once, as the product does without credentials."""
+        agent = os.path.join(self.tmp, "failing-agent")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write(f"#!/bin/sh\necho '{NO_KEY}' >&2\nexit 1\n")
+        os.chmod(agent, 0o755)
+        return agent
+
+    def run_failing_agent(self) -> tuple[subprocess.CompletedProcess, dict]:
+        argv = self.runner_argv("anthropic/claude-sonnet-4-5")
+        argv[argv.index(SIMULATED)] = self.failing_agent()
+        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        return done, json.loads(done.stdout)
+
+    def test_an_agent_that_exits_1_at_once_is_an_agent_error_in_its_own_words(self):
+        done, result = self.run_failing_agent()
+        self.assertEqual((done.returncode, result["exit_code"]), (3, 3))
+        self.assertEqual((result["status"], result["resolved"]), ("agent_error", False))
+        message = f"the agent exited 1 before any model call was answered: {NO_KEY}"
+        self.assertEqual(result["reasons"], [{"code": "agent_exited", "message": message}])
+        self.assertEqual(result["agent"]["first_error"], NO_KEY)
+        # What it left is still scored and kept, apart from the result's reasons.
+        self.assertIn("parent_transcript_missing", self.codes(result["verdict"]))
+        last = done.stderr.decode().splitlines()[-1]
+        self.assertTrue(last.startswith("runner.py: agent error (exit 3): agent_exited: "), last)
+        self.assertIn(NO_KEY, last)
+
+    def test_a_misspelt_simulated_model_is_an_agent_error(self):
+        done, result = self.run_runner("simulated/orcale")
+        self.assertEqual((done.returncode, result["status"]), (3, "agent_error"))
+        self.assertEqual(self.codes(result), ["agent_exited"])
+        self.assertIn('unknown model "simulated/orcale"', result["reasons"][0]["message"])
+        self.assertIn(b"agent_exited: the agent exited 1 before any model call", done.stderr)
+
+
+class TriageTest(unittest.TestCase):
+    """The agent-error rule (triage.agent_error) on run dirs the builders write."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.root = os.path.join(tmp.name, "run")
+        os.mkdir(self.root)
+
+    def triage(self, *calls: int, **ended) -> dict | None:
+        """The rule on the run dir as it is, with the proxy's record of `calls` (statuses),
+        after an agent that exited 0 on its own unless `ended` says otherwise."""
+        run = collect(self.root, None)
+        if calls:
+            witnessed = tuple({"status": status, "error": None} for status in calls)
+            run = dataclasses.replace(run, witness=Witness(None, {"proxy": True}, witnessed))
+        how = {"exit_code": 0, "timed_out": False, "interrupted": False, "stderr_tail": None}
+        return triage.agent_error(run, **{**how, **ended})
+
+    def test_a_parent_whose_every_call_failed_is_an_agent_error_in_the_first_error(self):
+        builder = RunBuilder(self.root)
+        builder.failed_call("401 invalid x-api-key")
+        builder.failed_call("401 invalid x-api-key")
+        self.assertEqual(
+            self.triage(),
+            {
+                "code": "model_calls_failed",
+                "message": "every model call failed, the first with: 401 invalid x-api-key",
+            },
+        )
+
+    def test_a_model_that_answered_once_is_the_models_run_however_it_ended(self):
+        builder = RunBuilder(self.root)
+        builder.failed_call()
+        builder.assistant("Looking at the shards.")
+        self.assertIsNone(self.triage(exit_code=1, stderr_tail="crashed"))
+
+    def test_an_agent_that_exited_without_a_transcript_is_an_agent_error(self):
+        self.assertEqual(
+            self.triage(exit_code=1, stderr_tail="no model"),
+            {
+                "code": "agent_exited",
+                "message": "the agent exited 1 before any model call was answered: no model",
+            },
+        )
+
+    def test_a_timeout_before_any_model_call_is_a_timeout_not_an_agent_error(self):
+        self.assertIsNone(self.triage(exit_code=-15, timed_out=True))
+
+    def test_failed_calls_then_a_timeout_are_still_an_agent_error(self):
+        RunBuilder(self.root).failed_call("429 rate limited")
+        error = self.triage(exit_code=-15, timed_out=True)
+        self.assertEqual(error["code"], "model_calls_failed")
+
+    def test_an_interrupted_run_is_never_an_agent_error(self):
+        self.assertIsNone(self.triage(exit_code=-2, interrupted=True))
+
+    def test_calls_the_proxy_answered_cannot_be_hidden_by_deleting_the_transcript(self):
+        # The model ran, then its shell deleted the sessions and killed the CLI.
+        self.assertIsNone(self.triage(401, 200, exit_code=-9, stderr_tail="Killed"))
+
+    def test_a_refusal_only_the_proxy_saw_is_named_by_its_status(self):
+        self.assertEqual(
+            self.triage(404, exit_code=0)["message"],
+            "every model call failed, the first with: HTTP 404",
+        )
+
+
 class HygieneTest(RunnerTestCase):
     def test_hanging_agent_is_ended_at_the_timeout_and_still_scored(self):
         done, result = self.run_runner("simulated/hang", JSON_EVENTS, "--timeout", "1", *GRACE)
@@ -326,6 +446,9 @@ class HygieneTest(RunnerTestCase):
         self.assertEqual(result["agent"]["exit_code"], -signal.SIGTERM)
         self.assertIsNone(result["agent"]["first_error"])
         self.assertEqual(self.codes(result)[0], "timeout")
+        # The root cause first on the verdict line, before the receipts it cost.
+        self.assertIn(b"; reasons: timeout, ", done.stderr)
+        self.assertRegex(done.stderr, rb"runner\.py: timed out after \d+s of 1s: 8 spawns")
         self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
         run = self.run_dir(result)
         grandchildren = logged_pids(run, "grandchild")
@@ -454,10 +577,10 @@ class ScriptedShardLimitTest(RunnerTestCase):
                 self.assertEqual(self.codes(result), ["too_many_shards_for_script"])
                 self.assertFalse(os.path.exists(self.out))
             else:
-                # 19 shards are run (the simulated agent cannot serve the endpoint's
-                # model, so the product and the script disagree: exit 1, not 2).
-                self.assertEqual(result["status"], "scored")
-                self.assertEqual(done.returncode, 1)
+                # 19 shards are run: exit 3, not 2 (the simulated agent knows no scripted
+                # model and exits at once, an agent error).
+                self.assertEqual(result["status"], "agent_error")
+                self.assertEqual(done.returncode, 3)
 
 
 class AgentEnvTest(unittest.TestCase):
@@ -601,6 +724,7 @@ class ResidentDriveTest(RunnerTestCase):
                 "answer_not_derived",
                 "child_did_no_work",
                 "spawn_code_unmatched",
+                "stream_mismatch",
                 "unsent_reply",
             ],
             "junk-replies": ["unsourced_answer"],
@@ -613,7 +737,6 @@ class ResidentDriveTest(RunnerTestCase):
                 self.assertEqual(done.returncode, 1, done.stderr.decode())
                 self.assertFalse(result["verdict"]["delegation_evidence"])
                 self.assertEqual(sorted(set(self.codes(result))), codes)
-                "stream_mismatch",
                 self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_hanging_resident_session_is_ended_at_the_timeout(self):
@@ -752,21 +875,60 @@ for name in ("PI_OFFLINE", "PRIME_AGENT_TELEMETRY", "PI_SKIP_VERSION_CHECK"):
 
 
 class InvalidInputTest(RunnerTestCase):
-    def test_missing_agent_binary_exits_3_with_a_result(self):
-        argv = self.runner_argv("x/y")
-        argv[argv.index(SIMULATED)] = "no-such-agent-xyz"
-        done = subprocess.run(
-            argv,
-            env=self.env,
-            capture_output=True,
-            timeout=60,
+    def run_in_process(self, *argv: str, **env: str) -> tuple[int, str, str]:
+        """runner.main in this process, for the paths that end before a run dir is made."""
+        out, err = io.StringIO(), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, {**self.env, **env}, clear=True),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            code = runner.main(list(argv))
+        return code, out.getvalue(), err.getvalue()
+
+    def test_an_agent_not_on_path_names_the_stand_in_and_leaves_no_run_dir(self):
+        argv = self.runner_argv("anthropic/claude-sonnet-4-5")[2:]
+        del argv[argv.index("--agent-bin") : argv.index("--agent-bin") + 2]
+        empty = os.path.join(self.tmp, "empty-path")
+        os.mkdir(empty)
+        code, out, err = self.run_in_process(*argv, PATH=empty)
+        self.assertEqual(code, 3)
+        result = json.loads(out)
+        self.assertEqual(
+            (result["status"], self.codes(result)), ("agent_not_run", ["agent_not_found"])
         )
-        self.assertEqual(done.returncode, 3)
-        result = json.loads(done.stdout)
-        self.assertEqual(result["status"], "agent_not_run")
-        self.assertEqual(self.codes(result), ["agent_not_found"])
-        with open(os.path.join(result["run_dir"], "result.json"), encoding="utf-8") as handle:
-            self.assertEqual(json.load(handle), result)
+        message = result["reasons"][0]["message"]
+        self.assertTrue(
+            message.startswith("'prime-agent' is not on PATH; to try the harness "), message
+        )
+        self.assertIn("simulated/agent.py --model simulated/oracle", message)
+        self.assertIn(message, err)
+        self.assertNotIn("run_dir", result)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_an_agent_that_is_not_executable_says_so_and_leaves_no_run_dir(self):
+        agent = os.path.join(self.tmp, "agent-without-x")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write("#!/bin/sh\nexit 0\n")
+        argv = self.runner_argv("simulated/oracle")[2:]
+        argv[argv.index(SIMULATED)] = agent
+        code, out, _ = self.run_in_process(*argv)
+        self.assertEqual(code, 3)
+        result = json.loads(out)
+        self.assertEqual(self.codes(result), ["agent_not_executable"])
+        self.assertEqual(
+            result["reasons"][0]["message"], f"{agent!r} is not executable (chmod +x it)"
+        )
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_a_run_set_whose_agent_is_missing_makes_no_set_dir(self):
+        argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--trials", "2")[2:]
+        argv[argv.index(SIMULATED)] = os.path.join(self.tmp, "no-such-agent")
+        code, out, err = self.run_in_process(*argv)
+        self.assertEqual((code, out), (3, ""))
+        self.assertIn("the agent could not be run: ", err)
+        self.assertIn("no-such-agent' does not exist", err)
+        self.assertFalse(os.path.exists(self.out))
 
     def run_with_a_closed_pipe(self, stream: str) -> subprocess.CompletedProcess:
         """The oracle run with `stream` ("stdout" or "stderr") a pipe nobody reads;
@@ -945,7 +1107,9 @@ class SummaryLineTest(unittest.TestCase):
             "resolved": 1,
             "resolve_rate_ci95": [0.046, 0.699],
             "exit_code": 1,
+            "trials_errored": 0,
             "failures": {"not_run": 1, "missing_receipt": 3, "dedup": 3},
+            "errors": {},
         }
         line = runner.set_summary_line(summary, os.path.join(os.getcwd(), "set", "summary.json"))
         self.assertEqual(
@@ -962,10 +1126,61 @@ class SummaryLineTest(unittest.TestCase):
             "resolved": 0,
             "resolve_rate_ci95": [None, None],
             "exit_code": 3,
+            "trials_errored": 0,
             "failures": {"not_run": 2},
+            "errors": {},
         }
         line = runner.set_summary_line(summary, os.path.join(os.getcwd(), "summary.json"))
         self.assertTrue(line.startswith("run set: 0/0 scored trials resolved, 2 planned; exit 3"))
+
+    def test_a_run_set_line_counts_errored_trials_apart(self):
+        summary = {
+            "trials_scored": 2,
+            "trials_planned": 3,
+            "resolved": 2,
+            "resolve_rate_ci95": [0.342, 1.0],
+            "exit_code": 3,
+            "trials_errored": 1,
+            "failures": {},
+            "errors": {"agent_exited": 1},
+        }
+        self.assertEqual(
+            runner.set_summary_line(summary, None),
+            "run set: 2/2 scored trials resolved (100%, 95% CI 34%-100%), 1 errored (not "
+            "counted), 3 planned; exit 3; errors: agent_exited x1",
+        )
+
+    def test_the_root_cause_is_named_before_what_it_caused(self):
+        codes = ("timeout", "child_did_no_work", "missing_receipt", "child_did_no_work")
+        line = runner.summary_line(self.result(reasons=[{"code": code} for code in codes]))
+        self.assertIn("; reasons: timeout, child_did_no_work x2, missing_receipt; ", line)
+
+    def test_an_agent_error_gives_the_agents_own_words_and_not_the_models_failure(self):
+        said = "the agent exited 1 before any model call was answered: no API key"
+        result = self.result(
+            status="agent_error", exit_code=3, reasons=[{"code": "agent_exited", "message": said}]
+        )
+        self.assertEqual(
+            runner.summary_line(result, os.path.join(os.sep, "r", "result.json")),
+            f"agent error (exit 3): agent_exited: {said}; not scored as the model's failure; "
+            f"result in {os.path.join(os.sep, 'r', 'result.json')}",
+        )
+
+
+class ProgressTest(unittest.TestCase):
+    def test_progress_lines_give_the_elapsed_time_of_the_timeout_and_the_trial(self):
+        err = io.StringIO()
+        with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stderr(err):
+            progress = launch.Progress(rundir.RunDir(tmp), 30.0, "trial 2/5")
+            progress.report(12.4)
+            progress.report(30.2, ended="timed out")
+        self.assertEqual(
+            err.getvalue().splitlines(),
+            [
+                "runner.py: trial 2/5: running 12s of 30s: 0 spawns, 0 replies",
+                "runner.py: trial 2/5: timed out after 30s of 30s: 0 spawns, 0 replies",
+            ],
+        )
 
 
 if __name__ == "__main__":

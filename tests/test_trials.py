@@ -22,7 +22,8 @@ from test_runner import RunnerTestCase
 
 import runner
 from fixture import load_fixture
-from trials import TrialRecord, baseline_task, summarize
+from stats import wilson_interval
+from trials import Attempt, TrialRecord, baseline_task, is_done, summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
@@ -115,6 +116,35 @@ class TrialsTest(RunSetCase):
         self.assertEqual(done.returncode, 1)
         self.assertEqual(summary["failures"], {"unsourced_answer": 2, "wrong_answer": 2})
         self.assertEqual(summary["pass_at_k"], {"1": 0.0, "2": 0.0})
+
+    def test_errored_trials_are_kept_apart_and_a_resume_runs_them_again(self):
+        # An agent without credentials on trial 2's node: it exits 1 before any model call.
+        agent = os.path.join(self.tmp, "node-agent")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write(
+                f'#!/bin/sh\nif [ "$SWARM_FANOUT_TRIAL" = 2 ] && [ "$1" != --version ]; then\n'
+                f"  echo 'no credentials on this node' >&2; exit 1\nfi\nexec {SIMULATED} \"$@\"\n"
+            )
+        os.chmod(agent, 0o755)
+        set_dir = os.path.join(self.tmp, "set")
+        argv = ("--trials", "2", "--jobs", "2", "--run-set", set_dir, "--agent-bin", agent)
+        done, summary = self.runner(*argv, model="simulated/oracle")
+        self.assertEqual((done.returncode, summary["exit_code"]), (3, 3))
+        counts = ("trials_scored", "resolved", "trials_errored", "resolve_rate")
+        self.assertEqual([summary[key] for key in counts], [1, 1, 1, 1.0])
+        self.assertEqual(list(summary["pass_hat_k"]), ["1"])  # n = 1: the errored one is out
+        self.assertEqual((summary["failures"], summary["errors"]), ({}, {"agent_exited": 1}))
+        self.assertEqual(summary["trials"][1]["status"], "agent_error")
+        self.assertIn(b"1 errored (not counted)", done.stderr)
+        self.assertIn(b"runner.py: trial 2/2: agent error (exit 3): agent_exited: ", done.stderr)
+        done, summary = self.runner(
+            "--resume", set_dir, "--agent-bin", SIMULATED, model=None, fixture=None
+        )
+        self.assertEqual(
+            (done.returncode, summary["resolved"], summary["trials_errored"]), (0, 2, 0)
+        )
+        self.assertEqual(summary["trials"][1]["dir"], "trial-2-retry1")
+        self.assertNotIn(b"trial 1/2 started", done.stderr)
 
     def test_a_resident_run_set_drives_every_trial_through_its_own_daemon(self):
         done, summary = self.runner(
@@ -301,6 +331,10 @@ def scored(resolved: bool, *codes: str) -> dict:
     return {"status": "scored", "resolved": resolved, "reasons": reasons, "exit_code": 0}
 
 
+def errored(code: str = "agent_exited") -> dict:
+    return {"status": "agent_error", "resolved": False, "reasons": [{"code": code}], "exit_code": 3}
+
+
 class SummaryTest(unittest.TestCase):
     config: ClassVar[dict] = {"trials": 3}
 
@@ -325,8 +359,38 @@ class SummaryTest(unittest.TestCase):
         }
         summary = summarize({"trials": 1}, [record(1, not_run)])
         self.assertEqual((summary["exit_code"], summary["trials_scored"]), (3, 0))
+        self.assertEqual(
+            (summary["trials_errored"], summary["errors"]), (1, {"agent_not_found": 1})
+        )
         self.assertEqual(summary["resolve_rate"], None)
         self.assertEqual(summarize({"trials": 1}, [record(1, scored(True))], 15)["exit_code"], 143)
+
+    def test_errored_trials_are_in_none_of_the_estimates(self):
+        records = [
+            record(1, scored(True)),
+            record(2, scored(False, "wrong_answer")),
+            record(3, errored("model_calls_failed")),
+            record(4, errored("agent_exited")),
+        ]
+        summary = summarize({"trials": 4}, records)
+        self.assertEqual((summary["trials_scored"], summary["resolved"]), (2, 1))
+        self.assertEqual(summary["trials_errored"], 2)
+        self.assertEqual(summary["resolve_rate"], 0.5)
+        # Wilson's interval for 1 of 2, and pass^k only up to k = n = 2.
+        self.assertEqual(summary["resolve_rate_ci95"], list(wilson_interval(1, 2)))
+        self.assertEqual(summary["pass_hat_k"], {"1": 0.5, "2": 0.0})
+        self.assertEqual(summary["failures"], {"wrong_answer": 1})
+        self.assertEqual(summary["errors"], {"agent_exited": 1, "model_calls_failed": 1})
+        self.assertEqual(summary["exit_code"], 1)  # a scored trial did not resolve
+
+    def test_a_set_whose_only_unresolved_trials_errored_exits_3(self):
+        summary = summarize({"trials": 2}, [record(1, scored(True)), record(2, errored())])
+        self.assertEqual((summary["exit_code"], summary["resolve_rate"]), (3, 1.0))
+
+    def test_an_errored_or_interrupted_attempt_is_run_again(self):
+        self.assertTrue(is_done(Attempt(1, 0, "trial-1", scored(False))))
+        self.assertFalse(is_done(Attempt(1, 0, "trial-1", errored())))
+        self.assertFalse(is_done(Attempt(1, 0, "trial-1", dict(scored(False), interrupted=True))))
 
 
 if __name__ == "__main__":
