@@ -436,7 +436,13 @@ def _run(
             {"code": "invalid_fixture", "detail": error.code, "message": error.message}
         ]
         return _emit(result, None)
-    base["fixture"] = {"name": fixture.name, "path": args.fixture, "shards": len(fixture.shards)}
+    # Where and what the fixture was, so a regrade finds it and knows when it changed.
+    base["fixture"] = {
+        "name": fixture.name,
+        "path": fixture.root,
+        "shards": len(fixture.shards),
+        "digest": trials.fixture_digest(fixture.root),
+    }
     script = _script(args.model)
     refusal = scripted.too_many_shards(len(fixture.shards)) if script else None
     if refusal:

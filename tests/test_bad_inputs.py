@@ -44,7 +44,7 @@ FUZZ_MAX_CASES = 400
 def regrade(run_dir: str) -> tuple[int, dict]:
     """`scorer.py --fixture RUN RUN`, in process: exit code and verdict JSON."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         code = scorer.main(["--fixture", run_dir, run_dir])
     return code, json.loads(out.getvalue())
 
@@ -243,6 +243,34 @@ class FixtureInputTest(unittest.TestCase):
                 result = json.loads(done.stdout)
                 self.assertEqual(result["reasons"][0]["code"], "invalid_fixture")
                 self.assertEqual(result["reasons"][0]["detail"], detail)
+
+    def scorer_refusal(self, *argv: str) -> tuple[int, dict, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = scorer.main(list(argv))
+        return code, json.loads(out.getvalue()), err.getvalue()
+
+    def test_a_dir_that_is_no_run_is_refused_naming_what_it_lacks(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            code, refusal, err = self.scorer_refusal(tmp)
+        self.assertEqual((code, refusal["error"]), (2, "not_a_run_dir"))
+        for lacking in ("result.json", "run-meta.json", "sessions/"):
+            self.assertIn(lacking, refusal["detail"])
+        self.assertIn(refusal["detail"], err)
+
+    def test_a_run_dir_that_records_no_fixture_asks_for_one(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.mkdir(os.path.join(tmp, "sessions"))
+            code, refusal, _ = self.scorer_refusal(tmp)
+        self.assertEqual((code, refusal["error"]), (2, "fixture_unknown"))
+        self.assertIn("pass --fixture", refusal["detail"])
+
+    def test_a_result_json_that_is_no_object_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "result.json"), "w", encoding="utf-8") as handle:
+                handle.write("[1, 2]\n")
+            code, refusal, _ = self.scorer_refusal(tmp)
+        self.assertEqual((code, refusal["error"]), (2, "run_dir_invalid"))
 
     def test_scorer_cli_refuses_a_broken_manifest_with_exit_2(self):
         with tempfile.TemporaryDirectory() as tmp:
