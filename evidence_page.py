@@ -228,6 +228,15 @@ def _summary(evidence: Evidence, state: Cell) -> list:
     if agent.get("timed_out"):
         rows.append((Cell("timed out"), Cell("yes", tone="bad")))
     blocks: list = [Table((), tuple(rows))]
+    if result.get("status") in ERRORED:
+        blocks.append(
+            Paragraph(
+                "The agent failed on its own before the model answered: an error of the run's "
+                "environment, counted apart from the model's failures. The verdict below is "
+                "what the disk shows.",
+                tone="error",
+            )
+        )
     if not evidence.result:
         note = "This run dir has no result.json: a run killed before it wrote one, or a capture."
         if evidence.regraded:
@@ -343,6 +352,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         blocks.append(Paragraph("No reasons: nothing failed." if verdict else "No reasons."))
     else:
         failures = _failures_by_code(verdict)
+        tone = "error" if result.get("status") in ERRORED else "bad"
         rows = []
         for code, items in _grouped_by_code(reasons).items():
             meaning = scorer.MESSAGES.get(code, "")
@@ -356,7 +366,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
                 ]
                 rows.append(
                     (
-                        Cell("" if number else f"{code} x{len(items)}", tone="bad"),
+                        Cell("" if number else f"{code} x{len(items)}", tone=tone),
                         Cell("" if number else meaning or message),
                         Cell(str(item.get("shard") or "")),
                         _child_link(item.get("child_id"), evidence),
@@ -367,7 +377,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         headers = ("reason code", "what it means", "shard", "child", "found", "points at")
         if not any(row[-1].text for row in rows):
             headers, rows = headers[:-1], [row[:-1] for row in rows]
-        blocks.append(Table(headers, tuple(rows), ("bad",) * len(rows)))
+        blocks.append(Table(headers, tuple(rows), (tone,) * len(rows)))
     if warnings:
         rows = tuple(
             (

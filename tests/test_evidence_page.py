@@ -274,6 +274,7 @@ class OddRunsTest(unittest.TestCase):
         page = self.page_of(run_dir)
         self.assertIn("— agent error</h1>", page)
         self.assertIn("500 upstream exploded", page)
+        self.assertIn('<p class="error">The agent failed on its own', page)
         self.assertIn("No verdict", page)
 
     def test_a_captured_run_without_a_result_is_regraded_from_its_fixture(self):
