@@ -40,7 +40,8 @@ def agent_error(
         }
     if timed_out:
         return None
-    words = stderr_tail or "it wrote nothing on stderr"
+    # The runner quotes the stderr of an agent that exited non-zero only.
+    words = stderr_tail or ("it wrote nothing on stderr" if exit_code else "see its stderr.txt")
     return {
         "code": "agent_exited",
         "message": f"the agent exited {exit_code} before any model call was answered: {words}",

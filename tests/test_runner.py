@@ -426,6 +426,12 @@ class TriageTest(unittest.TestCase):
             },
         )
 
+    def test_an_agent_that_exited_0_without_calling_the_model_is_an_agent_error(self):
+        self.assertEqual(
+            self.triage(exit_code=0)["message"],
+            "the agent exited 0 before any model call was answered: see its stderr.txt",
+        )
+
     def test_a_timeout_before_any_model_call_is_a_timeout_not_an_agent_error(self):
         self.assertIsNone(self.triage(exit_code=-15, timed_out=True))
 
