@@ -249,15 +249,23 @@ def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) 
 
 
 def stderr_tail(path: str) -> str | None:
-    """The last non-empty line of the agent's stderr, for a crashed agent."""
+    """What a crashed agent said last: its stderr's last non-empty line, after its first
+    when they differ. The product states the cause first and then where to read more
+    ("No API key found for anthropic." ... ".../docs/models.md", seen with v0.8.0); a
+    Python traceback states it last."""
     try:
         with open(path, "rb") as handle:
+            head = handle.read(65536).decode("utf-8", "replace")
             handle.seek(max(0, os.path.getsize(path) - 65536))
-            text = handle.read().decode("utf-8", "replace")
+            tail = handle.read().decode("utf-8", "replace")
     except OSError:
         return None
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:500] if lines else None
+    first = next((line.strip() for line in head.splitlines() if line.strip()), None)
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    if not lines:
+        return None
+    said = lines[-1] if first in (None, lines[-1]) else f"{first} … {lines[-1]}"
+    return said[:500]
 
 
 class Progress:

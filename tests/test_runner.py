@@ -1341,3 +1341,32 @@ class ProgressTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StderrTailTest(unittest.TestCase):
+    """What a crashed agent said, quoted in an agent error."""
+
+    def said(self, text: str) -> str | None:
+        path = os.path.join(tempfile.mkdtemp(), "stderr.txt")
+        self.addCleanup(shutil.rmtree, os.path.dirname(path))
+        with open(path, "w") as handle:
+            handle.write(text)
+        return launch.stderr_tail(path)
+
+    def test_the_products_cause_comes_first_then_where_to_read_more(self):
+        # prime-agent 0.8.0 without a key for the model's provider.
+        text = (
+            "No API key found for anthropic.\n\nUse /login to log into a provider. See:\n"
+            "  docs/providers.md\n  docs/models.md\n"
+        )
+        self.assertEqual(self.said(text), "No API key found for anthropic. … docs/models.md")
+
+    def test_a_traceback_keeps_its_last_line(self):
+        text = 'Traceback (most recent call last):\n  File "x"\nTypeError: bad\n'
+        self.assertEqual(self.said(text), "Traceback (most recent call last): … TypeError: bad")
+
+    def test_one_line_is_said_once_and_nothing_is_none(self):
+        self.assertEqual(
+            self.said('unknown model "simulated/orcale"\n'), 'unknown model "simulated/orcale"'
+        )
+        self.assertIsNone(self.said("\n \n"))
