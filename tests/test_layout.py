@@ -6,6 +6,7 @@ run on its own as `python -m unittest tests.test_X`.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import tempfile
@@ -117,3 +118,29 @@ class TestModulesRunAloneTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SuiteRunnerTest(unittest.TestCase):
+    """`python -m tests` (tests/__main__.py), the command CI runs."""
+
+    def run_tests(self, *names: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "tests", *names],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def test_named_modules_run_and_are_totalled(self):
+        done = self.run_tests("test_stats", "test_jsonl")
+        self.assertEqual(done.returncode, 0, done.stdout[-2000:])
+        self.assertIn("==== tests.test_jsonl", done.stdout)
+        ran = int(re.search(r"^Ran (\d+) tests", done.stdout, re.M).group(1))
+        self.assertGreater(ran, 10)
+        self.assertTrue(done.stdout.rstrip().endswith(f"{ran} passed, 0 failed"))
+
+    def test_an_unknown_module_is_refused(self):
+        done = self.run_tests("test_no_such_module")
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("test_no_such_module", done.stderr)

@@ -1,0 +1,88 @@
+"""The self-tests, their modules spread over worker processes: `python -m tests [-v]`.
+
+Most of the suite's time is spent waiting on the runner's and the agent's processes, so
+two or three modules at a time finish in about half the wall time of one after another
+on a 2-core machine. Each module runs as `python -m unittest tests.<module>` would run it
+alone (`tests/__init__.py` puts the repo on the path), its output printed whole when it
+ends; the last lines total them as unittest does. `SWARM_FANOUT_TEST_JOBS` sets how many
+at once (default: the CPU count plus one). Name modules to run only those:
+`python -m tests test_scorer test_witness`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import subprocess
+import sys
+import time
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)
+# The slow modules first, so they do not start last and set the wall time alone.
+FIRST = ("test_runner", "test_trials", "test_simulated_agent", "test_bad_inputs")
+RAN = re.compile(r"^Ran (\d+) tests? in", re.M)
+FAILED = re.compile(r"^FAILED \((.*)\)$", re.M)
+SKIPPED = re.compile(r"skipped=(\d+)")
+BROKEN = re.compile(r"(?:failures|errors|unexpected successes)=(\d+)")
+
+
+def modules(named: list[str]) -> list[str]:
+    found = sorted(
+        name[:-3] for name in os.listdir(TESTS) if name.startswith("test_") and name.endswith(".py")
+    )
+    chosen = [name for name in found if not named or name in named]
+    unknown = sorted(set(named) - set(found))
+    if unknown:
+        raise SystemExit(f"no test module {', '.join(unknown)} in tests/")
+    return sorted(
+        chosen,
+        key=lambda name: (name not in FIRST, FIRST.index(name) if name in FIRST else 0, name),
+    )
+
+
+def run(module: str, verbose: bool) -> tuple[str, int, str]:
+    argv = [sys.executable, "-m", "unittest", *(["-v"] if verbose else []), f"tests.{module}"]
+    done = subprocess.run(
+        argv, cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace"
+    )
+    return module, done.returncode, done.stdout + done.stderr
+
+
+def main(argv: list[str]) -> int:
+    verbose = "-v" in argv
+    chosen = modules([arg for arg in argv if arg != "-v"])
+    jobs = int(os.environ.get("SWARM_FANOUT_TEST_JOBS") or (os.cpu_count() or 1) + 1)
+    started = time.monotonic()
+    ran = failed_modules = skipped = broken = 0
+    problems: list[str] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for module, code, output in pool.map(lambda name: run(name, verbose), chosen):
+            print(f"==== tests.{module}", flush=True)
+            print(output.rstrip(), flush=True)
+            counted = RAN.search(output)
+            ran += int(counted.group(1)) if counted else 0
+            skipped += sum(int(n) for n in SKIPPED.findall(output))
+            if code != 0 or not counted:
+                failed_modules += 1
+                summary = FAILED.search(output)
+                broken += sum(int(n) for n in BROKEN.findall(summary.group(1))) if summary else 1
+                problems.append(
+                    f"tests.{module}: {summary.group(1) if summary else f'exit {code}'}"
+                )
+    elapsed = time.monotonic() - started
+    print("\n" + "-" * 70)
+    print(f"Ran {ran} tests in {elapsed:.3f}s ({len(chosen)} modules, {jobs} at a time)\n")
+    for problem in problems:
+        print(problem)
+    print(f"FAILED (modules={failed_modules})" if failed_modules else "OK")
+    passed = ran - broken - skipped
+    print(f"{passed} passed, {broken} failed" + (f", {skipped} skipped" if skipped else ""))
+    if failed_modules:
+        return 1
+    return 0 if ran else 5
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
