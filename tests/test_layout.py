@@ -137,7 +137,7 @@ class SuiteRunnerTest(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stdout[-2000:])
         self.assertIn("==== tests.test_jsonl", done.stdout)
         ran = int(re.search(r"^Ran (\d+) tests", done.stdout, re.M).group(1))
-        self.assertGreater(ran, 10)
+        self.assertGreater(ran, 5)
         self.assertTrue(done.stdout.rstrip().endswith(f"{ran} passed, 0 failed"))
 
     def test_an_unknown_module_is_refused(self):
