@@ -13,6 +13,11 @@ trials, each its own runner.py process (trials.py), then prints `summary.json`.
 
 The run dir's layout and the agent's argv and environment live in rundir.py;
 launching, watching and ending the agent's processes in launch.py.
+
+Why one module of this size: it is the one shell a run passes through, in order (flags,
+fixture, run dir, model proxy, launch, witness, collect, score, result), and each step's
+failure has its own result and exit code beside the step; the run-set commands are the
+same flags around trials.py.
 """
 
 from __future__ import annotations

@@ -146,3 +146,17 @@ class SuiteRunnerTest(unittest.TestCase):
         done = self.run_tests("test_no_such_module")
         self.assertNotEqual(done.returncode, 0)
         self.assertIn("test_no_such_module", done.stderr)
+
+
+class ModuleSizeTest(unittest.TestCase):
+    """A reader should hold the harness in their head: a module past ~550 lines says at its
+    top why it is one module."""
+
+    def test_every_long_module_says_why_it_is_one(self):
+        unexplained = []
+        for path in [*REPO.glob("*.py"), *REPO.glob("simulated/*.py"), *REPO.glob("fixtures/*.py")]:
+            text = path.read_text(encoding="utf-8")
+            docstring = ast.get_docstring(ast.parse(text)) or ""
+            if text.count("\n") > 550 and "Why one " not in docstring:
+                unexplained.append(path.name)
+        self.assertEqual(unexplained, [])
