@@ -15,6 +15,7 @@ it writes it and a busy machine's lag; it is small beside what backdating would 
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -83,14 +84,21 @@ def _stream(r: _Run) -> Iterator[Failure]:
             file="stdout.jsonl",
         )
     streamed = set(cells)
+    # A session's cells run one after another: the cell that ran at a moment is the last
+    # one started by then (found by bisection: a run can have a thousand of each).
+    calls = sorted(
+        (call for call in parent.ipython_calls if call.started_ms is not None),
+        key=lambda call: call.started_ms,
+    )
+    starts = [call.started_ms for call in calls]
     for edge in r.family:
-        spawning = [
-            call
-            for call in parent.ipython_calls
-            if edge.spawned_at_ms is not None and call.contains(edge.spawned_at_ms)
-        ]
-        if any(call.call_id in streamed for call in spawning) and (
-            edge.child_id not in stream.child_ids
+        at = edge.spawned_at_ms
+        index = bisect.bisect_right(starts, at) - 1 if at is not None else -1
+        spawning = calls[index] if index >= 0 and calls[index].contains(at) else None
+        if (
+            spawning is not None
+            and spawning.call_id in streamed
+            and edge.child_id not in stream.child_ids
         ):
             yield Failure(
                 "the stream shows the cell that spawned this child but no rlm_child_update for it",
