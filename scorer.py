@@ -67,7 +67,8 @@ MESSAGES = {
 WARNINGS = {
     "extra_lines": "the combined answer has lines for files that are not shards",
     "ledger_findings": "the ledger has lines the product would reject or skip",
-    "ambiguous_parent": "several root transcripts exist; the one the stream announced was used",
+    "ambiguous_parent": "several root transcripts exist and the stream announced none of them; "
+    "the one with the earliest header timestamp was used",
     "unwitnessed": "the runner did not witness this run (no witness.jsonl): every file scored "
     "was writable by the agent while it ran",
 }
