@@ -144,7 +144,8 @@ def launch_and_wait(
     drained = None
     try:
         with (
-            open(os.devnull if oneshot else run.daemon_stdout, "wb") as out,
+            # One-shot: stdout is the stream's pipe; the daemon's goes to a file.
+            contextlib.nullcontext() if oneshot else open(run.daemon_stdout, "wb") as out,
             open(run.stderr, "wb") as err,
         ):
             # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
