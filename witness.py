@@ -323,6 +323,31 @@ def write_witness(
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# A sighting's fields and their types, as `Observer._note` writes them: the scorer reads
+# only well-formed ones, so a hand-edited witness cannot make a check raise.
+SIGHTING_FIELDS = {
+    "what": str,
+    "before": (int, float),
+    "seen": (int, float),
+    "line": int,
+    "file": str,
+    "sha256": str,
+    "child_id": str,
+    "parent": str,
+    "id": (str, type(None)),
+}
+
+
+def _well_formed(sighting: dict) -> bool:
+    for key, value in sighting.items():
+        kinds = SIGHTING_FIELDS.get(key)
+        if key == "kind":
+            continue
+        if kinds is None or isinstance(value, bool) or not isinstance(value, kinds):
+            return False
+    return all(key in sighting for key in ("what", "before", "seen"))
+
+
 @dataclass(frozen=True)
 class Witness:
     """What the runner saw of a run, as read back from witness.jsonl."""
@@ -349,7 +374,10 @@ def read_witness(path: str) -> Witness | None:
         elif kind == "model_call":
             calls.append(line.record)
         elif kind == "sighting":
-            sightings.append(line.record)
+            if _well_formed(line.record):
+                sightings.append(line.record)
+            else:
+                findings.append(Finding(path, line.number, "wrong_type", "a malformed sighting"))
         elif kind == "channel":
             channels.append(line.record)
     return Witness(

@@ -248,6 +248,43 @@ class WitnessedRunTest(unittest.TestCase):
             handle.write('{"kind":"model_call","status":200,"response_id":"chatcmpl-x"}\n')
         self.assertEqual(self.codes(self.verdict(digest)), ["witness_tampered"])
 
+    # --- a witness edited by hand ------------------------------------------------
+
+    def test_a_witness_with_every_field_of_the_wrong_type_still_gives_a_verdict(self):
+        # witness_tampered, never a traceback: the reader keeps well-formed sightings only.
+        self.honest_run()
+        digest = self.witness()
+        junk = [
+            {
+                "kind": "sighting",
+                "what": "ledger_line",
+                "file": ["x"],
+                "line": "1",
+                "before": 0,
+                "seen": 1,
+            },
+            {
+                "kind": "sighting",
+                "what": "reply",
+                "file": "a",
+                "line": {},
+                "before": "0",
+                "seen": 1,
+            },
+            {"kind": "sighting", "what": "answer_content", "sha256": 5, "before": 0, "seen": None},
+            {"kind": "sighting", "what": "transcript", "child_id": 1, "before": True, "seen": 1},
+            {"kind": "model_call", "status": "200", "response_id": ["x"], "session": 7},
+            [1, 2],
+            "text",
+        ]
+        with open(self.paths.witness, "a") as handle:
+            for item in junk:
+                handle.write(json.dumps(item) + "\n")
+        with open(self.paths.witness, "ab") as handle:
+            handle.write(b"\xff\xfe not json\n")
+        verdict = self.verdict(digest)
+        self.assertEqual(self.codes(verdict), ["witness_tampered"])
+
     # --- the model traffic ---------------------------------------------------------
 
     def test_a_child_message_the_proxy_never_served_fails(self):
