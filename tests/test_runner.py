@@ -1343,6 +1343,47 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class InjectedFailureTest(RunnerTestCase):
+    """--inject-failure: the proxy fails a worker's child's model calls, and the result says
+    how the parent accounted for that shard (a retry, a MISSING line, or an invented number)."""
+
+    def test_a_child_made_to_fail_is_marked_missing_and_that_counts_as_accounted(self):
+        for drive in ("oneshot", "resident"):
+            with self.subTest(drive=drive):
+                done, result = self.run_runner(
+                    "simulated/oracle", JSON_EVENTS, "--drive", drive,
+                    "--inject-failure", "worker-events-05", *GRACE,
+                )  # fmt: skip
+                self.assertEqual(done.returncode, 1)
+                self.assertEqual(self.codes(result), ["wrong_answer"])
+                injected = result["injected_failures"]
+                self.assertEqual(injected["asked"], [{"worker": "worker-events-05", "calls": 12}])
+                self.assertEqual(injected["answered"], 12)
+                (accounting,) = injected["accounting"]
+                self.assertTrue(accounting["accounted"])
+                self.assertEqual(accounting["file"], "events-05.jsonl")
+                self.assertIn("MISSING", accounting["how"])
+
+    def test_fewer_failures_are_absorbed_by_retries_and_the_shard_is_answered(self):
+        done, result = self.run_runner(
+            "simulated/oracle", JSON_EVENTS, "--inject-failure", "worker-events-05:3", *GRACE
+        )
+        self.assertEqual(done.returncode, 0, self.codes(result))
+        (accounting,) = result["injected_failures"]["accounting"]
+        self.assertEqual(
+            (accounting["accounted"], accounting["how"]), (True, "answered after a retry")
+        )
+
+    def test_a_number_the_parent_invented_for_the_failed_shard_is_not_accounted(self):
+        # fabricate writes a wrong number for the first shard: no child of its worker
+        # reported it once that child was made to fail.
+        _, result = self.run_runner(
+            "simulated/fabricate", JSON_EVENTS, "--inject-failure", "worker-events-01", *GRACE
+        )
+        (accounting,) = result["injected_failures"]["accounting"]
+        self.assertFalse(accounting["accounted"], accounting)
+
+
 class StderrTailTest(unittest.TestCase):
     """What a crashed agent said, quoted in an agent error."""
 
