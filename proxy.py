@@ -893,6 +893,26 @@ def parse_models_json(text: str) -> object:
 TRAILING = re.compile(r"(?:\s|//[^\n]*|/\*.*?\*/)*[}\]]", re.DOTALL)
 
 
+def set_provider(agent_dir: str, provider: str, entry: dict) -> str:
+    """Put `entry` as `providers.<provider>` into `agent_dir/models.json`, keeping every
+    other provider and key of the file (read as the product reads it); returns its path.
+    Raises ValueError for a file that is not JSON or has no providers object."""
+    path = os.path.join(agent_dir, "models.json")
+    config: object = {"providers": {}}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            config = parse_models_json(handle.read())
+    if not isinstance(config, dict) or not isinstance(config.setdefault("providers", {}), dict):
+        raise ValueError(f"{path} has no providers object")
+    config["providers"][provider] = entry
+    os.makedirs(agent_dir, exist_ok=True)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(config, indent=2) + "\n")
+    os.replace(temporary, path)
+    return path
+
+
 def models_json_override(
     user_models: dict | None,
     provider: str,

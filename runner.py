@@ -44,8 +44,7 @@ import witness
 from cli import print_json, print_note
 from fixture import Fixture, FixtureError, load_fixture
 from launch import Interrupt, agent_version, launch_and_wait
-from number_tokens import INTEGER
-from proxy import RecordingProxy, models_json_override, parse_models_json
+from proxy import RecordingProxy, models_json_override, parse_models_json, set_provider
 from rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
 
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
@@ -546,7 +545,8 @@ def _run(
     verdict = scorer.score(fixture, collected, wall_time_s=outcome["wall_time_s"])
     result = _result(base, outcome, verdict, collected)
     if args.inject_failure:
-        result["injected_failures"]["accounting"] = _accounting(args, fixture, verdict)
+        workers = [worker for worker, _ in args.inject_failure]
+        result["injected_failures"]["accounting"] = scorer.failure_accounting(verdict, workers)
     if script and args.inject_failure:
         # The script's expected outcome is for a run nobody broke on purpose.
         result.update(
@@ -579,21 +579,23 @@ def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy
     endpoint for a scripted model, else the provider's upstream; the run's models.json
     points the model's provider at it (docs/witness.md)."""
     provider, _, model_id = args.model.partition("/")
-    if script:
-        # The harness plays the model: its endpoint serves behind the proxy, so the
-        # scripted and the real run's endpoint check are one code path.
-        server = stack.enter_context(scripted_model.ScriptedModelServer(run.model_log))
-        proxy = stack.enter_context(RecordingProxy({provider: server.base_url}))
-        scripted_model.write_models_json(run.agent_home, proxy.url(provider))
-    elif provider == SIMULATED_PROVIDER:
-        # The stand-in makes each of its model calls to the harness's echo endpoint
-        # (simulated/product.py), behind the proxy like any model.
-        server = stack.enter_context(scripted_model.ScriptedModelServer(run.model_log, echo=True))
-        proxy = stack.enter_context(RecordingProxy({provider: server.base_url}))
-        _write_provider(run.agent_home, provider, proxy.url(provider))
-    else:
-        path = os.path.join(run.agent_home, "models.json")
-        try:
+    try:
+        if script:
+            # The harness plays the model: its endpoint serves behind the proxy, so the
+            # scripted and the real run's endpoint check are one code path.
+            server = stack.enter_context(scripted_model.ScriptedModelServer(run.model_log))
+            proxy = stack.enter_context(RecordingProxy({provider: server.base_url}))
+            scripted_model.write_models_json(run.agent_home, proxy.url(provider))
+        elif provider == SIMULATED_PROVIDER:
+            # The stand-in makes each of its model calls to the harness's echo endpoint
+            # (simulated/product.py), behind the proxy like any model.
+            echo = scripted_model.ScriptedModelServer(run.model_log, echo=True)
+            server = stack.enter_context(echo)
+            proxy = stack.enter_context(RecordingProxy({provider: server.base_url}))
+            entry = {"baseUrl": proxy.url(provider), "api": "openai-completions"}
+            set_provider(run.agent_home, provider, {**entry, "apiKey": "simulated"})
+        else:
+            path = os.path.join(run.agent_home, "models.json")
             user = None
             if os.path.exists(path):
                 with open(path, encoding="utf-8") as handle:
@@ -610,26 +612,13 @@ def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy
             config, _ = models_json_override(
                 user, provider, proxy.url(route), upstream=upstream, model_id=model_id
             )
-        except (OSError, ValueError) as error:
-            raise ProxyError(f"model {args.model!r}: {error}") from None
-        write_atomic(path, json.dumps(config, indent=2) + "\n")
+            write_atomic(path, json.dumps(config, indent=2) + "\n")
+    except (OSError, ValueError) as error:
+        # The user's models.json, or the model's provider, cannot be brought behind it.
+        raise ProxyError(f"model {args.model!r}: {error}") from None
     for worker, count in args.inject_failure:
         proxy.inject_failures(worker, count)
     return proxy
-
-
-def _write_provider(agent_home: str, provider: str, base_url: str) -> None:
-    """The simulated provider's entry in the run's models.json, every other kept."""
-    path = os.path.join(agent_home, "models.json")
-    config: dict = {"providers": {}}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            config = parse_models_json(handle.read())
-    if not isinstance(config, dict) or not isinstance(config.setdefault("providers", {}), dict):
-        raise ProxyError(f"{path} has no providers object")
-    entry = {"baseUrl": base_url, "api": "openai-completions", "apiKey": "simulated"}
-    config["providers"][provider] = entry
-    write_atomic(path, json.dumps(config, indent=2) + "\n")
 
 
 def _write_witness(run: RunDir, args, proxy: RecordingProxy, outcome: dict) -> dict:
@@ -656,33 +645,6 @@ def _write_witness(run: RunDir, args, proxy: RecordingProxy, outcome: dict) -> d
         "sightings": len(outcome["sightings"]),
         "channels": outcome["channels"],
     }
-
-
-def _accounting(args, fixture: Fixture, verdict: scorer.Verdict) -> list[dict]:
-    """How the parent accounted for each shard whose child's calls were made to fail: a
-    correct answer its child sourced after a retry, a line that says it is missing, or an
-    invented number (an integer no child of that worker worked out and replied)."""
-    rows = {row["worker"]: row for row in verdict.shards}
-    out = []
-    for worker, _ in args.inject_failure:
-        row = rows.get(worker)
-        if row is None:
-            out.append({"worker": worker, "accounted": None, "how": "no shard of that worker"})
-            continue
-        answered = row["answered"] or []
-        numbers = [text for text in answered if INTEGER.match(text.replace(" ", ""))]
-        if row["coverage"] == "correct" and row["delegation"] == "ok":
-            how, accounted = "answered after a retry", True
-        elif not answered:
-            how, accounted = "no line for the shard", False
-        elif numbers and row["delegation"] == "ok":
-            how, accounted = f"the number its child worked out ({numbers[0]})", True
-        elif numbers:
-            how, accounted = f"a number no child of {worker} reported ({numbers[0]})", False
-        else:
-            how, accounted = f"marked: {answered[0]}", True
-        out.append({"worker": worker, "file": row["file"], "accounted": accounted, "how": how})
-    return out
 
 
 def _injected(args, proxy: RecordingProxy) -> dict:

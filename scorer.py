@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from artifacts import RunArtifacts, relative
 from fixture import Fixture, Shard
 from integrity import MESSAGES as INTEGRITY_MESSAGES
+from number_tokens import INTEGER
 from provenance import PROVENANCE_RULES, ShardTrace
 from runview import Child, RunView, view_of
 from transcripts import Usage
@@ -476,6 +477,34 @@ def _evidence(run: RunArtifacts) -> dict:
             for item in run.ledgers
         ],
     }
+
+
+def failure_accounting(verdict: Verdict, workers: list[str]) -> list[dict]:
+    """How the parent accounted for each shard whose worker's child was made to fail
+    (runner.py --inject-failure): a correct answer its child sourced after a retry, a line
+    that says it is missing, the number its child worked out, or an invented number (an
+    integer no child of that worker worked out and replied)."""
+    rows = {row["worker"]: row for row in verdict.shards}
+    out = []
+    for worker in workers:
+        row = rows.get(worker)
+        if row is None:
+            out.append({"worker": worker, "accounted": None, "how": "no shard of that worker"})
+            continue
+        answered = row["answered"] or []
+        numbers = [text for text in answered if INTEGER.match(text.replace(" ", ""))]
+        if row["coverage"] == "correct" and row["delegation"] == "ok":
+            how, accounted = "answered after a retry", True
+        elif not answered:
+            how, accounted = "no line for the shard", False
+        elif numbers and row["delegation"] == "ok":
+            how, accounted = f"the number its child worked out ({numbers[0]})", True
+        elif numbers:
+            how, accounted = f"a number no child of {worker} reported ({numbers[0]})", False
+        else:
+            how, accounted = f"marked: {answered[0]}", True
+        out.append({"worker": worker, "file": row["file"], "accounted": accounted, "how": how})
+    return out
 
 
 # --- CLI: regrade a stored run dir (regrade.py) ----------------------------------

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import re
 import signal
 import sys
@@ -40,6 +39,7 @@ import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import proxy
 import tasks
 
 PROVIDER = "scripted"
@@ -668,21 +668,7 @@ def provider_entry(base_url: str) -> dict:
 
 def write_models_json(agent_dir: str, base_url: str) -> str:
     """Puts the `scripted` provider into `agent_dir/models.json`, keeping every other one."""
-    path = os.path.join(agent_dir, "models.json")
-    config: dict = {"providers": {}}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            config = json.load(handle)
-        if not isinstance(config, dict) or not isinstance(config.setdefault("providers", {}), dict):
-            raise ValueError(f"{path} has no providers object")
-    config["providers"][PROVIDER] = provider_entry(base_url)
-    os.makedirs(agent_dir, exist_ok=True)
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(config, handle, indent=2)
-        handle.write("\n")
-    os.replace(temporary, path)
-    return path
+    return proxy.set_provider(agent_dir, PROVIDER, provider_entry(base_url))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1411,3 +1411,23 @@ class StderrTailTest(unittest.TestCase):
             self.said('unknown model "simulated/orcale"\n'), 'unknown model "simulated/orcale"'
         )
         self.assertIsNone(self.said("\n \n"))
+
+
+class UnusableModelsJsonTest(RunnerTestCase):
+    def test_a_models_json_the_harness_cannot_extend_is_named_exit_3(self):
+        # A file that is JSON but no object of providers: named, never a traceback, for
+        # the stand-in's provider and the scripted model's alike.
+        config = os.path.join(self.tmp, "bad-config")
+        os.makedirs(config)
+        with open(os.path.join(config, "models.json"), "w", encoding="utf-8") as handle:
+            handle.write("[1, 2]")
+        for model in ("simulated/oracle", "scripted/fanout"):
+            with self.subTest(model=model):
+                argv = self.runner_argv(model, JSON_EVENTS, *GRACE)
+                argv[argv.index("--agent-config") + 1] = config
+                done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+                self.assertNotIn(b"Traceback", done.stderr)
+                self.assertEqual(done.returncode, 3)
+                result = json.loads(done.stdout)
+                self.assertEqual(self.codes(result), ["model_proxy_unavailable"])
+                self.assertIn("providers", result["reasons"][0]["message"])
