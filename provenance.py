@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from artifacts import RunArtifacts
 from number_tokens import numbers_in
 from runview import Child, RunView
 from transcripts import Reply
@@ -100,7 +101,7 @@ def written_before_reply(trace: ShardTrace) -> str | None:
     )
 
 
-def _seen_before_reply(run, reply_line: int) -> str | None:
+def _seen_before_reply(run: RunArtifacts, reply_line: int) -> str | None:
     """In a witnessed run: the runner saw the answer file's final content on disk at a
     poll before the one that first found the reply (witness.py sightings)."""
     if run.witness is None or run.parent is None or run.artifact_sha256 is None:
