@@ -4,6 +4,11 @@ This module is the only place in the harness that knows these rules
 (docs/product-contract.md §4). The ledger is the product's own record of every child
 it admitted; it is the backbone of delegation evidence.
 
+    python ledger.py LEDGER [LEDGER ...]
+
+prints, as JSON, the edges the product would replay from those ledger files (deleted ones
+kept as tombstones) and every finding of the parse: what a run's ledger says, on its own.
+
 Why one module of this size: it owns the product's whole ledger contract (nothing
 else knows these rules): the key, the strict parse with its torn-tail rule and byte and record
 caps, and the replay, which only make sense together.
@@ -19,7 +24,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from jsonl import Finding, iso_to_ms, iter_objects, text_field
+from evidence.jsonl import Finding, iso_to_ms, iter_objects, text_field
 
 # The product rejects a ledger over these limits (§4 "Strictness"); the harness
 # keeps reading up to twice the size so it can still report what is there.
@@ -582,3 +587,23 @@ def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
         spawns=tuple(spawns),
         names={child_id: frozenset(given) for child_id, given in names.items()},
     )
+
+
+if __name__ == "__main__":
+    import dataclasses
+    import json
+    import sys
+
+    if not sys.argv[1:] or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.split("\n\n")[2].strip(), file=sys.stderr)
+        sys.exit(2)
+    files = [read_ledger(path) for path in sys.argv[1:]]
+    shown = {
+        "ledgers": [
+            {"path": f.path, "records": len(f.records), "lines": f.lines, "fatal": f.fatal}
+            for f in files
+        ],
+        "edges": [dataclasses.asdict(edge) for edge in replay(files).edges],
+        "findings": [dataclasses.asdict(item) for f in files for item in f.findings],
+    }
+    print(json.dumps(shown, indent=2))

@@ -8,11 +8,11 @@ The report holds a table per fixture x model x drive (resolve rate, its 95% inte
 pass^k, tokens, turns, wall time, the overhead over a single-agent baseline when one
 of the same fixture digest and model is among the sets), the reason-code breakdown, per
 run set a table of its trials (failing ones marked, each linking to its evidence page,
-evidence_page.py) and per trial an SVG timeline of the fan-out. `--compare` names the
+reporting/evidence_page.py) and per trial an SVG timeline of the fan-out. `--compare` names the
 model and drive of both sides and shows per fixture both verdicts, both rates and the
 deltas, flips marked. A single run dir gets its evidence page. Reading is the shell
 (`load_run_set`); everything from `build_report` on is pure: the same run sets give the
-same bytes. No network, no scripts: plain HTML and SVG (render.py).
+same bytes. No network, no scripts: plain HTML and SVG (reporting/render.py).
 
 Why one module of this size: the report and the comparison are two views of the same
 loaded run sets (`RunSetView`), and the command line that picks between them and the
@@ -27,14 +27,22 @@ import os
 import sys
 from dataclasses import dataclass
 
-import evidence_page
-import stats
-import timeline
-import trials
-from cli import print_json, print_note
-from render import NONE, Cell, Chart, Heading, Paragraph, Table, render_html, render_markdown
-from render import number as fmt
-from runpaths import RunPaths
+from evidence import runsets
+from evidence.runpaths import RunPaths
+from reporting import evidence_page, stats, timeline
+from reporting.render import (
+    NONE,
+    Cell,
+    Chart,
+    Heading,
+    Paragraph,
+    Table,
+    render_html,
+    render_markdown,
+)
+from reporting.render import number as fmt
+from reporting.summary import overhead, summarize_run_set
+from shell.cli import print_json, print_note
 
 # A verdict's rank, so that a flip has a direction.
 VERDICT_RANK = {"unresolved": 0, "mixed": 1, "resolved": 2}
@@ -83,10 +91,10 @@ class RunSetView:
 def load_run_set(set_dir: str) -> RunSetView:
     """A run set as it is on disk now: its summary is recomputed from the trials' results."""
     set_dir = os.path.realpath(set_dir)
-    config = trials.load_config(set_dir)
+    config = runsets.load_config(set_dir)
     if config is None:
-        raise trials.RunSetError(f"{set_dir} has no {trials.RUN_SET_FILE}")
-    summary = trials.summarize_run_set(set_dir, config)
+        raise runsets.RunSetError(f"{set_dir} has no {runsets.RUN_SET_FILE}")
+    summary = summarize_run_set(set_dir, config)
     views = []
     for trial in summary["trials"]:
         path = os.path.join(set_dir, trial["dir"]) if trial["dir"] else None
@@ -97,19 +105,19 @@ def load_run_set(set_dir: str) -> RunSetView:
 
 def run_sets_under(path: str) -> list[str]:
     """The run set itself, or every run set directly inside a dir of them."""
-    if os.path.exists(os.path.join(path, trials.RUN_SET_FILE)):
+    if os.path.exists(os.path.join(path, runsets.RUN_SET_FILE)):
         return [path]
     return [
         os.path.join(path, name)
         for name in sorted(os.listdir(path))
-        if os.path.exists(os.path.join(path, name, trials.RUN_SET_FILE))
+        if os.path.exists(os.path.join(path, name, runsets.RUN_SET_FILE))
     ]
 
 
 def is_run_dir(path: str) -> bool:
     """One run's dir (a runner's, a trial's, a materialized capture), not a run set."""
     paths = RunPaths.of(path)
-    return not os.path.exists(os.path.join(path, trials.RUN_SET_FILE)) and (
+    return not os.path.exists(os.path.join(path, runsets.RUN_SET_FILE)) and (
         os.path.isfile(paths.result) or os.path.isdir(paths.sessions)
     )
 
@@ -159,9 +167,7 @@ def overhead_pairs(sets: list[RunSetView]) -> dict[str, dict]:
         ]
         if baselines:
             base = max(baselines, key=lambda item: item.config.get("created_at", ""))
-            found[fan_out.dir] = trials.overhead(
-                fan_out.summary, base.summary, fan_out.dir, base.dir
-            )
+            found[fan_out.dir] = overhead(fan_out.summary, base.summary, fan_out.dir, base.dir)
         elif fan_out.summary.get("overhead"):
             found[fan_out.dir] = fan_out.summary["overhead"]
     return found
@@ -555,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
             blocks = build_report(sets, os.path.realpath(out))
             stem = "report"
             written["evidence"] = _write_evidence_pages(sets, os.path.realpath(out))
-    except (trials.RunSetError, OSError) as error:
+    except (runsets.RunSetError, OSError) as error:
         print_note(f"report.py: {error}")
         return 2
     os.makedirs(out, exist_ok=True)

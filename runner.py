@@ -5,19 +5,19 @@ new git repo, launch the agent headless in an isolated agent home, wait, end
 every process the run started, collect the artifacts, score them, write
 `result.json` and print it. Exit codes: 0 resolved, 1 scored and not resolved,
 2 invalid invocation or fixture, 3 the agent could not be run or failed on its own
-before the model answered anything (an agent error, triage.py), 130/143 the runner
+before the model answered anything (an agent error, rules/triage.py), 130/143 the runner
 was interrupted by SIGINT/SIGTERM (the run is still scored).
 
 With `--trials K` (or `--run-set`, `--resume`) it runs a run set instead: K such
-trials, each its own runner.py process (trials.py), then prints `summary.json`.
+trials, each its own runner.py process (shell/trials.py), then prints `summary.json`.
 
-The run dir's layout and the agent's argv and environment live in rundir.py;
-launching, watching and ending the agent's processes in launch.py.
+The run dir's layout and the agent's argv and environment live in shell/rundir.py;
+launching, watching and ending the agent's processes in shell/launch.py.
 
 Why one module of this size: it is the one shell a run passes through, in order (flags,
 fixture, run dir, model proxy, launch, witness, collect, score, result), and each step's
 failure has its own result and exit code beside the step; the run-set commands are the
-same flags around trials.py.
+same flags around shell/trials.py.
 """
 
 from __future__ import annotations
@@ -28,24 +28,27 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import urllib.parse
 from datetime import datetime, timezone
 
-import artifacts
 import scorer
-import scripted
-import scripted_model
-import triage
-import trials
-import witness
-from cli import print_json, print_note
-from fixture import Fixture, FixtureError, load_fixture
-from launch import Interrupt, agent_version, launch_and_wait
-from proxy import RecordingProxy, models_json_override, parse_models_json, set_provider
-from rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
+from evidence import artifacts, runsets
+from evidence.fixture import Fixture, FixtureError, fixture_digest, load_fixture
+from reporting.summary import summarize_run_set
+from rules import triage
+from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_SIGNAL, EXIT_UNRESOLVED
+from scripted import check as scripted
+from scripted import model as scripted_model
+from shell import trials
+from shell.agent_config import models_json_override, parse_models_json, set_provider
+from shell.cli import print_json, print_note
+from shell.launch import agent_version, launch_and_wait
+from shell.observer import write_witness
+from shell.proxy import RecordingProxy
+from shell.rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
+from shell.watch import Interrupt
 
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
 DRIVES = ("oneshot", "resident")
@@ -54,8 +57,6 @@ SIMULATED_PROVIDER = "simulated"  # the bundled stand-in's models (simulated/age
 # product retries (3 tries of a request, 4 attempts of a message: docs/product-contract.md §5,
 # the captured child-fail run's 12 requests for 4 failed messages).
 INJECTED_CALLS = 12
-EXIT_RESOLVED, EXIT_UNRESOLVED, EXIT_INVALID, EXIT_AGENT = 0, 1, 2, 3
-EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot"}
 # The bundled stand-in, named to a user whose prime-agent is not on PATH.
 STAND_IN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "simulated", "agent.py")
@@ -187,7 +188,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.resume and (args.run_set or args.trial_index is not None):
         parser.error("--resume takes the run set's dir itself: no --run-set or --trial-index")
     stored = args.resume or (
-        args.run_set and os.path.exists(os.path.join(args.run_set, trials.RUN_SET_FILE))
+        args.run_set and os.path.exists(os.path.join(args.run_set, runsets.RUN_SET_FILE))
     )
     for flag in ("fixture", "model"):
         if not stored and getattr(args, flag) is None:
@@ -234,7 +235,7 @@ def _set_config(args: argparse.Namespace, fixture: Fixture, set_dir: str) -> dic
     return {
         "harness_version": HARNESS["version"],
         "fixture": {"name": fixture.name, "path": fixture.root, "shards": len(fixture.shards)},
-        "fixture_digest": trials.fixture_digest(fixture.root),
+        "fixture_digest": fixture_digest(fixture.root),
         "model": args.model,
         "drive": args.drive,
         "baseline": args.baseline,
@@ -255,18 +256,18 @@ def _matched(args: argparse.Namespace, stored: dict | None) -> tuple[argparse.Na
     try:
         fixture = load_fixture(args.fixture)
     except FixtureError as error:
-        raise trials.RunSetError(f"invalid fixture: {error.message}") from None
+        raise runsets.RunSetError(f"invalid fixture: {error.message}") from None
     if stored is not None:
         wanted = {
-            "fixture_digest": trials.fixture_digest(fixture.root),
+            "fixture_digest": fixture_digest(fixture.root),
             "harness_version": HARNESS["version"],
             "model": args.model,
             "drive": args.drive,
             "baseline": args.baseline,
         }
-        differences = trials.mismatches(stored, wanted)
+        differences = runsets.mismatches(stored, wanted)
         if differences:
-            raise trials.RunSetError(
+            raise runsets.RunSetError(
                 "the run set was made with other settings: " + "; ".join(differences)
             )
     return args, fixture
@@ -318,9 +319,9 @@ def _agent_missing(message: str) -> int:
 def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None) -> int:
     """Run (or resume) a run set, then write and print its summary."""
     try:
-        stored = trials.load_config(set_dir) if set_dir else None
+        stored = runsets.load_config(set_dir) if set_dir else None
         if args.resume and stored is None:
-            raise trials.RunSetError(f"{set_dir} has no {trials.RUN_SET_FILE}")
+            raise runsets.RunSetError(f"{set_dir} has no {runsets.RUN_SET_FILE}")
         resolved, fixture = _matched(args, stored)
         _, missing = find_agent(resolved.agent_bin)
         if missing:
@@ -330,7 +331,7 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
             set_dir = set_dir or trials.new_run_set_dir(args.out, fixture.name, resolved.baseline)
             stored = trials.store_config(set_dir, _set_config(resolved, fixture, set_dir))
             resolved, fixture = _matched(args, stored)
-    except (trials.RunSetError, OSError) as error:
+    except (runsets.RunSetError, OSError) as error:
         return _refuse(f"cannot run the run set: {error}")
     print_note(f"runner.py: run set {set_dir}")
     overrides = [
@@ -348,8 +349,8 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
     for worker, count in args.inject_failure:
         overrides += ["--inject-failure", f"{worker}:{count}"]
     interrupted = trials.run_trials(set_dir, stored, overrides, args.jobs, interrupt)
-    summary = trials.summarize_run_set(set_dir, stored, interrupted or 0)
-    summary_file = os.path.join(set_dir, trials.SUMMARY_FILE)
+    summary = summarize_run_set(set_dir, stored, interrupted or 0)
+    summary_file = os.path.join(set_dir, runsets.SUMMARY_FILE)
     text, summary_file = _store(summary, summary_file, "summary_file_error")
     print_note(f"runner.py: {set_summary_line(summary, summary_file)}")
     print_json(text)
@@ -386,7 +387,7 @@ def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
     """Exactly trial N of a run set: today's single run, in the set's next dir for trial N."""
     set_dir = os.path.realpath(args.run_set)
     try:
-        stored = trials.load_config(set_dir)
+        stored = runsets.load_config(set_dir)
         resolved, fixture = _matched(args, stored)
         if stored is None:
             _, missing = find_agent(resolved.agent_bin)
@@ -396,14 +397,14 @@ def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
             stored = trials.store_config(set_dir, _set_config(resolved, fixture, set_dir))
             resolved, fixture = _matched(args, stored)
         if not 1 <= args.trial_index <= stored["trials"]:
-            raise trials.RunSetError(
+            raise runsets.RunSetError(
                 f"--trial-index {args.trial_index} is outside 1..{stored['trials']}"
             )
-    except (trials.RunSetError, OSError) as error:
+    except (runsets.RunSetError, OSError) as error:
         return _refuse(f"cannot run trial {args.trial_index} of {set_dir}: {error}")
-    found = trials.attempts(set_dir)
+    found = runsets.attempts(set_dir)
     for attempt in found:
-        if attempt.index == args.trial_index and trials.is_done(attempt):
+        if attempt.index == args.trial_index and runsets.is_done(attempt):
             print_note(f"runner.py: trial {attempt.index} is done: {attempt.dir}")
             print_json(json.dumps(attempt.result, indent=2))
             return attempt.result.get("exit_code", EXIT_UNRESOLVED)
@@ -445,7 +446,7 @@ def _run(
         "name": fixture.name,
         "path": fixture.root,
         "shards": len(fixture.shards),
-        "digest": trials.fixture_digest(fixture.root),
+        "digest": fixture_digest(fixture.root),
     }
     script = _script(args.model)
     refusal = scripted.too_many_shards(len(fixture.shards)) if script else None
@@ -575,7 +576,7 @@ def _injection(text: str) -> tuple[str, int]:
 
 
 def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy:
-    """The recording proxy for every run (witness.py), in front of the harness's own
+    """The recording proxy for every run (shell/observer.py), in front of the harness's own
     endpoint for a scripted model, else the provider's upstream; the run's models.json
     points the model's provider at it (docs/witness.md)."""
     provider, _, model_id = args.model.partition("/")
@@ -585,7 +586,9 @@ def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy
             # scripted and the real run's endpoint check are one code path.
             server = stack.enter_context(scripted_model.ScriptedModelServer(run.model_log))
             proxy = stack.enter_context(RecordingProxy({provider: server.base_url}))
-            scripted_model.write_models_json(run.agent_home, proxy.url(provider))
+            set_provider(
+                run.agent_home, provider, scripted_model.provider_entry(proxy.url(provider))
+            )
         elif provider == SIMULATED_PROVIDER:
             # The stand-in makes each of its model calls to the harness's echo endpoint
             # (simulated/product.py), behind the proxy like any model.
@@ -631,7 +634,7 @@ def _write_witness(run: RunDir, args, proxy: RecordingProxy, outcome: dict) -> d
         "proxy": bool(proxy.routes),
         "observer": outcome["observer"],
     }
-    digest = witness.write_witness(
+    digest = write_witness(
         run.paths.witness,
         header=header,
         model_calls=calls,
@@ -665,7 +668,7 @@ def _result(
     base: dict, outcome: dict, verdict: scorer.Verdict, collected: artifacts.RunArtifacts
 ) -> dict:
     """The result of a run whose agent was launched: scored, or an agent error when the
-    agent failed on its own before the model answered anything (triage.py)."""
+    agent failed on its own before the model answered anything (rules/triage.py)."""
     passed, kept = scorer.outcome(verdict, baseline=bool(base.get("baseline")))
     resident = outcome["resident"]
     daemon_error = resident.get("error") if resident else None

@@ -10,15 +10,15 @@ and `score` only assembles them (`resolved` is all of them). The rubric
 - delegation evidence: every shard's worker has a depth-1 ledger edge from the
   parent whose child transcript exists, not deleted before its receipt; the
   shard's answer came back in a reply from that child; and the records of every
-  child agree with each other (integrity.py);
+  child agree with each other (rules/integrity.py);
 - dedup: no worker name spawned while an earlier child of that name was live, and
   at most SPAWNS_PER_SHARD depth-1 spawns per shard;
 - receipts: every depth-1 child has a reply or a terminal notice in the parent;
 - efficiency (informational): turns and tokens from raw assistant usage.
 
 No clock, no environment, no file access in `score`: the same artifacts always
-give the same verdict bytes. The CLI at the bottom is the thin shell that
-regrades a stored run dir.
+give the same verdict bytes. Run as a program (`scorer.py RUN_DIR`), it hands on to the
+regrade shell, shell/regrade.py.
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
-from artifacts import RunArtifacts, relative
-from fixture import Fixture, Shard
-from integrity import MESSAGES as INTEGRITY_MESSAGES
-from number_tokens import INTEGER
-from provenance import PROVENANCE_RULES, ShardTrace
-from runview import Child, RunView, view_of
-from transcripts import Usage
-from witness_checks import MESSAGES as WITNESS_MESSAGES
+from evidence.artifacts import RunArtifacts, relative
+from evidence.fixture import Fixture, Shard
+from evidence.number_tokens import INTEGER
+from evidence.transcripts import Usage
+from rules.integrity import MESSAGES as INTEGRITY_MESSAGES
+from rules.provenance import PROVENANCE_RULES, ShardTrace
+from rules.runview import Child, RunView, view_of
+from rules.witness_checks import MESSAGES as WITNESS_MESSAGES
 
 SPAWNS_PER_SHARD = 2
 MAX_FINDINGS_LISTED = 20
@@ -143,8 +143,8 @@ def coverage(view: RunView) -> Criterion:
 def delegation_evidence(view: RunView) -> Criterion:
     """Every shard's worker has an edge that is evidence of delegation, the shard's
     answer came back in a reply from that child, the children's records agree with each
-    other (integrity.py), and the disk agrees with the runner's own channels
-    (witness_checks.py)."""
+    other (rules/integrity.py), and the disk agrees with the runner's own channels
+    (rules/witness_checks.py)."""
     parent = view.run.parent
     reasons = []
     if parent is None:
@@ -507,15 +507,11 @@ def failure_accounting(verdict: Verdict, workers: list[str]) -> list[dict]:
     return out
 
 
-# --- CLI: regrade a stored run dir (regrade.py) ----------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`scorer.py RUN_DIR`: regrade a stored run dir; regrade.py is that shell."""
-    import regrade  # the shell around this pure module, which it imports in turn
-
-    return regrade.main(argv)
-
-
+# --- `scorer.py RUN_DIR`: regrade a stored run dir --------------------------------------
+# Run as a program, this file is `__main__`, not the module `scorer` that the shell imports: the
+# regrade shell (shell/regrade.py) reads the run dir and calls `score` of that module, so the
+# rubric above still imports nothing of the shell.
 if __name__ == "__main__":
-    sys.exit(main())
+    from shell import regrade
+
+    sys.exit(regrade.main())

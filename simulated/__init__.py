@@ -7,7 +7,7 @@ than against itself. Every result the harness reports from it says "simulated": 
 
 Harness modules never import this package: only the tests and the simulated executable do
 (tests/test_layout.py checks this). The one module it shares with the harness is the
-task language, tasks.py, which the fixture generator and the scripted model read too.
+task language, fixtures/tasks.py, which the fixture generator and the scripted model read too.
 """
 
 # Here rather than in product.py: the runner asks `agent.py --version` before every run, and

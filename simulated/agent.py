@@ -33,7 +33,7 @@ the root itself from the shard files, whatever the behaviour (nop still does not
 This file is the command line and the supervisor; the rest lives beside it in the simulated
 package: cells.py (the root's spawning cell), product.py (the product's formats), run.py (the
 simulated model), processes.py (the process tricks) and daemon.py (the daemon), none of which
-imports this file. The task and the cells that answer it are the task language of tasks.py,
+imports this file. The task and the cells that answer it are the task language of fixtures/tasks.py,
 shared with the fixture generator and the scripted model. Stdlib only, and none of them
 imports anything else from the harness: it plays the product, so it carries its own copy of
 the product's rules (for example the ledger key).
@@ -46,14 +46,6 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from typing import NoReturn
-
-# Run as a script (`./simulated/agent.py`, as the runner launches it), Python puts simulated/
-# first on sys.path, where its daemon.py would shadow the harness's. The package's modules import
-# each other as `simulated.<module>` and the task language as `tasks`, from the repo root.
-if __package__ in (None, ""):
-    _ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-    _HERE = os.path.join(_ROOT, "simulated")
-    sys.path[:] = [_ROOT, *(p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE)]
 
 from simulated import VERSION_LINE
 

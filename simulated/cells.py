@@ -1,13 +1,20 @@
-"""The cells only the simulated model writes, beside those of the task language (tasks.py):
+"""The cells only the simulated model writes, beside those of the task language (fixtures/tasks.py):
 the root's spawning cells with the prompts they give the children, the children's cells of the
 behaviours that play something else than tasks.child_cell, and the fabricated answers of the
 behaviours that lie. A child's answering cell and the cell that writes combined-index.md are
-tasks.child_cell and tasks.index_cell, which scripted_model.py's children write too.
+tasks.child_cell and tasks.index_cell, which scripted/model.py's children write too.
 """
 
 from __future__ import annotations
 
-from tasks import ANSWER_GIVEN, CELL_IMPORTS, SHARD_LINE_FORMAT, Shard, answer_code, count_cell
+from fixtures.tasks import (
+    ANSWER_GIVEN,
+    CELL_IMPORTS,
+    SHARD_LINE_FORMAT,
+    Shard,
+    answer_code,
+    count_cell,
+)
 
 # The prompt the spawning cell gives each child: the shard's task line is all it needs.
 CHILD_TASK = (

@@ -2,7 +2,7 @@
 the product's shapes, the spawn ledger (contract §4), and the sessions: their transcripts,
 model calls and tool results, the child records, the usage attributed to the spawning
 message and the root's event stream (contract §5, §7). The simulation imports nothing from
-the harness but the task language (tasks.py), so these are its own copy of the product's rules
+the harness but the task language (fixtures/tasks.py), so these are its own copy of the product's rules
 (for example the ledger key).
 
 Model calls go to the `simulated` provider's endpoint when `<agentDir>/models.json` names
@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from tasks import Shard, parse_shards
+from fixtures.tasks import Shard, parse_shards
 
 PROVIDER = "simulated"
 API = "openai-completions"

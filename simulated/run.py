@@ -20,6 +20,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fixtures.tasks import (
+    INDEX_FILE,
+    Shard,
+    child_cell,
+    compute_answer,
+    count_cell,
+    index_cell,
+    literal_send_cell,
+    parse_shards,
+    shard_path,
+    told_answer,
+)
 from simulated.cells import (
     PEEK_LINES,
     WAIT_CELL,
@@ -57,18 +69,6 @@ from simulated.product import (
     session_header,
     uuid7,
     worker_sessions_dir,
-)
-from tasks import (
-    INDEX_FILE,
-    Shard,
-    child_cell,
-    compute_answer,
-    count_cell,
-    index_cell,
-    literal_send_cell,
-    parse_shards,
-    shard_path,
-    told_answer,
 )
 
 # Repeated trials (runner.py --trials): the runner names the trial index in the agent's env;

@@ -1,5 +1,5 @@
 """Builders for run dirs in the product's on-disk formats, to keep scorer tests short;
-bench.py builds its synthetic runs with them too.
+tests/bench.py builds its synthetic runs with them too.
 
 Record shapes follow the captured real runs (tests/data/real-runs); the test
 `test_real_runs.BuilderFidelityTest` pins every builder record to the key sets of
@@ -20,9 +20,9 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from fixture import Fixture, Shard
+from evidence.fixture import Fixture, Shard
+from evidence.runpaths import RunPaths, display_file
 from ledger import ledger_path
-from runpaths import RunPaths, display_file
 
 EPOCH_MS = 1_796_209_200_000  # 2026-12-02T11:00:00.000Z
 

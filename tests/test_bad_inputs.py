@@ -24,11 +24,11 @@ import time
 import unittest
 from typing import ClassVar
 
-from test_real_runs import RUNS, materialize
-
 import scorer
-from artifacts import collect
-from fixture import load_manifest
+from evidence.artifacts import collect
+from evidence.fixture import load_manifest
+from shell import regrade as regrade_shell
+from tests.test_real_runs import RUNS, materialize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BAD = os.path.join(HERE, "data", "bad")
@@ -45,7 +45,7 @@ def regrade(run_dir: str) -> tuple[int, dict]:
     """`scorer.py --fixture RUN RUN`, in process: exit code and verdict JSON."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = scorer.main(["--fixture", run_dir, run_dir])
+        code = regrade_shell.main(["--fixture", run_dir, run_dir])
     return code, json.loads(out.getvalue())
 
 
@@ -247,7 +247,7 @@ class FixtureInputTest(unittest.TestCase):
     def scorer_refusal(self, *argv: str) -> tuple[int, dict, str]:
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = scorer.main(list(argv))
+            code = regrade_shell.main(list(argv))
         return code, json.loads(out.getvalue()), err.getvalue()
 
     def test_a_dir_that_is_no_run_is_refused_naming_what_it_lacks(self):
@@ -280,7 +280,7 @@ class FixtureInputTest(unittest.TestCase):
             )
             out = io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                code = scorer.main(["--fixture", tmp, tmp])
+                code = regrade_shell.main(["--fixture", tmp, tmp])
         self.assertEqual(code, 2)
         self.assertEqual(json.loads(out.getvalue())["code"], "fixture_unsafe_path")
 

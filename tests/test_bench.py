@@ -1,5 +1,5 @@
 """The benchmark's synthetic runs must be honest runs: scored resolved with every
-integrity check passing, so that bench.py times the whole scoring path (the
+integrity check passing, so that tests/bench.py times the whole scoring path (the
 benchmark itself is not a test; this only pins what it measures)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import os
 import tempfile
 import unittest
 
-import bench
-from artifacts import collect
-from fixture import load_manifest
+from evidence.artifacts import collect
+from evidence.fixture import load_manifest
 from scorer import score
+from tests import bench
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

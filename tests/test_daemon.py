@@ -17,16 +17,13 @@ import threading
 import time
 import unittest
 
-from test_real_runs import materialize
-
-import daemon
-import launch
-import resident
-import rundir
-import witness
-from artifacts import collect
-from fixture import load_manifest
+from evidence import witness
+from evidence.artifacts import collect
+from evidence.fixture import load_manifest
 from scorer import score
+from shell import daemon, observer, resident, rundir
+from shell.watch import Interrupt, Watch
+from tests.test_real_runs import materialize
 
 CAPTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs", "resident")
 
@@ -254,12 +251,12 @@ class ResidentDriveTest(SocketTestCase):
 
     def drive(self) -> dict:
         """Drive the recorded daemon; the runner's channels are published into the run dir
-        afterwards, as launch.py does once the agent is gone."""
-        watch = launch.Watch(self.run, 60, launch.Interrupt())
-        private = witness.private_dir()
+        afterwards, as shell/launch.py does once the agent is gone."""
+        watch = Watch(self.run, 60, Interrupt())
+        private = observer.private_dir()
         self.addCleanup(shutil.rmtree, private, True)
-        stream = witness.Channel(private, "stdout.jsonl")
-        wire = witness.Channel(private, "daemon-wire.jsonl")
+        stream = observer.Channel(private, "stdout.jsonl")
+        wire = observer.Channel(private, "daemon-wire.jsonl")
         record = resident.drive_resident(
             self.run, _Process(), "fake/fake-rlm", "the task", self.env, watch, wire, stream
         )

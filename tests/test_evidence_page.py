@@ -15,16 +15,14 @@ import unittest
 from html import escape
 from html.parser import HTMLParser
 
-from builders import RunBuilder, small_fixture
-from test_real_runs import materialize
-from test_report import check_html
-
-import evidence_page
-import integrity
-import witness_checks
-from artifacts import collect
-from runpaths import RunPaths
+from evidence.artifacts import collect
+from evidence.runpaths import RunPaths
+from reporting import evidence_page
+from rules import integrity, witness_checks
 from scorer import score
+from tests.builders import RunBuilder, small_fixture
+from tests.test_real_runs import materialize
+from tests.test_report import check_html
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPORT = os.path.join(ROOT, "report.py")

@@ -16,7 +16,7 @@ import unittest
 from collections.abc import Callable
 from pathlib import Path
 
-from number_tokens import numbers_in
+from evidence.number_tokens import numbers_in
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

@@ -17,15 +17,14 @@ import shutil
 import tempfile
 import unittest
 
-import test_real_runs as captures
-from builders import EPOCH_MS, RunBuilder, iso, rewrite, small_fixture
-
-from artifacts import collect
-from fixture import load_manifest
-from integrity import CHECKS, HEADER_BEFORE_SPAWN_MS, META_AFTER_SPAWN_MS
-from jsonl import iso_to_ms
+from evidence.artifacts import collect
+from evidence.fixture import load_manifest
+from evidence.jsonl import iso_to_ms
+from evidence.transcripts import MAX_KEPT_PER_TRANSCRIPT
+from rules.integrity import CHECKS, HEADER_BEFORE_SPAWN_MS, META_AFTER_SPAWN_MS
 from scorer import score
-from transcripts import MAX_KEPT_PER_TRANSCRIPT
+from tests import test_real_runs as captures
+from tests.builders import EPOCH_MS, RunBuilder, iso, rewrite, small_fixture
 
 FORGED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "forged")
 CASES = sorted(

@@ -15,7 +15,7 @@ import tempfile
 import unittest
 from unittest import mock
 
-import jsonl
+from evidence import jsonl
 
 
 def reference(data: bytes) -> tuple[list, list]:

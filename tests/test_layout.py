@@ -1,6 +1,11 @@
-"""The repository's layout: the harness never imports the simulated agent, the simulated
-executable runs from anywhere without shadowing harness modules, and every test module can be
-run on its own as `python -m unittest tests.test_X`.
+"""The repository's layout: the tree reads as the architecture, and the real import graph keeps it.
+
+Layers, lowest first (README "Layout"): the task language (fixtures/tasks.py); evidence/ and
+ledger.py, readers that never raise; rules/ and scorer.py, pure judgements; reporting/; shell/;
+and the entry points at the top (runner.py, scorer.py and report.py run as programs, the fixture
+generator). A module imports only its own layer and those below it. The test doubles
+(scripted/, simulated/) import only the task language and themselves, and no layer imports
+them: only runner.py, the composition root, starts the scripted model in its own process.
 """
 
 from __future__ import annotations
@@ -16,11 +21,71 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "simulated" / "agent.py"
 
+ENTRY_POINTS = {"runner.py", "scorer.py", "report.py", "ledger.py"}
+# Which layers each layer may import, besides the standard library.
+MAY_IMPORT = {
+    "task": {"task"},
+    "evidence": {"evidence"},
+    "rules": {"evidence", "rules"},
+    "reporting": {"evidence", "rules", "reporting"},
+    "shell": {"evidence", "rules", "reporting", "shell"},
+    "entry": {"task", "evidence", "rules", "reporting", "shell", "entry"},
+    "scripted": {"task", "scripted"},
+    "simulated": {"task", "simulated"},
+    "tests": {"task", "evidence", "rules", "reporting", "shell", "entry", "scripted", "simulated",
+              "tests"},
+}  # fmt: skip
+# The one import of a double by the harness: the runner serves the scripted model from a
+# thread of its own (docs/scripted-model.md).
+WIRED_DOUBLES = {("runner", "scripted.check"), ("runner", "scripted.model")}
 
-def imported_modules(source: str) -> set[str]:
-    """Every module an `import` or `from ... import` statement anywhere in `source` names."""
+
+def layer_of(module: str) -> str | None:
+    """The layer of a module named as it is imported (`shell.launch`, `scorer`)."""
+    top = module.split(".")[0]
+    if module in ("fixtures", "fixtures.tasks"):
+        return "task"
+    if module in ("ledger",) or top == "evidence":
+        return "evidence"
+    if module == "scorer" or top == "rules":
+        return "rules"
+    if top in ("reporting", "shell", "scripted", "simulated", "tests"):
+        return top
+    if module in ("runner", "report", "fixtures.generate"):
+        return "entry"
+    return None
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def tracked_modules() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [REPO / name for name in listed if not name.startswith("tests/data/")]
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.left, ast.Name)
+        and node.test.left.id == "__name__"
+    )
+
+
+def imported_modules(source: str, *, program: bool = False) -> set[str]:
+    """Every module an import statement anywhere in `source` names: lazy ones inside functions
+    and `if TYPE_CHECKING:` ones count too. With `program`, what the file's
+    `if __name__ == "__main__":` block imports is left out: run as a program the file is
+    `__main__`, not the module others import, so those imports are the program's."""
+    tree = ast.parse(source)
+    nodes = [node for node in tree.body if not (program and _is_main_guard(node))]
     found = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in (inner for top in nodes for inner in ast.walk(top)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -29,46 +94,146 @@ def imported_modules(source: str) -> set[str]:
     return found
 
 
-def imports_simulated(source: str) -> bool:
-    return any(name.split(".")[0] == "simulated" for name in imported_modules(source))
+def import_graph() -> dict[str, set[str]]:
+    """Each tracked module's imports of the project's own modules."""
+    paths = tracked_modules()
+    ours = {module_name(path) for path in paths}
+    graph = {}
+    for path in paths:
+        name = module_name(path)
+        source = path.read_text(encoding="utf-8")
+        named = imported_modules(source, program=path.name in ENTRY_POINTS and "." not in name)
+        named = {module for module in named if module in ours and module != name}
+        # `from shell import launch` names the package too; its __init__ holds only a docstring.
+        graph[name] = {m for m in named if not any(o.startswith(m + ".") for o in named)}
+    return graph
 
 
-def harness_modules() -> list[Path]:
-    """The harness: the top-level modules, and the fixture generator."""
-    return sorted([*REPO.glob("*.py"), *(REPO / "fixtures").glob("*.py")])
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that goes up a layer or into a double, and every module in no layer."""
+    found = []
+    for module, imports in sorted(graph.items()):
+        layer = layer_of(module)
+        if layer is None:
+            found.append(f"{module} is in no layer")
+            continue
+        for target in sorted(imports):
+            target_layer = layer_of(target)
+            if target_layer is None or target_layer in MAY_IMPORT[layer]:
+                continue
+            if (module, target) in WIRED_DOUBLES:
+                continue
+            found.append(f"{module} ({layer}) imports {target} ({target_layer})")
+    return found
 
 
-class HarnessImportsTest(unittest.TestCase):
-    def test_the_check_sees_every_form_of_import(self):
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles: each strongly connected set of two or more modules (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                item = stack.pop()
+                on_stack.discard(item)
+                component.append(item)
+                if item == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+class LayerTest(unittest.TestCase):
+    def test_no_module_imports_a_higher_layer_or_a_double(self):
+        self.assertEqual(layer_violations(import_graph()), [])
+
+    def test_there_is_no_import_cycle(self):
+        self.assertEqual(cycles(import_graph()), [])
+
+    def test_the_top_level_holds_only_the_entry_points(self):
+        top = {path.name for path in tracked_modules() if path.parent == REPO}
+        self.assertEqual(top, ENTRY_POINTS)
+
+    def test_every_layer_folder_says_what_it_is_for(self):
+        for folder in ("evidence", "rules", "reporting", "shell", "scripted", "simulated",
+                       "fixtures", "tests"):  # fmt: skip
+            with self.subTest(folder=folder):
+                docstring = ast.get_docstring(
+                    ast.parse((REPO / folder / "__init__.py").read_text(encoding="utf-8"))
+                )
+                self.assertTrue(docstring)
+
+    def test_no_module_patches_sys_path(self):
+        patched = [
+            path.relative_to(REPO).as_posix()
+            for path in tracked_modules()
+            if path != Path(__file__).resolve()
+            and re.search(r"sys\.path\.(insert|append)|sys\.path\s*\[.*\]\s*=", path.read_text())
+        ]
+        self.assertEqual(patched, [])
+
+
+class LayerCheckTest(unittest.TestCase):
+    """The checks above can fail: each on a graph with the fault it looks for."""
+
+    def test_an_upward_import_is_reported(self):
+        graph = {"evidence.jsonl": {"rules.answers"}, "rules.answers": set()}
+        self.assertEqual(
+            layer_violations(graph), ["evidence.jsonl (evidence) imports rules.answers (rules)"]
+        )
+
+    def test_rules_may_not_import_the_shell_nor_a_double_the_harness(self):
+        graph = {"scorer": {"shell.regrade"}, "shell.launch": {"simulated.product"}}
+        self.assertEqual(len(layer_violations(graph)), 2)
+
+    def test_a_double_may_not_import_the_harness(self):
+        graph = {"scripted.model": {"shell.agent_config", "fixtures.tasks"}}
+        self.assertEqual(
+            layer_violations(graph),
+            ["scripted.model (scripted) imports shell.agent_config (shell)"],
+        )
+
+    def test_a_module_in_no_layer_is_reported(self):
+        self.assertEqual(layer_violations({"helpers": set()}), ["helpers is in no layer"])
+
+    def test_a_cycle_is_found_however_long(self):
+        graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+        self.assertEqual(cycles(graph), [["a", "b", "c"]])
+
+    def test_every_form_of_import_counts_lazy_and_type_only_ones_too(self):
         for source in (
-            "import simulated",
-            "import simulated.product",
-            "import simulated.product as p",
-            "from simulated import product",
-            "from simulated.product import message_updates",
-            "def f():\n    from simulated.run import Run\n",
+            "import shell.launch",
+            "from shell import launch",
+            "from shell.launch import Watch",
+            "def f():\n    from shell.launch import Watch\n",
+            "if TYPE_CHECKING:\n    from shell.launch import Watch\n",
         ):
             with self.subTest(source=source):
-                self.assertTrue(imports_simulated(source))
-        for source in ("import simulation", "import tasks", "from . import simulated"):
-            with self.subTest(source=source):
-                self.assertFalse(imports_simulated(source))
+                self.assertTrue({"shell.launch"} & imported_modules(source))
 
-    def test_the_harness_lists_the_known_modules(self):
-        names = {path.name for path in harness_modules()}
-        self.assertLessEqual({"runner.py", "scorer.py", "scripted_model.py", "tasks.py"}, names)
-        self.assertIn("generate.py", names)
-
-    def test_no_harness_module_imports_the_simulated_agent(self):
-        for path in harness_modules():
-            with self.subTest(module=path.relative_to(REPO).as_posix()):
-                self.assertFalse(imports_simulated(path.read_text(encoding="utf-8")))
-
-    def test_the_task_language_imports_only_the_standard_library(self):
-        # Every module the fixture generator, the scripted model and the simulated agent share.
-        stdlib = set(sys.stdlib_module_names) | {"__future__"}
-        modules = imported_modules((REPO / "tasks.py").read_text(encoding="utf-8"))
-        self.assertLessEqual({name.split(".")[0] for name in modules}, stdlib)
+    def test_only_an_entry_points_main_block_is_the_programs(self):
+        source = 'if __name__ == "__main__":\n    from shell import regrade\n'
+        self.assertIn("shell.regrade", imported_modules(source))
+        self.assertNotIn("shell.regrade", imported_modules(source, program=True))
 
 
 class SimulatedExecutableTest(unittest.TestCase):
@@ -82,27 +247,6 @@ class SimulatedExecutableTest(unittest.TestCase):
                     self.assertEqual(done.returncode, 0, done.stderr)
                     self.assertEqual(done.stdout, "prime-agent 0.8.0 (simulated)\n")
 
-    def test_its_own_directory_does_not_shadow_the_harness(self):
-        # Run as a script, simulated/ would come first on sys.path, and its daemon.py would be
-        # found as `daemon` in place of the harness's.
-        probe = (
-            "import runpy, sys\n"
-            f"sys.argv = [{str(AGENT)!r}, '--version']\n"
-            f"sys.path.insert(0, {str(AGENT.parent)!r})\n"
-            "try:\n"
-            "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
-            "except SystemExit:\n"
-            "    pass\n"
-            "import daemon\n"
-            "print(daemon.__file__)\n"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", probe], cwd=tempfile.gettempdir(), capture_output=True,
-            text=True, timeout=30,
-        )  # fmt: skip
-        self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertEqual(done.stdout.splitlines()[-1], str(REPO / "daemon.py"))
-
 
 class TestModulesRunAloneTest(unittest.TestCase):
     def test_every_test_module_imports_as_part_of_the_tests_package(self):
@@ -115,9 +259,33 @@ class TestModulesRunAloneTest(unittest.TestCase):
         )
         self.assertEqual(done.returncode, 0, done.stderr)
 
+    def test_no_test_stands_below_the_main_block(self):
+        late = []
+        for path in sorted((REPO / "tests").glob("*.py")):
+            body = ast.parse(path.read_text(encoding="utf-8")).body
+            guard = next((i for i, node in enumerate(body) if _is_main_guard(node)), len(body))
+            late += [
+                f"{path.name}: {node.name}"
+                for node in body[guard + 1 :]
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef))
+            ]
+        self.assertEqual(late, [])
 
-if __name__ == "__main__":
-    unittest.main()
+    def test_a_module_run_as_a_script_runs_every_test(self):
+        # The same count as `python -m unittest tests.test_stats`, from another directory.
+        counts = []
+        with tempfile.TemporaryDirectory() as cwd:
+            for argv in (
+                [sys.executable, str(REPO / "tests" / "test_stats.py")],
+                [sys.executable, "-m", "unittest", "tests.test_stats"],
+            ):
+                done = subprocess.run(
+                    argv, cwd=cwd if argv[1] != "-m" else REPO, capture_output=True, text=True,
+                    timeout=120,
+                )  # fmt: skip
+                self.assertEqual(done.returncode, 0, done.stderr)
+                counts.append(re.search(r"^Ran (\d+) tests", done.stderr, re.M).group(1))
+        self.assertEqual(counts[0], counts[1])
 
 
 class SuiteRunnerTest(unittest.TestCase):
@@ -148,15 +316,5 @@ class SuiteRunnerTest(unittest.TestCase):
         self.assertIn("test_no_such_module", done.stderr)
 
 
-class ModuleSizeTest(unittest.TestCase):
-    """A reader should hold the harness in their head: a module past ~550 lines says at its
-    top why it is one module."""
-
-    def test_every_long_module_says_why_it_is_one(self):
-        unexplained = []
-        for path in [*REPO.glob("*.py"), *REPO.glob("simulated/*.py"), *REPO.glob("fixtures/*.py")]:
-            text = path.read_text(encoding="utf-8")
-            docstring = ast.get_docstring(ast.parse(text)) or ""
-            if text.count("\n") > 550 and "Why one " not in docstring:
-                unexplained.append(path.name)
-        self.assertEqual(unexplained, [])
+if __name__ == "__main__":
+    unittest.main()

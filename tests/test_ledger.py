@@ -12,7 +12,7 @@ import unittest
 from datetime import datetime
 
 import ledger
-from jsonl import iso_to_ms
+from evidence.jsonl import iso_to_ms
 
 CAPTURED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs")
 

@@ -13,7 +13,7 @@ import sys
 import time
 import unittest
 
-import procs
+from shell import procs
 
 # Each says when SIGTERM reaches it; the obedient one then exits, the stubborn one
 # carries on until SIGKILL.

@@ -1,6 +1,6 @@
-"""The recording proxy relays model calls unchanged and records what it saw (proxy.py).
+"""The recording proxy relays model calls unchanged and records what it saw (shell/proxy.py).
 
-Upstreams are the scripted model (scripted_model.py, the harness's OpenAI-compatible fake)
+Upstreams are the scripted model (scripted/model.py, the harness's OpenAI-compatible fake)
 and small hand-written servers on 127.0.0.1 that answer in the shapes the product's SDKs
 read (packages/ai/src/providers/ of prime-agent v0.8.0): OpenAI chat chunks, Responses API
 events, Anthropic Messages events, and their JSON bodies. Requests carry the product's system
@@ -24,9 +24,10 @@ import unittest
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import proxy
-from proxy import RecordingProxy, models_json_override
-from scripted_model import ScriptedModelHandler, ScriptedModelServer
+from scripted.model import ScriptedModelHandler, ScriptedModelServer
+from shell import agent_config, proxy
+from shell.agent_config import models_json_override
+from shell.proxy import RecordingProxy
 
 SECRET = "sk-test-SECRET"
 ROOT_LOG = "/runs/r1/sessions/01a236e9-5025-7768-b8a6-526c5f07cf93.jsonl"
@@ -670,7 +671,7 @@ class ModelsJsonOverrideTest(unittest.TestCase):
             "google-generative-ai", "google-vertex", "mistral-conversations",
             "bedrock-converse-stream", "azure-openai-responses", "openai-codex-responses",
         }  # fmt: skip
-        for provider, endpoints in proxy.BUILTIN_PROVIDERS.items():
+        for provider, endpoints in agent_config.BUILTIN_PROVIDERS.items():
             for endpoint in endpoints:
                 with self.subTest(provider=provider):
                     self.assertIn(endpoint.api, kinds)
@@ -698,10 +699,6 @@ class LifecycleTest(unittest.TestCase):
             self.assertEqual(len(recorder.records()), 1)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class ModelsJsonSyntaxTest(unittest.TestCase):
     """The user's models.json is read as the product reads it: comments and trailing
     commas allowed, strings untouched; anything else is still an error."""
@@ -713,7 +710,7 @@ class ModelsJsonSyntaxTest(unittest.TestCase):
             '    "apiKey": "a//b,}",\n  },},\n  "list": [1, 2, // last\n  ],\n}\n'
         )
         self.assertEqual(
-            proxy.parse_models_json(text),
+            agent_config.parse_models_json(text),
             {
                 "providers": {"acme": {"baseUrl": "http://127.0.0.1:9/v1", "apiKey": "a//b,}"}},
                 "list": [1, 2],
@@ -722,4 +719,8 @@ class ModelsJsonSyntaxTest(unittest.TestCase):
 
     def test_a_broken_file_is_still_an_error(self):
         with self.assertRaises(ValueError):
-            proxy.parse_models_json('{"providers": {"acme": }')
+            agent_config.parse_models_json('{"providers": {"acme": }')
+
+
+if __name__ == "__main__":
+    unittest.main()

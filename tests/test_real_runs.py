@@ -16,12 +16,11 @@ import shutil
 import tempfile
 import unittest
 
-import builders
-
 import ledger
-from artifacts import collect
-from fixture import load_manifest
+from evidence.artifacts import collect
+from evidence.fixture import load_manifest
 from scorer import score
+from tests import builders
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs")
 RUNS = sorted(

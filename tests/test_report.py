@@ -1,6 +1,6 @@
 """report.py on simulated run sets: the tables, failing trials marked and linked to their
 evidence pages, thousands separators, the timelines, well-formed self-contained HTML with
-working relative links, and --compare naming both sides; render.py's escaping, numbers and
+working relative links, and --compare naming both sides; reporting/render.py's escaping, numbers and
 timeline picture."""
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import unittest
 from html.parser import HTMLParser
 
 import report
-import trials
-from render import (
+from reporting.render import (
     Cell,
     Chart,
     Paragraph,
@@ -27,7 +26,8 @@ from render import (
     render_svg,
     ticks,
 )
-from timeline import ChildSpan, Timeline
+from reporting.summary import TrialRecord, summarize
+from reporting.timeline import ChildSpan, Timeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
@@ -227,10 +227,8 @@ class AgentErrorTest(unittest.TestCase):
              "reasons": [{"code": "wrong_answer"}]},
             {"status": "agent_error", "resolved": False},
         ]  # fmt: skip
-        records = [
-            trials.TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)
-        ]
-        summary = trials.summarize(config, records)
+        records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
+        summary = summarize(config, records)
         views = tuple(
             report.TrialView(row["index"], row["dir"], row, None) for row in summary["trials"]
         )

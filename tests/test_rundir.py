@@ -11,7 +11,7 @@ import unittest
 from unittest import mock
 
 import runner
-from rundir import RunDir, write_atomic
+from shell.rundir import RunDir, write_atomic
 
 
 class WriteAtomicTest(unittest.TestCase):
@@ -31,7 +31,9 @@ class WriteAtomicTest(unittest.TestCase):
     def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(self):
         write_atomic(self.path, "old\n")
         with (
-            mock.patch("rundir.os.replace", side_effect=OSError(28, "No space left on device")),
+            mock.patch(
+                "shell.rundir.os.replace", side_effect=OSError(28, "No space left on device")
+            ),
             self.assertRaises(OSError),
         ):
             write_atomic(self.path, "new\n")

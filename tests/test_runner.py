@@ -18,17 +18,15 @@ import time
 import unittest
 from unittest import mock
 
-from builders import RunBuilder
-
-import launch
-import rundir
 import runner
-import scorer
-import scripted
-import triage
-from artifacts import collect
-from scripted_model import SCRIPTS
-from witness import Witness
+from evidence.artifacts import collect
+from evidence.witness import Witness
+from rules import triage
+from scripted import check as scripted
+from scripted.model import SCRIPTS
+from shell import launch, regrade, rundir
+from shell.watch import Progress
+from tests.builders import RunBuilder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
@@ -333,7 +331,7 @@ NO_KEY = "Error: No API key found for anthropic."
 
 class AgentErrorTest(RunnerTestCase):
     """An agent that fails on its own before the model answers anything is an agent error:
-    exit 3 in its own words, not the model's failure (triage.py)."""
+    exit 3 in its own words, not the model's failure (rules/triage.py)."""
 
     def failing_agent(self) -> str:
         """An agent that exits 1 at once, as the product does without credentials."""
@@ -373,7 +371,7 @@ class AgentErrorTest(RunnerTestCase):
         _, result = self.run_failing_agent()
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = scorer.main([result["run_dir"]])
+            code = regrade.main([result["run_dir"]])
         self.assertEqual(code, 3)
         self.assertEqual(out.getvalue(), json.dumps(result["verdict"], indent=2) + "\n")
         self.assertIn("agent error (exit 3): agent_exited: ", err.getvalue())
@@ -484,7 +482,7 @@ class RegradeTest(unittest.TestCase):
     def regrade(self, *argv: str) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = scorer.main(list(argv))
+            code = regrade.main(list(argv))
         return code, out.getvalue(), err.getvalue()
 
     def restored_afterwards(self, path: str) -> None:
@@ -1327,7 +1325,7 @@ class ProgressTest(unittest.TestCase):
     def test_progress_lines_give_the_elapsed_time_of_the_timeout_and_the_trial(self):
         err = io.StringIO()
         with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stderr(err):
-            progress = launch.Progress(rundir.RunDir(tmp), 30.0, "trial 2/5")
+            progress = Progress(rundir.RunDir(tmp), 30.0, "trial 2/5")
             progress.report(12.4)
             progress.report(30.2, ended="timed out")
         self.assertEqual(
@@ -1337,10 +1335,6 @@ class ProgressTest(unittest.TestCase):
                 "runner.py: trial 2/5: timed out after 30s of 30s: 0 spawns, 0 replies",
             ],
         )
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 class InjectedFailureTest(RunnerTestCase):
@@ -1431,3 +1425,7 @@ class UnusableModelsJsonTest(RunnerTestCase):
                 result = json.loads(done.stdout)
                 self.assertEqual(self.codes(result), ["model_proxy_unavailable"])
                 self.assertIn("providers", result["reasons"][0]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -7,13 +7,12 @@ import os
 import tempfile
 import unittest
 
-from builders import RunBuilder, small_fixture
-
-from answers import parse_answer_lines
-from artifacts import collect
-from number_tokens import numbers_in
+from evidence.artifacts import collect
+from evidence.number_tokens import numbers_in
+from evidence.transcripts import Usage, usage_from
+from rules.answers import parse_answer_lines
 from scorer import score
-from transcripts import Usage, usage_from
+from tests.builders import RunBuilder, small_fixture
 
 FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards

@@ -25,15 +25,15 @@ import threading
 import unittest
 from types import SimpleNamespace
 
-from test_real_runs import materialize
-
-import scripted
-import scripted_model
-from artifacts import collect
-from fixture import load_manifest
+from evidence.artifacts import collect
+from evidence.fixture import load_manifest
+from fixtures.tasks import ANSWER_GIVEN, Shard, parse_shards, told_answer
 from scorer import score
-from scripted_model import ScriptedModelServer, decide, read_request
-from tasks import ANSWER_GIVEN, Shard, parse_shards, told_answer
+from scripted import check as scripted
+from scripted import model as scripted_model
+from scripted.model import ScriptedModelServer, decide, read_request
+from shell.agent_config import set_provider
+from tests.test_real_runs import materialize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = [os.path.join(ROOT, "fixtures", name) for name in ("json-events", "csv-metrics")]
@@ -565,7 +565,9 @@ class ModelsJsonTest(unittest.TestCase):
             path = os.path.join(agent_dir, "models.json")
             with open(path, "w", encoding="utf-8") as handle:
                 json.dump({"providers": {"other": {"baseUrl": "http://x"}}}, handle)
-            scripted_model.write_models_json(agent_dir, "http://127.0.0.1:4321/v1")
+            set_provider(
+                agent_dir, "scripted", scripted_model.provider_entry("http://127.0.0.1:4321/v1")
+            )
             with open(path, encoding="utf-8") as handle:
                 providers = json.load(handle)["providers"]
         self.assertEqual(providers["other"], {"baseUrl": "http://x"})
@@ -584,7 +586,9 @@ class ModelsJsonTest(unittest.TestCase):
             with open(os.path.join(agent_dir, "models.json"), "w", encoding="utf-8") as handle:
                 handle.write("[]")
             with self.assertRaises(ValueError):
-                scripted_model.write_models_json(agent_dir, "http://127.0.0.1:1/v1")
+                set_provider(
+                    agent_dir, "scripted", scripted_model.provider_entry("http://127.0.0.1:1/v1")
+                )
 
 
 # --- contract_check ----------------------------------------------------------------------------

@@ -25,9 +25,9 @@ import unittest
 from dataclasses import dataclass
 from pathlib import Path
 
-import rundir
-from proxy import RecordingProxy
-from scripted_model import ScriptedModelServer
+from scripted.model import ScriptedModelServer
+from shell import rundir
+from shell.proxy import RecordingProxy
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "simulated" / "agent.py"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unittest
 
-from stats import (
+from reporting.stats import (
     distribution,
     mean_over_fixtures,
     pass_at_k,

@@ -7,11 +7,16 @@ import tempfile
 import unittest
 from datetime import datetime, timezone
 
-from test_real_runs import materialize
-
-from artifacts import collect
+from evidence.artifacts import collect
 from ledger import Edge
-from timeline import ChildTrace, build_timeline, max_concurrent, read_timeline, timeline_of
+from reporting.timeline import (
+    ChildTrace,
+    build_timeline,
+    max_concurrent,
+    read_timeline,
+    timeline_of,
+)
+from tests.test_real_runs import materialize
 
 
 def ms(clock: str) -> int:

@@ -18,12 +18,13 @@ import unittest
 from typing import ClassVar
 from unittest import mock
 
-from test_runner import RunnerTestCase
-
 import runner
-from fixture import load_fixture
-from stats import wilson_interval
-from trials import Attempt, TrialRecord, baseline_task, is_done, summarize
+from evidence.fixture import load_fixture
+from evidence.runsets import Attempt, is_done
+from reporting.stats import wilson_interval
+from reporting.summary import TrialRecord, summarize
+from shell.trials import baseline_task
+from tests.test_runner import RunnerTestCase
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")

@@ -1,5 +1,5 @@
-"""The runner's own channels (witness.py) and the disk held against them
-(witness_checks.py, the endpoint check, provenance's answer timing): the observer and the
+"""The runner's own channels (evidence/witness.py) and the disk held against them
+(rules/witness_checks.py, the endpoint check, provenance's answer timing): the observer and the
 channels on their own, then each check's cheat and the honest run it must not flag."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import threading
 import unittest
 from typing import ClassVar
 
-from builders import RunBuilder, small_fixture
-
-import witness
-from artifacts import collect
-from runpaths import RunPaths
+from evidence import witness
+from evidence.artifacts import collect
+from evidence.runpaths import RunPaths
 from scorer import score
+from shell import observer
+from tests.builders import RunBuilder, small_fixture
 
 FIXTURE = small_fixture()
 
@@ -33,7 +33,7 @@ class ObserverTest(unittest.TestCase):
         self.paths = RunPaths.of(tmp.name)
         for path in (self.paths.sessions, self.paths.repo, self.paths.agent_home):
             os.makedirs(path)
-        self.observer = witness.Observer(self.paths, "combined-index.md")
+        self.observer = observer.Observer(self.paths, "combined-index.md")
 
     def seen(self, what: str) -> list[dict]:
         return [item for item in self.observer.sightings() if item["what"] == what]
@@ -89,14 +89,14 @@ class ChannelTest(unittest.TestCase):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         self.dir = tmp.name
-        self.private = witness.private_dir()
+        self.private = observer.private_dir()
         self.addCleanup(shutil.rmtree, self.private, True)
 
     def test_a_drained_pipe_is_published_with_the_digest_of_what_came_through(self):
-        channel = witness.Channel(self.private, "stdout.jsonl")
+        channel = observer.Channel(self.private, "stdout.jsonl")
         read_end, write_end = os.pipe()
         with os.fdopen(read_end, "rb") as reader:
-            thread = witness.drain(reader, channel)
+            thread = observer.drain(reader, channel)
             with os.fdopen(write_end, "wb") as writer:
                 writer.write(b'{"type":"session"}\n' * 1000)
             thread.join(timeout=10)
@@ -110,7 +110,7 @@ class ChannelTest(unittest.TestCase):
         self.assertEqual((published["lines"], published["intact"]), (1000, True))
 
     def test_a_private_copy_changed_behind_the_runners_back_is_not_intact(self):
-        channel = witness.Channel(self.private, "daemon-wire.jsonl")
+        channel = observer.Channel(self.private, "daemon-wire.jsonl")
         channel.write(b'{"type":"daemon_hello"}\n')
         with open(channel.path, "ab") as handle:
             handle.write(b'{"type":"forged"}\n')
@@ -203,7 +203,7 @@ class WitnessedRunTest(unittest.TestCase):
         return calls
 
     def witness(self, sightings=None, calls=None, proxy: bool = True) -> str:
-        return witness.write_witness(
+        return observer.write_witness(
             self.paths.witness,
             header={"proxy": proxy},
             model_calls=self.model_calls() if calls is None else calls,
@@ -558,7 +558,7 @@ class ForgeryTheWitnessAloneCatchesTest(unittest.TestCase):
         return json.loads(done.stdout)
 
     def test_only_the_witness_catches_it_and_deleting_the_witness_does_not_help(self):
-        from fixture import load_fixture
+        from evidence.fixture import load_fixture
 
         fixture = load_fixture(
             os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "json-events")

@@ -1,0 +1,104 @@
+"""The run dir's layout, named once: every reader and writer of a run dir asks `RunPaths`.
+
+A module of its own, with nothing but `os.path` in it, so that the collector on the
+scoring side (evidence/artifacts.py) and the runner's shell (shell/rundir.py) both ask the same record
+without the collector importing what the shell needs to make a run dir.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+DISPLAY_FILE = "rlm-subagent.json"  # a child's display record, beside its transcript (§6)
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Every path of one run dir: the layout of a real one-shot run of the product
+    (contract §3), so the same reader takes the runner's runs and the captured ones,
+    and the harness's own files beside it.
+
+        <root>/                       runs/<fixture>-<UTC time>-<hex>/, or a run set's trial-<n>/
+          repo/                       the fixture's files in a fresh git repo; the agent's --cwd
+            <artifact>                the combined answer the fixture names: artifact(name)
+          sessions/                   --session-dir and PRIME_AGENT_SESSION_DIR
+            <file uuid>.jsonl         the root transcript (in one-shot runs its stem is not
+                                      its header id, §3)
+          session-artifacts/          the product's, beside sessions/ (§3)
+            <root header id>/         children_root(header id)
+              sub-<8 hex>/            one child: the dir's name is its childId
+                <session id>.jsonl    its transcript
+                rlm-subagent.json     its display record: display_file(child dir), §6
+          agent-home/                 PRIME_AGENT_CODING_AGENT_DIR: auth.json, models.json,
+                                      rlm-ledger/<key>.jsonl (ledger.ledger_path, §4)
+          home/                       HOME
+          tmp/                        TMPDIR, unless too long for the product's sockets
+          daemon.sock                 the daemon socket, likewise (rundir.RunDir.fit_sockets)
+          stdout.jsonl                the root's --mode json stream (§7); resident: its events
+          stderr.txt                  the agent's stderr
+          daemon-wire.jsonl           resident only: every message the daemon sent
+          daemon-stdout.txt           resident only: the daemon's stdout
+          model-log.jsonl             scripted model only: every request its endpoint served
+          run-meta.json               what was launched, written before the agent starts
+          result.json                 the runner's result, with witness.jsonl's sha256
+          witness.jsonl               what the runner itself saw (evidence/witness.py): every model call
+                                      its proxy relayed, when each record first appeared, the
+                                      digests of the streams it received; written, like
+                                      stdout.jsonl and daemon-wire.jsonl, once the agent is gone
+    """
+
+    root: str
+    repo: str
+    sessions: str
+    session_artifacts: str
+    agent_home: str
+    home: str
+    tmp: str
+    socket: str
+    stdout: str
+    stderr: str
+    wire: str
+    daemon_stdout: str
+    model_log: str
+    run_meta: str
+    result: str
+    witness: str
+
+    @classmethod
+    def of(cls, root: str) -> RunPaths:
+        def inside(name: str) -> str:
+            return os.path.join(root, name)
+
+        return cls(
+            root=root,
+            repo=inside("repo"),
+            sessions=inside("sessions"),
+            session_artifacts=inside("session-artifacts"),
+            agent_home=inside("agent-home"),
+            home=inside("home"),
+            tmp=inside("tmp"),
+            socket=inside("daemon.sock"),
+            stdout=inside("stdout.jsonl"),
+            stderr=inside("stderr.txt"),
+            wire=inside("daemon-wire.jsonl"),
+            daemon_stdout=inside("daemon-stdout.txt"),
+            model_log=inside("model-log.jsonl"),
+            run_meta=inside("run-meta.json"),
+            result=inside("result.json"),
+            witness=inside("witness.jsonl"),
+        )
+
+    def artifact(self, name: str) -> str:
+        """The combined answer, written by the agent at the repo's root."""
+        return os.path.join(self.repo, name)
+
+    def children_root(self, header_id: str) -> str:
+        """The dir of a session's children: named by its header id, never its file
+        name (§1 facts 2, 3)."""
+        return os.path.join(self.session_artifacts, header_id)
+
+
+def display_file(child_dir: str) -> str:
+    """A child's display record in its `sub-<8 hex>/` dir (§6)."""
+    return os.path.join(child_dir, DISPLAY_FILE)

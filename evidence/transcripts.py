@@ -1,0 +1,522 @@
+"""Read one session transcript (docs/product-contract.md §5, §6) in one streaming pass into
+a small frozen `Transcript`: its header, model calls and usage, cells, replies, notices,
+receipts, and the provenance of the numbers the answer file holds. evidence/artifacts.py finds the
+transcripts of a run and calls `read_transcript` on each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import ledger
+from evidence.jsonl import Finding, dict_field, int_field, iso_to_ms, iter_objects, text_field
+from evidence.number_tokens import numbers_in
+
+MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
+# Records of each kind kept per transcript (replies, notices, model calls, usage
+# entries, ipython calls, receipts); a real run has a few dozen of each.
+MAX_KEPT_PER_TRANSCRIPT = 10_000
+NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
+HEARTBEAT = "agent_status"  # appended to idle sessions, about every 25 s (§5)
+
+
+# The records a transcript yields one of per line (a usage, a reply, a notice, a
+# model call, a cell, a receipt) are named tuples: a run has thousands, and a named
+# tuple is built about twice as fast as a frozen dataclass (2.7% fewer
+# instructions for a whole score at 100 children, counted by callgrind). The records
+# of a whole file or run below stay frozen dataclasses.
+class Usage(NamedTuple):
+    """Token usage as the product records it on an assistant message (§5)."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total: int = 0
+
+    def plus(self, other: Usage) -> Usage:
+        return Usage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+            self.total + other.total,
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+            "total": self.total,
+        }
+
+
+def usage_of(message: dict) -> Usage:
+    return usage_from(dict_field(message, "usage"))
+
+
+NO_USAGE = Usage()
+
+
+def usage_from(raw: dict) -> Usage:
+    """A `usage` object as the product writes it (§5); a count that is no
+    non-negative integer (a bool, a float, a string, below 0) reads as 0."""
+    if not raw:
+        return NO_USAGE
+    get = raw.get
+    # Spelled out rather than looped: every assistant message and every usage
+    # attribution of a run comes through here.
+    fresh, output, read, write, total = (
+        get("input"),
+        get("output"),
+        get("cacheRead"),
+        get("cacheWrite"),
+        get("totalTokens"),
+    )
+    return Usage(
+        fresh if fresh.__class__ is int and fresh > 0 else 0,
+        output if output.__class__ is int and output > 0 else 0,
+        read if read.__class__ is int and read > 0 else 0,
+        write if write.__class__ is int and write > 0 else 0,
+        total if total.__class__ is int and total > 0 else 0,
+    )
+
+
+class Reply(NamedTuple):
+    """A child's `agent_message` as it landed in the parent transcript (§6)."""
+
+    reply_id: str | None
+    from_session_id: str | None
+    from_session_name: str | None
+    message: str
+    at_ms: int | None
+    line: int
+
+
+class Notice(NamedTuple):
+    """`rlm_child_terminal_notice` (kind from details) or `rlm_child_failure` (§6)."""
+
+    kind: str
+    child_id: str | None
+    session_name: str | None
+    at_ms: int | None
+    line: int
+
+
+class AssistantCall(NamedTuple):
+    """One persisted assistant message, as the integrity checks compare it (§5)."""
+
+    line: int
+    stop_reason: str | None
+    response_id: str | None
+    usage: Usage
+
+
+class UsageAttribution(NamedTuple):
+    """A `child_usage_attributed` entry: the `childUsage` it repeats (§5)."""
+
+    line: int
+    usage: Usage
+
+
+class IpythonCall(NamedTuple):
+    """An `ipython` tool call: its code's digest and when the cell ran.
+
+    The cell runs between its assistant message's entry timestamp and its
+    toolResult's; `ended_ms` is None for a cell that never returned (a run ended
+    mid-cell).
+    """
+
+    line: int
+    code_sha256: str
+    started_ms: int | None
+    ended_ms: int | None
+    call_id: str = ""
+
+    def contains(self, at_ms: int) -> bool:
+        return (
+            self.started_ms is not None
+            and self.started_ms <= at_ms
+            and (self.ended_ms is None or at_ms <= self.ended_ms)
+        )
+
+
+class SentMessage(NamedTuple):
+    """An `agent_message.send` receipt in the sender's toolResult (§5 "Child transcripts")."""
+
+    message_id: str
+    message_sha256: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What the scorer needs from one session transcript, read in one pass."""
+
+    path: str
+    header_id: str | None = None
+    cwd: str | None = None
+    rlm_depth: int | None = None
+    parent_session: str | None = None
+    # parentSession canonicalised as the ledger's paths are (§4 "Path").
+    parent_session_file: str | None = None
+    header_at_ms: int | None = None
+    # For timelines: the first assistant message's entry timestamp, and the last
+    # entry's (heartbeats aside: the product keeps writing them to an idle session).
+    first_response_ms: int | None = None
+    end_ms: int | None = None
+    session_name: str | None = None
+    task_id: str | None = None
+    task_from_session_id: str | None = None
+    turns: int = 0
+    failed_calls: int = 0
+    # Aborted by a teardown with no response id and no usage: the transcript cannot
+    # tell whether the request reached the model (it did not in the captured
+    # endturn-oneshot run; it did in a later real run), so it is counted apart.
+    aborted_calls: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    first_error: str | None = None
+    # The product's own failure to start the IPython kernel, as an ipython call's error
+    # result: the environment failed, not the model (first line, capped).
+    kernel_error: str | None = None
+    last_stop_reason: str | None = None
+    replies: tuple[Reply, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    assistant_calls: tuple[AssistantCall, ...] = ()
+    usage_attributions: tuple[UsageAttribution, ...] = ()
+    ipython_calls: tuple[IpythonCall, ...] = ()
+    sent_messages: tuple[SentMessage, ...] = ()
+    # Provenance (read for the numbers of interest only: those the combined answer holds).
+    # The numbers of the task the parent sent (`spawn:<childId>`, §5 "Child transcripts").
+    task_numbers: frozenset[int] = frozenset()
+    # The numbers that first showed up in the result of one of this session's own tool calls
+    # whose arguments did not hold them, before any message it received held them.
+    derived_numbers: frozenset[int] = frozenset()
+    # The entry line of the last tool call whose arguments name the answer file.
+    last_artifact_write_line: int | None = None
+    # Every tool call's id, in order (held against the root's event stream).
+    tool_call_ids: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def read_transcript(
+    path: str,
+    canon: ledger.Canon | None = None,
+    interest: frozenset[int] = frozenset(),
+    artifact: str | None = None,
+) -> Transcript:
+    """Summarize a transcript in one streaming pass (§5, §6). `interest`: the numbers whose
+    provenance to trace; `artifact`: the answer file's name, whose writers to note."""
+    findings: list[Finding] = []
+    acc = _TranscriptAccumulator(path, canon or ledger.Canon(), interest, artifact)
+    for line in iter_objects(path, findings):
+        acc.add(line.number, line.record, findings)
+    return acc.result(findings)
+
+
+# How prime-agent v0.8.0 words an ipython call's result when it could not set up the
+# kernel's Python (source `core/kernel/bootstrap.ts`, seen in a run without
+# PRIME_AGENT_KERNEL_PYTHON and without internet: every call failed with it).
+KERNEL_FAILURE = "Failed to set up the Python kernel runtime."
+MAX_KERNEL_ERROR_CHARS = 500
+
+
+def kernel_error(message: dict) -> str | None:
+    """The first line of an error result that is the product's kernel-setup failure.
+
+    Only the ipython tool itself fails with `isError: true` (here with empty `details`);
+    a cell's own exception gives `isError: false` and `details.status: "error"` (seen in
+    v0.8.0 runs), so a model cannot word such a result.
+    """
+    content = message.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    text = text_field(first, "text") if isinstance(first, dict) else None
+    if text is None or not text.startswith(KERNEL_FAILURE):
+        return None
+    return text.split("\n", 1)[0][:MAX_KERNEL_ERROR_CHARS]
+
+
+def of_interest(text: str, interest: frozenset[int]) -> frozenset[int]:
+    return frozenset(numbers_in(text) & interest) if interest else frozenset()
+
+
+def _content_text(message: dict) -> str:
+    """A message's text: its `content` string, or the text of its text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(
+        part["text"]
+        for part in content
+        if isinstance(part, dict) and isinstance(part.get("text"), str)
+    )
+
+
+def _argument_text(arguments: object) -> str:
+    """A tool call's arguments as the text a number or a file name could be typed in: the
+    code of an ipython call, the command, path and contents of any other tool."""
+    if isinstance(arguments, dict):
+        return "\n".join(_argument_text(value) for value in arguments.values())
+    if isinstance(arguments, list):
+        return "\n".join(_argument_text(value) for value in arguments)
+    return arguments if isinstance(arguments, str) else ""
+
+
+class _TranscriptAccumulator:
+    def __init__(
+        self,
+        path: str,
+        canon: ledger.Canon,
+        interest: frozenset[int] = frozenset(),
+        artifact: str | None = None,
+    ):
+        self.path = path
+        self.canon = canon
+        self.interest = interest
+        self.artifact = os.path.basename(artifact) if artifact else None
+        self.typed: dict[str, frozenset[int]] = {}  # toolCall id -> numbers in its arguments
+        self.received: set[int] = set()  # numbers of messages from other sessions so far
+        self.derived: set[int] = set()
+        self.task_numbers: frozenset[int] = frozenset()
+        self.last_write_line: int | None = None
+        self.tool_call_ids: list[str] = []
+        self.header: dict = {}
+        self.session_name = None
+        self.task_id = None
+        self.task_from = None
+        self.turns = self.failed = self.aborted = self.tool_calls = 0
+        self.usage = Usage()
+        self.first_error = None
+        self.kernel_error = None
+        self.last_stop = None
+        self.replies: list[Reply] = []
+        self.notices: list[Notice] = []
+        self.calls: list[AssistantCall] = []
+        self.attributions: list[UsageAttribution] = []
+        self.ipython: list[IpythonCall] = []
+        self.running: dict[str, int] = {}  # toolCall id -> index in self.ipython
+        self.sent: list[SentMessage] = []
+        self.capped: set[str] = set()
+        self.first_response_stamp = None
+        self.last_stamp = None
+
+    def add(self, number: int, record: dict, findings: list[Finding]) -> None:
+        kind = record.get("type")
+        if kind != HEARTBEAT:
+            stamp = record.get("timestamp")
+            if stamp.__class__ is str:
+                self.last_stamp = stamp  # parsed once, in result()
+        if number == 1:
+            if kind == "session":
+                self.header = record
+            else:
+                findings.append(Finding(self.path, 1, "no_header", "line 1 is not a header"))
+        elif kind == "message":
+            self._message(number, record, findings)
+        elif kind == "custom_message":
+            self._custom(number, record, findings)
+        elif kind == "session_info" and self.session_name is None:
+            self.session_name = text_field(record, "name")
+        elif kind == "child_usage_attributed":
+            usage = usage_from(dict_field(record, "childUsage"))
+            self._keep(self.attributions, UsageAttribution(number, usage), number, findings)
+
+    def _keep(self, kept: list, item, number: int, findings: list[Finding]) -> bool:
+        """Append within the per-transcript cap; the first item past it is a finding."""
+        if len(kept) < MAX_KEPT_PER_TRANSCRIPT:
+            kept.append(item)
+            return True
+        what = type(item).__name__
+        if what not in self.capped:
+            self.capped.add(what)
+            detail = f"only the first {MAX_KEPT_PER_TRANSCRIPT} of {what} kept"
+            findings.append(Finding(self.path, number, "kept_cap", detail))
+        return False
+
+    def _message(self, number: int, record: dict, findings: list[Finding]) -> None:
+        message = record.get("message")
+        if not isinstance(message, dict):
+            findings.append(Finding(self.path, number, "wrong_type", "message is not an object"))
+            return
+        role = message.get("role")
+        if role == "toolResult":
+            self._tool_result(number, record, message, findings)
+            return
+        if role == "user" and self.interest:
+            self.received |= of_interest(_content_text(message), self.interest)
+        if role != "assistant":
+            return
+        if self.first_response_stamp is None:
+            self.first_response_stamp = record.get("timestamp")
+        usage = usage_of(message)
+        stop = text_field(message, "stopReason")
+        self.last_stop = stop
+        # A turn aborted by a teardown is persisted too, with no response id and
+        # no usage; it is counted as aborted, not as a call.
+        response_id = text_field(message, "responseId")
+        if response_id or stop == "error" or usage.total:
+            self.turns += 1
+        elif stop == "aborted":
+            self.aborted += 1
+        self.usage = self.usage.plus(usage)
+        self._keep(
+            self.calls, AssistantCall(number, stop, response_id or None, usage), number, findings
+        )
+        if stop == "error":
+            self.failed += 1
+            if self.first_error is None:
+                self.first_error = text_field(message, "errorMessage") or "model call failed"
+        content = message.get("content")
+        if not isinstance(content, list):
+            return
+        started_ms = iso_to_ms(record.get("timestamp"))
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "toolCall":
+                continue
+            self.tool_calls += 1
+            code = text_field(dict_field(part, "arguments"), "code")
+            call_id = text_field(part, "id")
+            if call_id and len(self.tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT:
+                self.tool_call_ids.append(call_id)
+            self._note_arguments(number, call_id, part.get("arguments"))
+            if part.get("name") == "ipython" and code is not None and call_id:
+                call = IpythonCall(number, digest(code), started_ms, None, call_id)
+                if self._keep(self.ipython, call, number, findings):
+                    self.running[call_id] = len(self.ipython) - 1
+
+    def _note_arguments(self, number: int, call_id: str | None, arguments: object) -> None:
+        if not self.interest and not self.artifact:
+            return
+        text = _argument_text(arguments)
+        if self.artifact and self.artifact in text:
+            self.last_write_line = number
+        if self.interest and call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
+            self.typed[call_id] = of_interest(text, self.interest)
+
+    def _note_result(self, message: dict, sent: list) -> None:
+        """Numbers first seen in a call's own result: what it printed, and the messages it
+        sent (the product records them in the result's details), less what its arguments
+        typed and what the session had received."""
+        typed = self.typed.pop(text_field(message, "toolCallId") or "", frozenset())
+        texts = [_content_text(message)]
+        texts += [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
+        shown = of_interest("\n".join(texts), self.interest)
+        self.derived |= shown - typed - self.received
+
+    def _tool_result(
+        self, number: int, record: dict, message: dict, findings: list[Finding]
+    ) -> None:
+        """Closes the ipython call's window; keeps the receipts of messages it sent."""
+        index = self.running.pop(text_field(message, "toolCallId") or "", None)
+        if index is not None:
+            ended = iso_to_ms(record.get("timestamp"))
+            call = self.ipython[index]
+            self.ipython[index] = call._replace(ended_ms=ended)
+        if message.get("isError") is True and self.kernel_error is None:
+            self.kernel_error = kernel_error(message)
+        sent = dict_field(message, "details").get("sentAgentMessages")
+        if self.interest:
+            self._note_result(message, sent if isinstance(sent, list) else [])
+        for item in sent if isinstance(sent, list) else ():
+            if not isinstance(item, dict):
+                continue
+            message_id, text = text_field(item, "id"), text_field(item, "message")
+            if message_id and text is not None:
+                # Normalised as the parent-side reply is: trimmed, capped (§6).
+                kept = SentMessage(message_id, digest(text.strip()[:MAX_REPLY_CHARS]), number)
+                self._keep(self.sent, kept, number, findings)
+
+    def _custom(self, number: int, record: dict, findings: list[Finding]) -> None:
+        custom_type = record.get("customType")
+        details = record.get("details")
+        if not isinstance(details, dict):
+            if custom_type == "agent_message" or custom_type in NOTICE_TYPES:
+                findings.append(
+                    Finding(self.path, number, "wrong_type", "details is not an object")
+                )
+            return
+        at_ms = iso_to_ms(record.get("timestamp"))
+        if custom_type == "agent_message":
+            relationship = details.get("fromRelationship")
+            sender = dict_field(details, "from")
+            # Whatever another session told this one was received, not worked out.
+            heard = of_interest(text_field(details, "message") or "", self.interest)
+            self.received |= heard
+            if relationship == "parent" and self.task_id is None:
+                self.task_id = text_field(details, "id")
+                self.task_from = text_field(sender, "sessionId")
+                self.task_numbers = heard
+            elif relationship == "child":
+                message = text_field(details, "message") or ""
+                reply = Reply(
+                    reply_id=text_field(details, "id"),
+                    from_session_id=text_field(sender, "sessionId"),
+                    from_session_name=text_field(sender, "sessionName"),
+                    message=message.strip()[:MAX_REPLY_CHARS],
+                    at_ms=at_ms,
+                    line=number,
+                )
+                self._keep(self.replies, reply, number, findings)
+        elif custom_type in NOTICE_TYPES:
+            kind = (
+                "failure"
+                if custom_type == "rlm_child_failure"
+                else text_field(details, "kind") or "unknown"
+            )
+            notice = Notice(
+                kind=kind,
+                child_id=text_field(details, "childId"),
+                session_name=text_field(details, "sessionName"),
+                at_ms=at_ms,
+                line=number,
+            )
+            self._keep(self.notices, notice, number, findings)
+
+    def result(self, findings: list[Finding]) -> Transcript:
+        header = self.header
+        parent_session = text_field(header, "parentSession")
+        return Transcript(
+            path=self.path,
+            header_id=text_field(header, "id"),
+            cwd=text_field(header, "cwd"),
+            rlm_depth=int_field(header, "rlmDepth"),
+            parent_session=parent_session,
+            parent_session_file=self.canon.file(parent_session) if parent_session else None,
+            header_at_ms=iso_to_ms(header.get("timestamp")),
+            first_response_ms=iso_to_ms(self.first_response_stamp),
+            end_ms=iso_to_ms(self.last_stamp),
+            session_name=self.session_name,
+            task_id=self.task_id,
+            task_from_session_id=self.task_from,
+            turns=self.turns,
+            failed_calls=self.failed,
+            aborted_calls=self.aborted,
+            tool_calls=self.tool_calls,
+            usage=self.usage,
+            first_error=self.first_error,
+            kernel_error=self.kernel_error,
+            last_stop_reason=self.last_stop,
+            replies=tuple(self.replies),
+            notices=tuple(self.notices),
+            assistant_calls=tuple(self.calls),
+            usage_attributions=tuple(self.attributions),
+            ipython_calls=tuple(self.ipython),
+            sent_messages=tuple(self.sent),
+            task_numbers=self.task_numbers,
+            derived_numbers=frozenset(self.derived),
+            last_artifact_write_line=self.last_write_line,
+            tool_call_ids=tuple(self.tool_call_ids),
+            findings=tuple(findings),
+        )

@@ -1,0 +1,229 @@
+"""The disk held against the runner's own channels (evidence/witness.py; docs/witness.md).
+
+Each check is a small function over the run that yields a `Failure` per inconsistency,
+listed in `CHECKS` with its reason code, in the shape of rules/integrity.py's table. All but
+`stream` need a witness and pass vacuously without one (the verdict then warns
+`unwitnessed`); `stream` holds a stored run's `stdout.jsonl` against its root transcript
+whether or not the run was witnessed.
+
+Times: the observer notes, for each record, the poll that first found it (`seen`) and the
+poll before (`before`), which did not; the record appeared in between. A record whose own
+time lies more than `TOLERANCE_S` before `before` was backdated; more than `TOLERANCE_S`
+after `seen`, future-dated. The tolerance covers the product stamping a record just before
+it writes it and a busy machine's lag; it is small beside what backdating would buy.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from evidence.artifacts import RunArtifacts, relative
+from ledger import Edge
+from rules.integrity import Failure, Integrity, run_checks
+
+TOLERANCE_S = 1.0
+
+
+@dataclass(frozen=True)
+class _Run:
+    run: RunArtifacts
+    family: tuple[Edge, ...]  # the parent's depth-1 edges
+
+    @property
+    def witness(self):
+        return self.run.witness
+
+    def sightings(self, what: str) -> Iterator[dict]:
+        for sighting in self.witness.sightings if self.witness else ():
+            if sighting.get("what") == what:
+                yield sighting
+
+    def path(self, path: str) -> str:
+        return relative(self.run.run_dir, path)
+
+
+def _present(r: _Run) -> Iterator[Failure]:
+    """The runner says it witnessed the run (result.json): its witness must be there."""
+    if r.run.witness_expected and r.witness is None:
+        yield Failure("result.json names a witness.jsonl that is not in the run dir")
+
+
+def _digest(r: _Run) -> Iterator[Failure]:
+    """The witness is the very file the runner wrote."""
+    expected, witness = r.run.witness_expected, r.witness
+    if expected and witness is not None and witness.sha256 != expected:
+        yield Failure(
+            f"witness.jsonl has sha256 {witness.sha256}, result.json recorded {expected}",
+            file="witness.jsonl",
+        )
+
+
+def _stream(r: _Run) -> Iterator[Failure]:
+    """The root's event stream (one-shot: up to its first idle, §7) shows the root
+    transcript's model calls and cells, in order, and every child spawned in a cell it
+    shows. A forgery that writes the transcripts and ledger but not the stream fails."""
+    stream, parent = r.run.stream, r.run.parent
+    if stream is None or parent is None or stream.header_id != parent.header_id:
+        return
+    ids = [call.response_id for call in parent.assistant_calls if call.response_id]
+    shown = list(stream.response_ids)
+    if shown != ids[: len(shown)]:
+        yield Failure(
+            f"the stream shows {len(shown)} model calls that are not the first of the root "
+            f"transcript's {len(ids)}",
+            file="stdout.jsonl",
+        )
+    cells = list(stream.tool_call_ids)
+    if cells != list(parent.tool_call_ids[: len(cells)]):
+        yield Failure(
+            f"the stream shows {len(cells)} tool calls that are not the first of the root "
+            f"transcript's {len(parent.tool_call_ids)}",
+            file="stdout.jsonl",
+        )
+    streamed = set(cells)
+    # A session's cells run one after another: the cell that ran at a moment is the last
+    # one started by then (found by bisection: a run can have a thousand of each).
+    calls = sorted(
+        (call for call in parent.ipython_calls if call.started_ms is not None),
+        key=lambda call: call.started_ms,
+    )
+    starts = [call.started_ms for call in calls]
+    for edge in r.family:
+        at = edge.spawned_at_ms
+        index = bisect.bisect_right(starts, at) - 1 if at is not None else -1
+        spawning = calls[index] if index >= 0 and calls[index].contains(at) else None
+        if (
+            spawning is not None
+            and spawning.call_id in streamed
+            and edge.child_id not in stream.child_ids
+        ):
+            yield Failure(
+                "the stream shows the cell that spawned this child but no rlm_child_update for it",
+                edge.child_id,
+                "stdout.jsonl",
+            )
+
+
+def _ledger_lines(r: _Run) -> Iterator[Failure]:
+    """Every ledger line is the one the runner saw appear, and it saw every one."""
+    if r.witness is None:
+        return
+    seen: dict[tuple[str, int], str] = {}
+    for sighting in r.sightings("ledger_line"):
+        seen[(str(sighting.get("file")), int(sighting.get("line") or 0))] = str(
+            sighting.get("sha256")
+        )
+    for name, digests in r.run.ledger_line_digests.items():
+        for number, digest in enumerate(digests, start=1):
+            was = seen.get((name, number))
+            if was is None:
+                yield Failure("the runner never saw this line appear", file=name, line=number)
+            elif was != digest:
+                yield Failure("the line was rewritten after it appeared", file=name, line=number)
+
+
+def _timed_records(r: _Run) -> Iterator[tuple[str, str | None, str, int, int, dict]]:
+    """(what, child id, file, line, its own time in ms, the sighting) for every record the
+    runner saw appear and whose time the record states."""
+    if r.witness is None:
+        return
+    records = {
+        (os.path.basename(record.ledger), record.line): record
+        for item in r.run.ledgers
+        for record in item.records
+    }
+    for sighting in r.sightings("ledger_line"):
+        record = records.get((sighting.get("file"), sighting.get("line")))
+        if record is not None and record.at_ms is not None:
+            what = f"ledger {record.op}"
+            yield what, record.child_id, record.ledger, record.line, record.at_ms, sighting
+    transcripts = {
+        (child.child_id, os.path.basename(transcript.path)): transcript
+        for child in r.run.children
+        for transcript in child.transcripts
+    }
+    for sighting in r.sightings("transcript"):
+        transcript = transcripts.get((sighting.get("child_id"), sighting.get("file")))
+        if transcript is not None and transcript.header_at_ms is not None:
+            child_id = sighting.get("child_id")
+            yield "child header", child_id, transcript.path, 1, transcript.header_at_ms, sighting
+    parent = r.run.parent
+    if parent is not None:
+        name = os.path.basename(parent.path)
+        replies = {reply.line: reply for reply in parent.replies}
+        for sighting in r.sightings("reply"):
+            reply = replies.get(sighting.get("line"))
+            if sighting.get("file") == name and reply is not None and reply.at_ms is not None:
+                yield "reply", None, parent.path, reply.line, reply.at_ms, sighting
+
+
+def _backdated(r: _Run) -> Iterator[Failure]:
+    """No record claims a time before the runner last looked and did not find it."""
+    for what, child_id, path, line, at_ms, sighting in _timed_records(r):
+        before = float(sighting.get("before") or 0)
+        if at_ms / 1000 < before - TOLERANCE_S:
+            early = before - at_ms / 1000
+            detail = f"the {what} says {early:.1f} s before the runner looked and it was not there"
+            yield Failure(detail, child_id, r.path(path), line)
+
+
+def _future_dated(r: _Run) -> Iterator[Failure]:
+    """No record claims a time after the runner had already seen it on disk."""
+    for what, child_id, path, line, at_ms, sighting in _timed_records(r):
+        seen = float(sighting.get("seen") or 0)
+        if at_ms / 1000 > seen + TOLERANCE_S:
+            late = at_ms / 1000 - seen
+            detail = f"the {what} says {late:.1f} s after the runner had seen it on disk"
+            yield Failure(detail, child_id, r.path(path), line)
+
+
+# (name in the verdict, reason code, sentence, check), in verdict order.
+CHECKS: tuple[tuple[str, str, str, Callable[[_Run], Iterator[Failure]]], ...] = (
+    (
+        "witness_present",
+        "witness_missing",
+        "the runner witnessed this run, but its witness.jsonl is missing",
+        _present,
+    ),
+    (
+        "witness_digest",
+        "witness_tampered",
+        "witness.jsonl is not the file the runner wrote: its sha256 differs from result.json's",
+        _digest,
+    ),
+    (
+        "stream",
+        "stream_mismatch",
+        "the root's event stream and its transcript disagree (other model calls or cells, or "
+        "a spawned child the stream never showed)",
+        _stream,
+    ),
+    (
+        "ledger_lines",
+        "rewritten_record",
+        "a ledger line is not the one the runner saw appear, or appeared unseen",
+        _ledger_lines,
+    ),
+    (
+        "backdated",
+        "backdated_record",
+        "a ledger record, child header or reply claims a time before the runner last looked "
+        "and did not find it",
+        _backdated,
+    ),
+    (
+        "future_dated",
+        "future_dated_record",
+        "a ledger record, child header or reply claims a time after the runner had seen it",
+        _future_dated,
+    ),
+)
+MESSAGES = {code: sentence for _, code, sentence, _ in CHECKS}
+
+
+def check(run: RunArtifacts, family: tuple[Edge, ...]) -> Integrity:
+    """Every check over the parent's depth-1 `family`."""
+    return run_checks(CHECKS, _Run(run, family))

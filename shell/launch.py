@@ -1,0 +1,218 @@
+"""Launching the agent headless, watching it, and ending every process a run started.
+
+The agent runs in its own session and process group, with the runner as its
+child subreaper (shell/procs.py); a timeout or a SIGINT/SIGTERM to the runner ends the
+run's whole tree, and the product's daemon is shut down over its own socket
+(contract §2) before anything left is signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+from shell import daemon, procs
+from shell.observer import Channel, Observer, drain, private_dir
+from shell.resident import drive_resident
+from shell.rundir import RunDir
+from shell.watch import Interrupt, Watch
+
+# How long the agent's processes get to act on their own when a run ends, before the
+# runner goes on: the daemon to answer shutdown{force}, what is left to exit after it, and
+# each process to exit between SIGTERM and SIGKILL. --grace S replaces all three, except
+# that the daemon keeps at least MIN_ANSWER_S: a shorter wait would signal a daemon that
+# was about to exit cleanly.
+SHUTDOWN_ANSWER_S = 5.0
+MIN_ANSWER_S = 0.5
+SETTLE_S = 3.0
+TERM_GRACE_S = 3.0
+
+
+def agent_version(agent_bin: str, env: dict, cwd: str) -> str | None:
+    try:
+        process = subprocess.Popen(
+            [agent_bin, "--version"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+    try:
+        out, err = process.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        _kill_group(process.pid)
+        process.communicate()
+        return None
+    _kill_group(process.pid)
+    # prime-agent prints its version on stderr when stdin is not a terminal (it
+    # keeps stdout for the json stream), so read whichever stream has it.
+    lines = (out or err).decode("utf-8", "replace").strip().splitlines()
+    return lines[0].strip()[:200] if lines and process.returncode == 0 else None
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def launch_and_wait(
+    run: RunDir,
+    agent_bin: str,
+    model: str,
+    task: str,
+    env: dict,
+    timeout: float,
+    interrupt: Interrupt,
+    drive: str,
+    grace: float | None = None,
+    artifact: str | None = None,
+    label: str = "",
+) -> dict:
+    """Launch the agent, wait for it to end or be ended, end every process it left; `label`
+    ("trial 3/10") heads the progress lines."""
+    procs.become_subreaper()
+    watch = Watch(run, timeout, interrupt, label)
+    oneshot = drive == "oneshot"
+    argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
+    # The runner's own channels (shell/observer.py): the one-shot stream comes through a pipe
+    # that a thread drains (so it never fills and stalls the agent), the resident
+    # daemon's messages over the socket; both are kept outside the run dir until the
+    # agent's tree is gone.
+    private = private_dir()
+    stream = Channel(private, "stdout.jsonl")
+    wire = Channel(private, "daemon-wire.jsonl")
+    observer = Observer(run.paths, artifact).start()
+    drained = None
+    try:
+        with (
+            # One-shot: stdout is the stream's pipe; the daemon's goes to a file.
+            contextlib.nullcontext() if oneshot else open(run.daemon_stdout, "wb") as out,
+            open(run.stderr, "wb") as err,
+        ):
+            # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
+            process = subprocess.Popen(
+                argv,
+                cwd=run.repo,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if oneshot else out,
+                stderr=err,
+                start_new_session=True,
+            )
+    except BaseException:
+        observer.stop()
+        shutil.rmtree(private, ignore_errors=True)
+        raise
+    if oneshot:
+        drained = drain(process.stdout, stream)
+    resident: dict | None = None
+    try:
+        if oneshot:
+            while process.poll() is None and not watch.stop_reason():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=0.05)
+        else:
+            resident = drive_resident(run, process, model, task, env, watch, wire, stream)
+    finally:
+        wall = round(time.monotonic() - watch.started, 3)
+        stopped = process.poll() is None
+        cleanup = end_run(run, process, grace)
+        # The tree is gone: whatever holds the pipe's write end is gone with it.
+        if drained is not None:
+            drained.join(timeout=10.0)
+        observer.stop()
+        channels = [stream.publish(run.stdout)] if oneshot or stream.bytes else []
+        if not oneshot:
+            channels.append(wire.publish(run.wire))
+        shutil.rmtree(private, ignore_errors=True)
+    ended = "interrupted" if interrupt.signum else "timed out" if watch.timed_out else "finished"
+    watch.progress.report(wall, ended=ended)
+    return {
+        "channels": channels,
+        "sightings": observer.sightings(),
+        "observer": {"poll_s": observer.interval, "polls": observer.polls},
+        "exit_code": process.returncode,
+        "timed_out": watch.timed_out,
+        "interrupted": interrupt.signum,
+        "wall_time_s": wall,
+        "cleanup": cleanup,
+        "resident": resident,
+        # Only an agent that failed on its own has its last words quoted; one the
+        # runner ended (timeout, interrupt) exits by the runner's signal.
+        "stderr_tail": stderr_tail(run.stderr) if process.returncode and not stopped else None,
+    }
+
+
+def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) -> dict:
+    """Shut the daemon down over its own socket, then end everything still running.
+
+    `grace`, when given, replaces SHUTDOWN_ANSWER_S (down to MIN_ANSWER_S), SETTLE_S and
+    TERM_GRACE_S."""
+    answer, settle, term = (
+        (SHUTDOWN_ANSWER_S, SETTLE_S, TERM_GRACE_S)
+        if grace is None
+        else (max(grace, MIN_ANSWER_S), grace, grace)
+    )
+    shutdown = daemon.shutdown_daemon(run.socket, answer)
+    supervisor = shutdown.get("supervisor_pid")
+    if shutdown.get("success") and supervisor == process.pid:
+        # The resident drive's daemon is our own child: let Popen reap it.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10.0)
+        shutdown["exited"] = process.poll() is not None
+    elif shutdown.get("success") and supervisor:
+        shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
+    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+    owned = {process.pid: process}  # reaped by Popen, which keeps its exit status
+    if shutdown.get("success"):
+        # A forced shutdown ends every worker and kernel (§2); give them a moment
+        # to finish exiting before anything is signalled.
+        procs.wait_gone(procs.run_processes(process.pid, *marker), settle, owned)
+    rounds = []
+    for _ in range(3):
+        remaining = procs.run_processes(process.pid, *marker)
+        if process.poll() is None:
+            remaining.add(process.pid)
+        if not remaining:
+            break
+        rounds.append(procs.end_processes(remaining, term, owned))
+    process.poll()
+    if process.returncode is not None:
+        procs.reap_children(settle)
+    leaked = sorted(procs.run_processes(process.pid, *marker))
+    run.cleanup_tmp()
+    return {
+        "daemon_shutdown": shutdown,
+        "terminated": sorted({pid for item in rounds for pid in item["terminated"]}),
+        "killed": sorted({pid for item in rounds for pid in item["killed"]}),
+        "leaked_processes": len(leaked),
+        "leaked_pids": leaked,
+    }
+
+
+def stderr_tail(path: str) -> str | None:
+    """What a crashed agent said last: its stderr's last non-empty line, after its first
+    when they differ. The product states the cause first and then where to read more
+    ("No API key found for anthropic." ... ".../docs/models.md", seen with v0.8.0); a
+    Python traceback states it last."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(65536).decode("utf-8", "replace")
+            handle.seek(max(0, os.path.getsize(path) - 65536))
+            tail = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    first = next((line.strip() for line in head.splitlines() if line.strip()), None)
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    if not lines:
+        return None
+    said = lines[-1] if first in (None, lines[-1]) else f"{first} … {lines[-1]}"
+    return said[:500]

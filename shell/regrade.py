@@ -1,0 +1,259 @@
+"""Regrade a stored run dir, or every trial of a run set, without running anything:
+the shell around the pure scorer that `scorer.py RUN_DIR` runs.
+
+It scores against the fixture the run recorded (refusing one whose digest changed, unless
+forced), with result.json's witness digest and wall time, so an untouched run gives the
+verdict bytes of its result.json; a baseline on coverage alone; an agent error
+(rules/triage.py) as exit 3. docs/results.md "Regrading".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+
+from evidence import runsets
+from evidence.artifacts import RunArtifacts, collect
+from evidence.fixture import Fixture, FixtureError, fixture_digest, load_manifest
+from evidence.jsonl import read_json_object
+from evidence.runpaths import RunPaths
+from reporting.summary import TrialRecord, set_exit_code
+from rules import triage
+from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_UNRESOLVED
+from scorer import Verdict, outcome, score
+from shell.cli import print_json, print_note
+
+
+class RegradeError(Exception):
+    """A run dir or fixture the regrade cannot use: exit 2, with this JSON and sentence."""
+
+    def __init__(self, error: str, detail: str, **more):
+        super().__init__(detail)
+        self.record = {"error": error, **more, "detail": detail}
+
+
+@dataclass(frozen=True)
+class Regrade:
+    exit_code: int
+    line: str  # for a person, on stderr
+    verdict: dict | None = None  # None: the agent never ran, there is nothing to score
+    unchanged: bool | None = None  # the verdict's bytes are result.json's (None: none stored)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scorer.py",
+        description="Re-score a stored run dir without running anything, against the fixture "
+        "the run recorded (or --fixture), with its witness digest and wall time from "
+        "result.json, so an untouched run gives the verdict bytes of its result.json. Prints "
+        "the verdict JSON on stdout; a run set's dir regrades every trial and prints a table. "
+        "Exit 0 resolved, 1 not resolved, 2 bad fixture or run dir, 3 the agent failed on its "
+        "own (agent error) or never ran.",
+    )
+    parser.add_argument(
+        "--fixture",
+        help="fixture dir (or its fixture.json) to score against (default: the one the run "
+        "recorded; needed for a run dir without result.json or run-meta.json)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="score against a fixture (the recorded one or --fixture) whose digest differs from "
+        "the one the run recorded",
+    )
+    parser.add_argument(
+        "run_dir", help="a run dir written by runner.py, a run set's dir, or a materialized capture"
+    )
+    args = parser.parse_args(argv)
+    if not os.path.isdir(args.run_dir):
+        return _refused(RegradeError("run_dir_missing", f"{args.run_dir} is not a directory"))
+    if os.path.exists(os.path.join(args.run_dir, runsets.RUN_SET_FILE)):
+        return _regrade_set(args.run_dir, args.fixture, args.force)
+    try:
+        graded = regrade(args.run_dir, args.fixture, args.force)
+    except RegradeError as error:
+        return _refused(error)
+    print_note(f"scorer.py: {graded.line}")
+    if graded.verdict is None:
+        print_json(json.dumps({"error": "agent_not_run", "detail": graded.line}))
+    else:
+        print_json(json.dumps(graded.verdict, indent=2))
+    return graded.exit_code
+
+
+def _refused(error: RegradeError) -> int:
+    print_note(f"scorer.py: {error}")
+    print_json(json.dumps(error.record))
+    return EXIT_INVALID
+
+
+def regrade(run_dir: str, fixture_path: str | None = None, force: bool = False) -> Regrade:
+    """Score a stored run as the runner did: against the fixture it recorded (refused when
+    that fixture changed since, unless `force`), with result.json's witness digest and
+    wall time; a baseline on coverage alone; an agent error (rules/triage.py) as exit 3."""
+    given = _fixture(run_dir, fixture_path, None) if fixture_path else None
+    stored = _stored(run_dir)
+    recorded = _object(stored.get("fixture"))
+    fixture = given or _fixture(run_dir, recorded.get("path"), recorded.get("digest"))
+    _hold_digest(fixture, recorded.get("digest"), force)
+    if stored.get("status") == "agent_not_run":
+        reasons = stored.get("reasons")
+        first = _object(reasons[0] if isinstance(reasons, list) and reasons else None)
+        return Regrade(
+            EXIT_AGENT, f"the agent never ran: {first.get('code')}: {first.get('message')}"
+        )
+    agent = _object(stored.get("agent"))
+    run = collect(run_dir, fixture.artifact, _object(stored.get("witness")).get("sha256"))
+    verdict = score(fixture, run, wall_time_s=agent.get("wall_time_s"))
+    graded = verdict.to_json()
+    unchanged = None
+    if "verdict" in stored:
+        unchanged = json.dumps(graded, indent=2) == json.dumps(stored["verdict"], indent=2)
+    same = {True: "; the same verdict as result.json's", False: "; NOT result.json's verdict"}
+    code, line = _judged(stored, agent, run, verdict)
+    return Regrade(code, line + same.get(unchanged, ""), graded, unchanged)
+
+
+def _judged(stored: dict, agent: dict, run: RunArtifacts, verdict: Verdict) -> tuple[int, str]:
+    """The exit code and line the runner's result would have: an agent error first; then
+    the verdict (a baseline's on coverage alone), unless the run timed out, was interrupted
+    or its daemon broke, as the result records."""
+    if "exit_code" in agent:  # the runner saw the agent end (not a killed run's meta)
+        error = triage.agent_error(
+            run,
+            exit_code=agent["exit_code"],
+            timed_out=bool(agent.get("timed_out")),
+            interrupted=bool(stored.get("interrupted")),
+            # With no failed model call to quote, first_error is the last stderr line the
+            # runner quoted of an agent that failed on its own.
+            stderr_tail=agent.get("first_error"),
+        )
+        if error is not None:
+            return (
+                EXIT_AGENT,
+                f"agent error (exit {EXIT_AGENT}): {error['code']}: {error['message']}",
+            )
+    baseline = bool(stored.get("baseline"))
+    passed, kept = outcome(verdict, baseline=baseline)
+    ended = [
+        code
+        for code, happened in (
+            ("daemon_error", _object(stored.get("resident")).get("error")),
+            ("interrupted", stored.get("interrupted")),
+            ("timeout", agent.get("timed_out")),
+        )
+        if happened
+    ]
+    resolved = passed and not ended
+    code = EXIT_RESOLVED if resolved else EXIT_UNRESOLVED
+    parts = [f"{'resolved' if resolved else 'NOT resolved'} (exit {code})"]
+    if baseline:
+        parts.append("baseline, judged on coverage")
+    counts = Counter([*ended, *(item.code for item in kept)])
+    if counts:
+        named = [c if n == 1 else f"{c} x{n}" for c, n in counts.items()]
+        parts.append("reasons: " + ", ".join(named))
+    return code, "; ".join(parts)
+
+
+def _object(value: object) -> dict:
+    """A stored record's field that should be an object, or {}: result.json can be edited."""
+    return value if isinstance(value, dict) else {}
+
+
+def _stored(run_dir: str) -> dict:
+    """What the runner recorded of the run: result.json, written once the agent was gone,
+    else run-meta.json (a run killed before its result); {} for a capture. A dir with
+    neither and no product session is no run: refused, naming what it lacks."""
+    paths = RunPaths.of(run_dir)
+    for path in (paths.result, paths.run_meta):
+        if os.path.lexists(path):
+            findings: list = []
+            record = read_json_object(path, findings)
+            if record is None:
+                detail = findings[0].detail if findings else "unreadable"
+                raise RegradeError("run_dir_invalid", f"{path} is not a JSON object: {detail}")
+            return record
+    if os.path.isdir(paths.sessions):
+        return {}
+    raise RegradeError(
+        "not_a_run_dir",
+        f"{run_dir} is not a run dir: it has no result.json or run-meta.json (what runner.py "
+        "writes) and no sessions/ (where the product writes the parent transcript)",
+    )
+
+
+def _fixture(run_dir: str, path: object, digest: object) -> Fixture:
+    if not isinstance(path, str):
+        raise RegradeError(
+            "fixture_unknown",
+            f"{run_dir} records no fixture (no result.json or run-meta.json from runner.py): "
+            "pass --fixture DIR",
+        )
+    try:
+        return load_manifest(path)
+    except FixtureError as error:
+        wanted = f" (its digest must be {digest})" if digest else ""
+        detail = f"{error.message}; pass --fixture DIR{wanted}"
+        raise RegradeError("invalid_fixture", detail, code=error.code) from None
+
+
+def _hold_digest(fixture: Fixture, recorded: object, force: bool) -> None:
+    """Refuse a fixture that is not the one the run recorded, unless forced: the same run
+    scored against other answers would give another verdict and look like a regrade."""
+    if not isinstance(recorded, str):
+        return  # a capture, or a run dir from before the runner recorded it
+    try:
+        digest = fixture_digest(fixture.root)
+    except OSError as error:
+        raise RegradeError("invalid_fixture", f"cannot read {fixture.root}: {error}") from None
+    if digest == recorded:
+        return
+    said = (
+        f"the fixture at {fixture.root} is not the one the run used "
+        f"(digest {digest[:12]}, the run's {recorded[:12]})"
+    )
+    if not force:
+        raise RegradeError("fixture_changed", f"{said}; pass --force to score against it anyway")
+    print_note(f"scorer.py: {said}; scored against it (--force)")
+
+
+def _regrade_set(set_dir: str, fixture_path: str | None, force: bool) -> int:
+    """Every trial of a run set, each its attempt the summary uses; a table on stdout."""
+    try:
+        config = runsets.load_config(set_dir) or {}
+    except runsets.RunSetError as error:
+        return _refused(RegradeError("run_set_invalid", str(error)))
+    chosen = runsets.latest_by_trial(runsets.attempts(set_dir))
+    rows, records = [], []
+    for index in range(1, int(config.get("trials") or 0) + 1):
+        attempt = chosen.get(index)
+        if attempt is None:
+            rows.append({"index": index, "dir": None, "status": "not_run"})
+            records.append(TrialRecord(index, None, 0, None))
+            continue
+        name = os.path.basename(attempt.dir)
+        try:
+            graded = regrade(attempt.dir, fixture_path, force)
+        except RegradeError as error:
+            return _refused(RegradeError(error.record["error"], f"{name}: {error}"))
+        print_note(f"scorer.py: {name}: {graded.line}")
+        status = {EXIT_AGENT: "agent_not_run" if graded.verdict is None else "agent_error"}
+        result = {
+            "status": status.get(graded.exit_code, "scored"),
+            "resolved": graded.exit_code == EXIT_RESOLVED,
+            "exit_code": graded.exit_code,
+        }
+        rows.append({"index": index, "dir": name, **result, "verdict_unchanged": graded.unchanged})
+        records.append(TrialRecord(index, name, 1, result))
+    code = set_exit_code(records, 0)
+    print_json(json.dumps({"run_set": set_dir, "trials": rows, "exit_code": code}, indent=2))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

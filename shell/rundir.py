@@ -1,0 +1,246 @@
+"""One run's dir: the captured real runs' layout (contract §3), the fresh git repo
+the agent works in, the isolated agent home, and the agent's argv and environment.
+
+A run dir is never reused or overwritten: `RunDir.create` makes a new one every
+time, and the files the runner writes into it are written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+from datetime import datetime, timezone
+
+from evidence.fixture import MANIFEST, TASK
+from evidence.runpaths import RunPaths
+
+# A Unix socket path holds at most 107 bytes (108 with its NUL; §2 says "about 107").
+# Besides the daemon socket the runner names, the product binds one socket per session
+# worker at $TMPDIR/prime-agent-<uid>/worker-<12 hex>-<12 hex>.sock (source
+# `modes/daemon/daemon-supervisor.ts`). A longer path is cut short when bound and the
+# worker never answers: the CLI fails after 30 s with no transcript (seen with v0.8.0,
+# in a run set whose trials' TMPDIR was 56 bytes long).
+MAX_SOCKET_PATH = 107
+WORKER_SOCKET = "worker-" + "0" * 12 + "-" + "0" * 12 + ".sock"
+
+
+def worker_socket_path(tmpdir: str) -> str:
+    """The path of the product's worker sockets under this TMPDIR (their longest form)."""
+    return os.path.join(tmpdir, f"prime-agent-{os.getuid()}", WORKER_SOCKET)
+
+
+def fits_a_socket(path: str) -> bool:
+    return len(os.fsencode(path)) <= MAX_SOCKET_PATH
+
+
+STRIPPED_ENV_PREFIXES = ("PRIME_AGENT_INTERNAL_", "RLM_", "GIT_")
+STRIPPED_ENV = (
+    "PRIME_AGENT_CODING_AGENT_DIR",
+    "PRIME_AGENT_SESSION_DIR",
+    "PRIME_AGENT_CODING_AGENT_SESSION_DIR",
+    "PI_CODING_AGENT_DIR",
+)
+
+
+def users_kernel_python(environ: dict[str, str]) -> str | None:
+    """The kernel Python the user's own prime-agent set up, when nothing names one.
+
+    Without PRIME_AGENT_KERNEL_PYTHON (or PRIME_AGENT_KERNEL_VENV) the product looks for
+    its kernel venv under HOME, `~/.prime/agent/kernel-venv`, else
+    `$XDG_DATA_HOME/prime/agent/kernel-venv`, and builds one with uv when there is none
+    (source `core/kernel/bootstrap.ts`). A run's HOME is its own and empty, so every run
+    would download Python and its packages (minutes, and impossible offline); the user's
+    venv is used instead, as the user's own prime-agent would use it.
+    """
+    if environ.get("PRIME_AGENT_KERNEL_PYTHON") or environ.get("PRIME_AGENT_KERNEL_VENV"):
+        return None
+    home = environ.get("HOME") or os.path.expanduser("~")
+    data = environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    for venv in (
+        os.path.join(home, ".prime", "agent", "kernel-venv"),
+        os.path.join(data, "prime", "agent", "kernel-venv"),
+    ):
+        python = os.path.join(venv, "bin", "python")
+        if os.path.isfile(python) and os.access(python, os.X_OK):
+            return python
+    return None
+
+
+class RunDir:
+    """One run's dir, laid out by `RunPaths`, and what the runner does to it before the
+    agent starts. The layout's paths read as the run's own (`run.repo`, `run.stdout`)."""
+
+    def __init__(self, root: str):
+        self.paths = RunPaths.of(root)
+        # TMPDIR and the daemon socket: the layout's, unless `fit_sockets` moves them.
+        self.tmp = self.paths.tmp
+        self.socket = self.paths.socket
+        self.short_tmp: str | None = None
+
+    def __getattr__(self, name: str) -> str:
+        # Only for names the run does not set itself: every other path is the layout's.
+        if name == "paths":  # before __init__ (copy, pickle): no layout yet
+            raise AttributeError(name)
+        return getattr(self.paths, name)
+
+    @classmethod
+    def at(cls, root: str) -> RunDir:
+        """The given dir, which must not exist yet: a trial of a run set."""
+        os.mkdir(root)
+        return cls(os.path.realpath(root))
+
+    @classmethod
+    def create(cls, out: str, fixture_name: str) -> RunDir:
+        """A new dir every time: a run dir is never reused or overwritten."""
+        os.makedirs(out, exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        while True:
+            root = os.path.join(
+                os.path.realpath(out), f"{fixture_name}-{stamp}-{secrets.token_hex(3)}"
+            )
+            try:
+                os.mkdir(root)
+                return cls(root)
+            except FileExistsError:
+                continue
+
+    def prepare(self, fixture, agent_config: str) -> None:
+        shutil.copytree(
+            fixture.root, self.repo, ignore=shutil.ignore_patterns(MANIFEST, TASK, ".git")
+        )
+        for path in (self.sessions, self.agent_home, self.home, self.paths.tmp):
+            os.makedirs(path, exist_ok=True)
+        self._commit_repo(fixture.name)
+        self._copy_agent_config(agent_config)
+        self.fit_sockets()
+
+    def fit_sockets(self) -> None:
+        """Move TMPDIR or the daemon socket to a short dir under /tmp when the product's
+        sockets would not fit under the run dir (removed again by `cleanup_tmp`)."""
+        tmp_fits = fits_a_socket(worker_socket_path(self.tmp))
+        if not tmp_fits or not fits_a_socket(self.socket):
+            self.short_tmp = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
+        if not tmp_fits:
+            self.tmp = self.short_tmp
+        if not fits_a_socket(self.socket):
+            self.socket = os.path.join(self.short_tmp, os.path.basename(self.paths.socket))
+
+    def _commit_repo(self, fixture_name: str) -> None:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+        env.update(
+            HOME=self.home,
+            GIT_CONFIG_NOSYSTEM="1",
+            GIT_AUTHOR_NAME="swarm-fanout",
+            GIT_AUTHOR_EMAIL="swarm-fanout@invalid",
+            GIT_COMMITTER_NAME="swarm-fanout",
+            GIT_COMMITTER_EMAIL="swarm-fanout@invalid",
+        )
+        for command in (
+            ["git", "-c", "init.defaultBranch=main", "init", "-q"],
+            ["git", "add", "-A"],
+            ["git", "-c", "commit.gpgsign=false", "commit", "-q", "-m", f"fixture {fixture_name}"],
+        ):
+            subprocess.run(
+                command,
+                cwd=self.repo,
+                env=env,
+                check=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=60,
+            )
+
+    def _copy_agent_config(self, source: str) -> None:
+        """The user's credentials and model catalog, nothing else of their agent dir."""
+        for name in ("auth.json", "models.json"):
+            path = os.path.join(source, name)
+            if os.path.isfile(path):
+                shutil.copyfile(path, os.path.join(self.agent_home, name))
+        auth = os.path.join(self.agent_home, "auth.json")
+        if not os.path.exists(auth):
+            with open(auth, "w", encoding="utf-8") as handle:
+                handle.write("{}\n")
+        os.chmod(auth, 0o600)
+
+    def agent_env(self) -> dict[str, str]:
+        """The user's environment minus anything that would steer the product elsewhere.
+
+        `PRIME_AGENT_SESSION_DIR` keys the ledger on this run's own sessions dir
+        (§1 fact 1); own HOME and TMPDIR keep the daemon registry, kernels and
+        sockets of other runs apart (§1 fact 7).
+        """
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(STRIPPED_ENV_PREFIXES) and key not in STRIPPED_ENV
+        }
+        env.update(
+            HOME=self.home,
+            TMPDIR=self.tmp,
+            PRIME_AGENT_CODING_AGENT_DIR=self.agent_home,
+            PRIME_AGENT_SESSION_DIR=self.sessions,
+            # No update check at start: the same agent build for every trial.
+            PI_SKIP_VERSION_CHECK="1",
+        )
+        # No usage metrics from eval runs, unless the user's env asks for them. Not
+        # PI_OFFLINE, which would also drop private Prime Inference models (source
+        # `core/model-registry.ts`); scripted runs set it (runner.py, contract §11).
+        env.setdefault("PRIME_AGENT_TELEMETRY", "0")
+        kernel = users_kernel_python(dict(os.environ))
+        if kernel:
+            env["PRIME_AGENT_KERNEL_PYTHON"] = kernel
+        return env
+
+    def argv(self, agent_bin: str, model: str, task: str) -> list[str]:
+        # Options first, then `--`, then the prompt as one argument (§2 "argv").
+        return [
+            agent_bin,
+            "--mode",
+            "json",
+            "--daemon-socket",
+            self.socket,
+            "--cwd",
+            self.repo,
+            "--session-dir",
+            self.sessions,
+            "--model",
+            model,
+            "--",
+            task,
+        ]
+
+    def daemon_argv(self, agent_bin: str) -> list[str]:
+        """Own the supervisor: start it ourselves on the run's socket (§8.2, last line)."""
+        return [agent_bin, "--mode", "daemon", "--daemon-socket", self.socket]
+
+    def write_meta(self, meta: dict) -> None:
+        write_atomic(self.run_meta, json.dumps(meta, indent=2) + "\n")
+
+    def cleanup_tmp(self) -> None:
+        if self.short_tmp:
+            shutil.rmtree(self.short_tmp, ignore_errors=True)
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `path` whole or not at all: a reader never sees part of it, and when the
+    write fails (a full disk, a dir gone) a file already there is left as it was and
+    no temporary file is left beside it. The error is raised."""
+    fd, temporary = tempfile.mkstemp(
+        prefix=f".{os.path.basename(path)}-", dir=os.path.dirname(path)
+    )
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

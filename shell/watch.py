@@ -1,0 +1,105 @@
+"""Watching a running agent: the timeout, an interrupt, and the progress lines on stderr."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import ledger
+from evidence.jsonl import open_regular
+from shell.cli import print_note
+from shell.rundir import RunDir
+
+PROGRESS_EVERY_S = 10.0
+
+
+class Interrupt:
+    """Remember SIGINT/SIGTERM so the run can end its tree and still be scored."""
+
+    def __init__(self):
+        self.signum = 0
+        self._previous = {}
+
+    def __enter__(self) -> Interrupt:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum, _frame) -> None:
+        self.signum = self.signum or signum
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+class Watch:
+    """Timeout, interrupt and progress, checked while the agent runs."""
+
+    def __init__(self, run: RunDir, timeout: float, interrupt: Interrupt, label: str = ""):
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout
+        self.interrupt = interrupt
+        self.progress = Progress(run, timeout, label)
+        self.timed_out = False
+        self._last_report = self.started
+
+    def stop_reason(self) -> str | None:
+        now = time.monotonic()
+        if self.interrupt.signum:
+            return "interrupted"
+        if now >= self.deadline:
+            self.timed_out = True
+            return "timeout"
+        if now - self._last_report >= PROGRESS_EVERY_S:
+            self._last_report = now
+            self.progress.report(now - self.started)
+        return None
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+
+class Progress:
+    """Spawns and replies seen so far, read incrementally, printed to stderr with the time
+    elapsed of the run's timeout (and in a run set, headed by the trial: its label)."""
+
+    def __init__(self, run: RunDir, timeout: float, label: str = ""):
+        self.run = run
+        self.timeout = timeout
+        self.head = f"{label}: " if label else ""
+        self.offsets: dict[str, int] = {}
+        self.spawns = 0
+        self.replies = 0
+
+    def report(self, elapsed: float, ended: str | None = None) -> None:
+        """`ended`: how the run ended ("finished", "timed out", "interrupted"), else None
+        while it runs."""
+        home = self.run.agent_home
+        for path in ledger.ledger_candidates(home, self.run.sessions, self.run.root):
+            self.spawns += self._count_new(path, b'"op":"spawn"')
+        try:
+            names = sorted(os.listdir(self.run.sessions))
+        except OSError:
+            names = []
+        for name in names:
+            path = os.path.join(self.run.sessions, name)
+            self.replies += self._count_new(path, b'"fromRelationship":"child"')
+        word = f"{ended} after" if ended else "running"
+        print_note(
+            f"runner.py: {self.head}{word} {elapsed:.0f}s of {self.timeout:g}s: "
+            f"{self.spawns} spawns, {self.replies} replies"
+        )
+
+    def _count_new(self, path: str, needle: bytes) -> int:
+        offset = self.offsets.get(path, 0)
+        handle = open_regular(path, path, [])
+        if handle is None:
+            return 0
+        with handle:
+            handle.seek(offset)
+            data = handle.read(64 * 1024 * 1024)
+        complete = data.rfind(b"\n") + 1
+        self.offsets[path] = offset + complete
+        return data[:complete].count(needle)

@@ -1,0 +1,619 @@
+"""Benchmark: scoring time and peak memory at the product's limits (not a test).
+
+For each scale, writes a synthetic run dir in the product's formats to a temp dir
+(a parent transcript and the root's `--mode json` stdout stream, N children with
+their transcripts and display files, a spawn ledger padded with valid rename
+records, a combined index) and measures two steps:
+
+- score: `artifacts.collect` + `scorer.score`, the runner's scoring path;
+- floor: reading every line of the same JSON files (transcripts, stdout stream,
+  display records, ledger) and `json.loads`-ing it.
+
+The run is written with the tests' own builders (tests/builders.py), whose records
+tests pin to the captured real runs. The simulated agent (simulated/) keeps writers of
+its own on purpose: it stands in for the product, and were it to share the builders a
+mistake in one would hide in both.
+
+Time: each of `--repeat` fresh processes times its first score and floor (cold),
+then times the two back to back, in pairs, for about a second. The ratio is the
+median over all pairs of score / floor: a shared VM's slow spells last longer than
+a pair, so they move both times of a pair alike. The times shown are the best.
+Memory: one more fresh process per step runs it once, so that its peak RSS
+belongs to that step alone.
+
+Targets: score <= 1.5 x floor at every scale; peak memory that does not grow with
+transcript size; time linear in input size.
+
+    uv run --locked python -m tests.bench                 # all scales (one to four minutes)
+    uv run --locked python -m tests.bench --scales 8,100  # a subset
+    uv run --locked python -m tests.bench --no-stream     # without the stdout stream
+    uv run --locked python -m tests.bench --proxy         # the recording proxy instead (below)
+
+The recording proxy (--proxy; shell/proxy.py): time to first byte of the scripted model, direct
+and through the proxy; the delay of each event of a paced SSE stream, from its send to its
+arrival, direct and through the proxy (goal: under 1 ms added at the median); and the
+proxy's CPU seconds while a fan-out's model calls flow through it (each child's calls and
+a root call per reply, the conversations growing as the product's do).
+
+Why one script of this size: each measurement (scoring, the recording proxy, the observer)
+needs its own process harness to be measured fairly, and they share the run builders and the
+reporting; it is not imported by the harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import http.client
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from evidence.fixture import MANIFEST
+from evidence.runpaths import RunPaths, display_file
+from shell.observer import POLL_S, Observer
+from tests import builders
+
+# The product rejects a ledger of more than 32 MiB or 100 000 records (§4 "Strictness");
+# the top scale's ledger comes as close to both as it can.
+PRODUCT_LEDGER_LIMIT = 32 * 1024 * 1024
+# children -> (what each child's replying cell prints, in bytes, ledger records, ledger
+# bytes or None for whatever the records take, parent poll turns). A cell's output is in
+# its toolResult twice, as `content` and as `details.stdout` (captured runs).
+SCALES = {
+    8: (1_000, 20, None, 20),
+    100: (30_000, 5_000, None, 200),
+    1000: (90_000, 100_000, PRODUCT_LEDGER_LIMIT - 64 * 1024, 2_000),
+}
+SPAWN_CODE = "for shard in shards:\n    await rlm(task(shard), name=worker(shard))\n"
+POLL_CODE = "await asyncio.sleep(2)"
+
+
+def worker(index: int) -> str:
+    return f"worker-{index:04d}"
+
+
+def spawn_children(
+    build: builders.RunBuilder, children: int, records: int, transcripts: bool = True
+) -> list[builders.Child]:
+    """One parent cell spawns every child; renames that keep each child's name pad the
+    ledger to `records` lines in all (its meta, a spawn per child, the renames)."""
+    with build.cell(SPAWN_CODE):
+        spawned = [
+            build.spawn(worker(index), write_transcript=transcripts) for index in range(children)
+        ]
+    for index in range(max(0, records - children - 1)):
+        build.rename(spawned[index % children])
+    return spawned
+
+
+def run_dir_for(parent: str, children: int, records: int, ledger_bytes: int | None) -> str:
+    """A run dir path under `parent` whose ledger will fill `ledger_bytes` (just under
+    it): every path in the ledger starts with the run dir, so its length sets the
+    ledger's size, measured on the ledgers the builders write under two names. None:
+    a plain `run`."""
+    parent = os.path.realpath(parent)
+    base = os.path.join(parent, "run")
+    if ledger_bytes is None:
+        return base
+
+    def size(run_dir: str) -> int:
+        build = builders.RunBuilder(run_dir)
+        spawn_children(build, children, records, transcripts=False)
+        written = os.path.getsize(build.ledger)
+        shutil.rmtree(run_dir)
+        return written
+
+    fixed = size(base)
+    per_char = size(base + "-") - fixed
+    pad = max(0, (ledger_bytes - fixed) // per_char)
+    if pad > 200:  # a path component has at most 255 bytes
+        raise ValueError(f"a {ledger_bytes}-byte ledger needs longer paths than a dir name gives")
+    return base + "-" * pad
+
+
+def make_run(
+    root: str,
+    children: int,
+    output_bytes: int,
+    ledger_records: int,
+    polls: int,
+    stream: bool = True,
+):
+    """Write an honest run dir (it scores resolved, every integrity check passing).
+
+    Returns the fixture manifest path and the JSON files the floor reads: every
+    transcript, display record, stdout stream and ledger the scorer reads (the
+    ledger last). `stream=False` leaves out the stdout stream that every real run has.
+    """
+    build = builders.RunBuilder(root, stream=stream)
+    spawned = spawn_children(build, children, ledger_records)
+    filler = "x" * output_bytes
+    shards = [
+        {"file": f"s{index:04d}.jsonl", "worker": worker(index), "question": "q", "expected": index}
+        for index in range(children)
+    ]
+    # Replies arrive spread over the polling turns, each starting a new run (§7).
+    delivered = 0
+    for turn in range(polls + 1):
+        if turn < polls:
+            build.assistant(f"poll {turn}", code=POLL_CODE)
+            build.tool_result(filler[: output_bytes // 10])
+        due = children if turn == polls else (turn + 1) * children // (polls + 1)
+        for index in range(delivered, due):
+            shard = shards[index]
+            build.reply(spawned[index], f"{shard['file']}: {shard['expected']}", output=filler)
+            build.child_turn(spawned[index])  # its last call: the captured children make two
+        delivered = due
+    build.finish()
+    build.write_index([f"- {shard['file']}: {shard['expected']}" for shard in shards])
+    manifest = os.path.join(build.paths.root, MANIFEST)
+    with open(manifest, "w", encoding="utf-8") as handle:
+        json.dump({"name": "bench", "artifact": "combined-index.md", "shards": shards}, handle)
+    files = [build.parent_path] + ([build.paths.stdout] if stream else [])
+    for child in spawned:
+        files += [child.path, display_file(os.path.dirname(child.path))]
+    return manifest, [*files, build.ledger]
+
+
+def measure_score(run_dir: str, manifest: str) -> dict:
+    from evidence.artifacts import collect
+    from evidence.fixture import load_manifest
+    from scorer import score
+
+    fixture = load_manifest(manifest)
+    began = time.perf_counter()
+    verdict = score(fixture, collect(run_dir, fixture.artifact))
+    elapsed = time.perf_counter() - began
+    return {"seconds": elapsed, "resolved": verdict.resolved}
+
+
+def measure_floor(files: list[str]) -> dict:
+    began = time.perf_counter()
+    lines = 0
+    for path in files:
+        with open(path, "rb") as handle:
+            for line in handle:
+                json.loads(line)
+                lines += 1
+    return {"seconds": time.perf_counter() - began, "lines": lines}
+
+
+# Within one process, score and floor are timed in back-to-back pairs until this
+# much time has passed (at least MIN_PAIRS, at most MAX_PAIRS pairs). Each pair's
+# ratio compares the two under the same conditions: on a shared VM a slow spell
+# lasts longer than one pair, so it moves both of a pair's times alike.
+WARM_BUDGET_S = 1.0
+MIN_PAIRS = 2
+MAX_PAIRS = 100
+
+
+def child_main(argv: list[str]) -> int:
+    """One fresh process; prints JSON with the process's own peak RSS.
+
+    `pair`: the first (cold) score and floor, then warm pairs, alternating which of
+    the two runs first. `score` or `floor`: that step once, for its peak RSS alone.
+    """
+    kind = argv[0]
+    with open(argv[1], encoding="utf-8") as handle:
+        payload = json.load(handle)
+
+    def step(name: str) -> dict:
+        if name == "score":
+            return measure_score(payload["run_dir"], payload["manifest"])
+        return measure_floor(payload["files"])
+
+    if kind != "pair":
+        result = step(kind)
+    else:
+        score, floor = step("score"), step("floor")
+        result = {
+            "resolved": score["resolved"],
+            "lines": floor["lines"],
+            "cold": [score["seconds"], floor["seconds"]],
+            "pairs": [],
+        }
+        began = time.perf_counter()
+        while len(result["pairs"]) < MIN_PAIRS or (
+            len(result["pairs"]) < MAX_PAIRS and time.perf_counter() - began < WARM_BUDGET_S
+        ):
+            if len(result["pairs"]) % 2:
+                floor_s = step("floor")["seconds"]
+                score_s = step("score")["seconds"]
+            else:
+                score_s = step("score")["seconds"]
+                floor_s = step("floor")["seconds"]
+            result["pairs"].append([score_s, floor_s])
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+    return 0
+
+
+def run_measurement(kind: str, payload: dict) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(payload, handle)
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, "--measure", kind, handle.name],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        os.unlink(handle.name)
+    return json.loads(done.stdout)
+
+
+# --- the recording proxy (--proxy) --------------------------------------------------------------
+#
+# Three processes, so that none's threads wait on another's GIL: the upstreams (the scripted
+# model, and a paced stream that stamps each SSE event with its send time), the proxy, and
+# this one as the client. Time stamps are perf_counter, CLOCK_MONOTONIC on Linux, which every
+# process shares. The proxy's CPU is its own process's, from getrusage at start and at stop.
+
+PACED_EVENTS = 50  # SSE events per paced stream, each its own chunk
+PACED_GAP_S = 0.002  # between two events of a paced stream
+PROXY_CALLS_PER_CHILD = 3
+PROXY_CLIENTS = 64  # requests in flight at once during the load
+SYSTEM_PROMPT_BYTES = 6_000  # about the product's RLM system prompt with its skills
+SHARD_LINE_BYTES = 90  # one line of the root's task per shard
+REPLY_BYTES = 400  # a child's reply as the root's conversation carries it
+CELL_BYTES = 1_200  # a child's cell and its output, per earlier call
+
+
+class PacedStream(BaseHTTPRequestHandler):
+    """An SSE stream of `events` chat chunks `gap` seconds apart, each stamped `t`."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response_only(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for index in range(request["events"]):
+            if index:
+                time.sleep(request["gap"])
+            chunk = {"id": "chatcmpl-paced", "choices": [], "t": time.perf_counter()}
+            event = f"data: {json.dumps(chunk)}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.write(b"5\r\ndata:\r\n0\r\n\r\n")
+
+
+def serve_main(argv: list[str]) -> int:
+    """`--serve upstream` or `--serve proxy ROUTES`: prints its addresses and CPU seconds so
+    far as one JSON line, serves until stdin closes, then prints its CPU seconds again."""
+    from scripted.model import ScriptedModelHandler, ScriptedModelServer
+    from shell.proxy import RecordingProxy
+
+    # The scripted model writes a reply's headers and body in two sends on a socket that
+    # keeps Nagle's algorithm: a client that delays its ACK then gets the body 40 ms late,
+    # which would hide the proxy's own cost in the time to the last byte.
+    ScriptedModelHandler.disable_nagle_algorithm = True
+
+    def cpu_s() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    with contextlib.ExitStack() as stack:
+        if argv[0] == "upstream":
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="sf-bench-"))
+            model = stack.enter_context(ScriptedModelServer(os.path.join(tmp, "model-log.jsonl")))
+            paced = ThreadingHTTPServer(("127.0.0.1", 0), PacedStream)
+            paced.daemon_threads = True
+            threading.Thread(target=paced.serve_forever, daemon=True).start()
+            stack.callback(paced.server_close)
+            stack.callback(paced.shutdown)
+            paced_url = f"http://127.0.0.1:{paced.server_address[1]}/v1"
+            ready = {"scripted": model.base_url, "paced": paced_url}
+        else:
+            recorder = stack.enter_context(RecordingProxy(json.loads(argv[1])))
+            ready = {"port": recorder.port}
+        print(json.dumps({**ready, "cpu_s": cpu_s()}), flush=True)
+        sys.stdin.read()
+    done = {"cpu_s": cpu_s()}
+    if argv[0] == "proxy":
+        done["errors"] = sum(1 for call in recorder.records() if call.error or call.status != 200)
+    print(json.dumps(done), flush=True)
+    return 0
+
+
+@contextlib.contextmanager
+def served(*argv: str):
+    """A `--serve` process: yields its ready line and a dict that gets its last line."""
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--serve", *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    done: dict = {}
+    try:
+        yield json.loads(process.stdout.readline()), done
+        process.stdin.close()
+        done.update(json.loads(process.stdout.readline()))
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def post_json(client: http.client.HTTPConnection, path: str, request: dict) -> tuple:
+    """Sends `request`; the seconds until the response's status line came, and its end."""
+    body = json.dumps(request).encode()
+    began = time.perf_counter()
+    client.request("POST", path, body, {"Content-Type": "application/json"})
+    response = client.getresponse()
+    first_byte = time.perf_counter() - began
+    response.read()
+    return first_byte, time.perf_counter() - began
+
+
+def event_delays(client: http.client.HTTPConnection, path: str) -> list[float]:
+    """Each paced event's delay: when it was read here, less when the upstream sent it."""
+    request = {"events": PACED_EVENTS, "gap": PACED_GAP_S}
+    client.request("POST", path, json.dumps(request), {"Content-Type": "application/json"})
+    response = client.getresponse()
+    delays, pending = [], b""
+    while piece := response.read1(65536):
+        now = time.perf_counter()
+        pending += piece
+        *events, pending = pending.split(b"\n\n")
+        delays += [now - json.loads(e[6:])["t"] for e in events if e.startswith(b"data: {")]
+    return delays
+
+
+def scripted_request(system: str, messages: list[dict]) -> dict:
+    return {
+        "model": "fanout",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tools": [{"type": "function", "function": {"name": "ipython"}}],
+        "messages": [{"role": "system", "content": system}, *messages],
+    }
+
+
+def run_requests(children: int):
+    """A fan-out's model calls: each child's PROXY_CALLS_PER_CHILD calls, its conversation
+    growing by a cell a call, and a root call per reply, its conversation growing by it."""
+    padding = "x" * SYSTEM_PROMPT_BYTES
+    task = "".join(f"- `shards/s{n:04d}.jsonl` | worker `w-{n:04d}`\n" for n in range(children))
+    task = task.ljust(children * SHARD_LINE_BYTES)
+    root = f"Conversation log: /w/sessions/root.jsonl\nRecursive agent depth: 0\n{padding}"
+    replies: list[dict] = []
+    for child in range(children):
+        system = (
+            f"Conversation log: /w/session-artifacts/r/sub-{child:08x}/c.jsonl\n"
+            f"Recursive agent depth: 1\n{padding}"
+        )
+        messages = [{"role": "user", "content": f"[task from parent]\n\nshard w-{child:04d}"}]
+        for _ in range(PROXY_CALLS_PER_CHILD):
+            yield scripted_request(system, messages)
+            messages = [*messages, {"role": "tool", "content": "y" * CELL_BYTES}]
+        replies = [*replies, {"role": "user", "content": "z" * REPLY_BYTES}]
+        yield scripted_request(root, [{"role": "user", "content": task}, *replies])
+
+
+def proxy_main(children: int, rounds: int) -> dict:
+    with served("upstream") as (upstreams, _):
+        routes = {"scripted": upstreams["scripted"], "paced": upstreams["paced"]}
+        with served("proxy", json.dumps(routes)) as (ready, _):
+            direct = {
+                route: http.client.HTTPConnection("127.0.0.1", urllib.parse.urlsplit(url).port)
+                for route, url in routes.items()
+            }
+            proxied = http.client.HTTPConnection("127.0.0.1", ready["port"])
+            request = scripted_request("Conversation log: /w/s.jsonl", [])
+            first_bytes: dict[str, list[float]] = {"direct": [], "proxy": []}
+            last_bytes: dict[str, list[float]] = {"direct": [], "proxy": []}
+            delays: dict[str, list[float]] = {"direct": [], "proxy": []}
+            for _ in range(rounds):
+                for name, client, path in (
+                    ("direct", direct["scripted"], "/v1/chat/completions"),
+                    ("proxy", proxied, "/scripted/chat/completions"),
+                ):
+                    first_byte, last_byte = post_json(client, path, request)
+                    first_bytes[name].append(first_byte)
+                    last_bytes[name].append(last_byte)
+            for _ in range(max(1, rounds // 10)):
+                delays["direct"] += event_delays(direct["paced"], "/v1/chat/completions")
+                delays["proxy"] += event_delays(proxied, "/paced/chat/completions")
+        with served("proxy", json.dumps(routes)) as (ready, done):
+            local = threading.local()
+
+            def send(request: dict) -> int:
+                if not hasattr(local, "client"):
+                    local.client = http.client.HTTPConnection("127.0.0.1", ready["port"])
+                body = json.dumps(request).encode()
+                local.client.request("POST", "/scripted/chat/completions", body)
+                local.client.getresponse().read()
+                return len(body)
+
+            began = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(PROXY_CLIENTS) as pool:
+                sizes = list(pool.map(send, run_requests(children)))
+            wall = time.perf_counter() - began
+    cpu = done["cpu_s"] - ready["cpu_s"]
+
+    def ms(values: list[float], q: int) -> float:
+        return round(1000 * statistics.quantiles(values, n=20)[q], 3)
+
+    def summary(samples: dict[str, list[float]]) -> dict:
+        row = {}
+        for name in ("direct", "proxy"):
+            row[name] = {"median_ms": ms(samples[name], 9), "p95_ms": ms(samples[name], 18)}
+        for key in ("median_ms", "p95_ms"):
+            row[f"added_{key}"] = round(row["proxy"][key] - row["direct"][key], 3)
+        row["samples"] = len(samples["proxy"])
+        return row
+
+    return {
+        "first_byte": summary(first_bytes),
+        "last_byte": summary(last_bytes),
+        "per_sse_event": summary(delays),
+        "load": {
+            "children": children,
+            "requests": len(sizes),
+            "request_mib": round(sum(sizes) / 2**20, 1),
+            "wall_s": round(wall, 2),
+            "proxy_cpu_s": round(cpu, 2),
+            "proxy_cpu_ms_per_request": round(1000 * cpu / len(sizes), 3),
+            "proxy_cpu_ms_per_mib": round(1000 * cpu / (sum(sizes) / 2**20), 2),
+            "errors": done["errors"],
+        },
+    }
+
+
+def observer_main(children: int, polls: int = 50) -> dict:
+    """The live observer's cost (shell/observer.py) on a finished run of `children` children:
+    its first look (every ledger line, child dir, transcript and reply new) and a steady
+    look (nothing new: what it costs every POLL_S while a run goes on), in CPU time."""
+    with tempfile.TemporaryDirectory(prefix="sf-bench-") as tmp:
+        run_dir = os.path.join(os.path.realpath(tmp), "run")
+        make_run(run_dir, children, 200, children * 2, polls=4)
+        observer = Observer(RunPaths.of(run_dir), "combined-index.md")
+        started = time.process_time()
+        observer.poll()
+        first = time.process_time() - started
+        steady = []
+        for _ in range(polls):
+            started = time.process_time()
+            observer.poll()
+            steady.append(time.process_time() - started)
+    median = statistics.median(steady)
+    return {
+        "children": children,
+        "sightings": len(observer.sightings()),
+        "first_poll_cpu_ms": round(first * 1000, 2),
+        "steady_poll_cpu_ms": round(median * 1000, 3),
+        "poll_interval_s": POLL_S,
+        "steady_cpu_share": round(median / POLL_S, 4),
+    }
+
+
+def _positive(text: str) -> int:
+    if not (text.strip().isascii() and text.strip().isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+def _scales(text: str) -> list[int]:
+    """`8,100,1000`: child counts, each a positive integer."""
+    return [_positive(item) for item in text.split(",")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "--measure":
+        return child_main(args[1:])
+    if args and args[0] == "--serve":
+        return serve_main(args[1:])
+    parser = argparse.ArgumentParser(prog="tests/bench.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--scales",
+        type=_scales,
+        default=list(SCALES),
+        help="children per scale, e.g. 8,100 (default: 8,100,1000)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=_positive,
+        default=5,
+        help="fresh processes that time score and floor in pairs (default: 5)",
+    )
+    parser.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="leave out the root's stdout stream, which every real run has, to time "
+        "the transcripts and the ledger alone",
+    )
+    parser.add_argument(
+        "--proxy",
+        action="store_true",
+        help="measure the recording proxy instead of scoring: time to first byte and delay "
+        "per SSE event through it against the upstream direct, and its CPU over a run's "
+        "model calls (--proxy-children children); about half a minute",
+    )
+    parser.add_argument(
+        "--proxy-children",
+        type=_positive,
+        default=1000,
+        help="children whose model calls flow through the proxy under --proxy (default: 1000)",
+    )
+    parser.add_argument(
+        "--observer",
+        action="store_true",
+        help="measure the live observer instead of scoring: its first and steady poll's CPU "
+        "on a finished run of each --scales size",
+    )
+    options = parser.parse_args(args)
+    if options.observer:
+        rows = [observer_main(children) for children in options.scales]
+        print(json.dumps(rows, indent=2))
+        return 0
+    if options.proxy:
+        print(json.dumps(proxy_main(options.proxy_children, rounds=200), indent=2))
+        return 0
+    rows = []
+    for children in options.scales:
+        output_bytes, ledger_records, ledger_bytes, polls = SCALES.get(
+            children, (10_000, children * 10, None, children)
+        )
+        with tempfile.TemporaryDirectory(prefix="sf-bench-") as tmp:
+            run_dir = run_dir_for(tmp, children, ledger_records, ledger_bytes)
+            manifest, files = make_run(
+                run_dir, children, output_bytes, ledger_records, polls, not options.no_stream
+            )
+            size = sum(os.path.getsize(path) for path in files)
+            ledger_size = os.path.getsize(files[-1])
+            stream = RunPaths.of(run_dir).stdout
+            stream_size = os.path.getsize(stream) if stream in files else 0
+            payload = {"run_dir": run_dir, "manifest": manifest, "files": files}
+            runs = [run_measurement("pair", payload) for _ in range(options.repeat)]
+            score_rss = run_measurement("score", payload)["peak_rss_mib"]
+            floor_rss = run_measurement("floor", {"files": files})["peak_rss_mib"]
+        pairs = [pair for run in runs for pair in run["pairs"]]
+        per_process = [statistics.median(s / f for s, f in run["pairs"]) for run in runs]
+        rows.append(
+            {
+                "children": children,
+                "input_mib": round(size / 2**20, 1),
+                "stream_mib": round(stream_size / 2**20, 1),
+                "ledger_records": ledger_records,
+                "ledger_mib": round(ledger_size / 2**20, 1),
+                "lines": runs[0]["lines"],
+                "score_s": round(min(s for s, _ in pairs), 4),
+                "floor_s": round(min(f for _, f in pairs), 4),
+                "ratio": round(statistics.median(s / f for s, f in pairs), 2),
+                "ratio_range": [round(min(per_process), 2), round(max(per_process), 2)],
+                "pairs": len(pairs),
+                "cold_score_s": round(min(run["cold"][0] for run in runs), 4),
+                "cold_floor_s": round(min(run["cold"][1] for run in runs), 4),
+                "score_peak_rss_mib": round(score_rss, 1),
+                "floor_peak_rss_mib": round(floor_rss, 1),
+                "resolved": all(run["resolved"] for run in runs),
+            }
+        )
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
