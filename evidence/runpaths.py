@@ -1,8 +1,8 @@
 """The run dir's layout, named once: every reader and writer of a run dir asks `RunPaths`.
 
 A module of its own, with nothing but `os.path` in it, so that the collector on the
-scoring side (evidence/artifacts.py) and the runner's shell (shell/rundir.py) both ask the same record
-without the collector importing what the shell needs to make a run dir.
+scoring side (evidence/artifacts.py) and the runner's shell (shell/rundir.py) both ask
+the same record without the collector importing what the shell needs to make a run dir.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class RunPaths:
           model-log.jsonl             scripted model only: every request its endpoint served
           run-meta.json               what was launched, written before the agent starts
           result.json                 the runner's result, with witness.jsonl's sha256
-          witness.jsonl               what the runner itself saw (evidence/witness.py): every model call
+          witness.jsonl               what the runner itself saw (shell/observer.py): every call
                                       its proxy relayed, when each record first appeared, the
                                       digests of the streams it received; written, like
                                       stdout.jsonl and daemon-wire.jsonl, once the agent is gone

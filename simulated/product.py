@@ -2,8 +2,8 @@
 the product's shapes, the spawn ledger (contract §4), and the sessions: their transcripts,
 model calls and tool results, the child records, the usage attributed to the spawning
 message and the root's event stream (contract §5, §7). The simulation imports nothing from
-the harness but the task language (fixtures/tasks.py), so these are its own copy of the product's rules
-(for example the ledger key).
+the harness but the task language (fixtures/tasks.py), so these are its own copy of the
+product's rules (for example the ledger key).
 
 Model calls go to the `simulated` provider's endpoint when `<agentDir>/models.json` names
 one (`providers.simulated.baseUrl`, as the runner writes it to put its recording proxy in
