@@ -8,9 +8,10 @@ The report holds a table per fixture x model x drive (resolve rate, its 95% inte
 pass^k, tokens, turns, wall time, the overhead over a single-agent baseline when one
 of the same fixture digest and model is among the sets), the reason-code breakdown, per
 run set a table of its trials (failing ones marked, each linking to its evidence page,
-reporting/evidence_page.py) and per trial an SVG timeline of the fan-out. `--compare` names the
-model and drive of both sides and shows per fixture both verdicts, both rates and the
-deltas, flips marked. A single run dir gets its evidence page. Reading is the shell
+reporting/evidence_page.py) and per trial an SVG timeline of the fan-out. `--compare`
+names the model and drive of both sides and says per fixture whether the difference in
+resolve rate is real (reporting/difference.py), then shows both verdicts, both rates and
+the deltas, flips marked. A single run dir gets its evidence page. Reading is the shell
 (`load_run_set`); everything from `build_report` on is pure: the same run sets give the
 same bytes. No network, no scripts: plain HTML and SVG (reporting/render.py).
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 from evidence import runsets
 from evidence.runpaths import RunPaths
-from reporting import evidence_page, stats, timeline
+from reporting import difference, evidence_page, stats, timeline
 from reporting.render import (
     NONE,
     Cell,
@@ -422,9 +423,10 @@ def _sides(before: list[RunSetView], after: list[RunSetView], names: tuple[str, 
 def build_compare(
     before: list[RunSetView], after: list[RunSetView], names: tuple[str, str]
 ) -> list:
-    """Per fixture (and kind), the verdict and numbers of A and of B and the deltas B - A;
-    a flip is marked worse (red) or better (green). The models and drives of both sides
-    head the page, and each row names its own when a side has more than one."""
+    """Per fixture (and kind), whether A and B really differ, then the verdict and numbers of
+    A and of B and the deltas B - A; a flip is marked worse (red) or better (green). The
+    models and drives of both sides head the page, and each row names its own when a side
+    has more than one."""
 
     def by_fixture(sets):
         return {(item.key[0], item.key[3]): item for item in sorted(sets, key=lambda s: s.dir)}
@@ -467,6 +469,8 @@ def build_compare(
     return [
         Heading(1, "swarm-fanout comparison"),
         _sides(before, after, names),
+        *_tests(first, second),
+        Heading(2, "Verdicts and deltas"),
         Paragraph(
             "Per fixture and kind: the verdict on each side (resolved: every scored trial "
             "resolved, unresolved: none, mixed), a flip marked worse or better, and both "
@@ -475,6 +479,61 @@ def build_compare(
         ),
         Table(headers, tuple(rows), tuple(tones)),
     ]
+
+
+def _tests(first: dict, second: dict) -> list:
+    """Per fixture and kind on both sides: is B's resolve rate really different from A's?
+    A verdict line each, then the numbers behind them."""
+    lines, rows, tones = [], [], []
+    for key in sorted(set(first) & set(second)):
+        a, b = first[key], second[key]
+        found = difference.compare_rates(a.config, a.summary, b.config, b.summary)
+        sentence = difference.verdict_sentence(found)
+        tone = None
+        if isinstance(found, difference.RateDifference) and found.real:
+            tone = "good" if found.difference > 0 else "bad"
+        lines.append(Paragraph((Cell(f"{key[0]} · {key[1]}: "), Cell(sentence, tone=tone))))
+        if isinstance(found, difference.NotTested):
+            continue
+        low, high = found.ci95
+        rows.append(
+            (
+                Cell(key[0]),
+                Cell(key[1]),
+                Cell(f"{found.a_resolved}/{found.a_trials}"),
+                Cell(f"{found.b_resolved}/{found.b_trials}"),
+                Cell(_delta(0, found.difference), tone=tone, numeric=True),
+                Cell(f"{fmt(low)} to {fmt(high)}"),
+                Cell(found.test + (f", {found.pairs} pairs" if found.pairs is not None else "")),
+                Cell(difference.p_text(found.p_value).removeprefix("p = "), tone=tone),
+                Cell(fmt(found.needed), numeric=True),
+            )
+        )
+        tones.append(tone)
+    if not lines:
+        return []
+    blocks: list = [Heading(2, "Is the difference real?"), *lines]
+    if rows:
+        headers = (
+            "fixture", "kind", "A resolved", "B resolved", "Δ rate", "95% CI of Δ", "test",
+            "p (two-sided)", "trials for 80% power",
+        )  # fmt: skip
+        blocks.append(Table(headers, tuple(rows), tuple(tones)))
+    blocks.append(
+        Paragraph(
+            "Errored trials are left out. Trials are paired when both sides record the same "
+            "fixture digest and the same number of planned trials: trial n of each got the "
+            "same fixture and trial seed ($SWARM_FANOUT_TRIAL=n), and McNemar's exact test "
+            "counts the pairs only one side resolved; otherwise Fisher's exact test compares "
+            "the two sets. A difference is called real below p = 0.05. The 95% interval of "
+            "B - A is Newcombe's hybrid score interval. Trials for 80% power: how many would "
+            "detect a difference of the size seen, from a normal approximation. pass^k is "
+            "the chance that k trials all resolve, p^k, which rises with the resolve rate p "
+            "alone: it differs between A and B exactly when the rate does, so this test is "
+            "the test for pass^k at every k too."
+        )
+    )
+    return blocks
 
 
 def _flip(a: str, b: str) -> Cell:

@@ -94,6 +94,8 @@ def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) ->
                 "dir": record.dir,
                 "attempts": record.attempts,
                 "status": (record.result or {}).get("status", "not_run"),
+                # Counted in trials_scored: scored, and not interrupted.
+                "scored": _scored(record),
                 "resolved": bool((record.result or {}).get("resolved")),
                 "exit_code": (record.result or {}).get("exit_code"),
                 "reasons": sorted(

@@ -201,13 +201,30 @@ class ReportTest(unittest.TestCase):
             self.assertIn(
                 f"| {side} | {os.path.basename(path)} | simulated/flaky | oneshot | 1 | 2 |", text
             )
-        (row,) = [line for line in text.splitlines() if line.startswith("| json-events | fan-out")]
+        rows = [line for line in text.splitlines() if line.startswith("| json-events | fan-out")]
+        (row,) = [line for line in rows if "| resolved | unresolved |" in line]
         self.assertIn(
             "| resolved | unresolved | **FLIP, worse** | 1 | 0 | **-1** | 1 | 0 | **k=2: -1** |",
             row,
         )
+        # A flip on 2 trials a side is no evidence: both sets ran 2 trials of one fixture,
+        # so trial n pairs with trial n, and 2 of 2 pairs going A's way gives p = 2/2^2.
+        verdict = (
+            "json-events · fan-out: The data can't tell A and B apart (p = 0.50; McNemar's "
+            "exact test, 2 trials paired by index: A alone resolved 2, B alone 0): about 4 "
+            "paired trials would detect a difference of this size with 80% power (normal "
+            "approximation)."
+        )
+        self.assertIn(verdict, text)
+        # Wilson: 2/2 from 0.3424, 0/2 up to 0.6576; Newcombe's upper bound of B - A is
+        # -1 + hypot(1 - 0.3424, 0.6576 - 0) = -0.07.
+        (numbers,) = [line for line in rows if "McNemar" in line]
+        self.assertIn(
+            "| 2/2 | 0/2 | -1 | -1 to -0.07 | McNemar's exact test, 2 pairs | 0.50 | 4 |", numbers
+        )
         html = self.read(written["html"])
         self.assertEqual(check_html(html).errors, [])
+        self.assertIn(f"<p>{verdict.replace(chr(39), '&#x27;')}</p>", html)
         self.assertIn('<tr class="row-bad">', html)
         self.assertIn('<td class="nw bad">FLIP, worse</td>', html)
         back = self.report("--compare", self.bad, self.fan_out, "--out", self.tmp)
@@ -245,6 +262,42 @@ class AgentErrorTest(unittest.TestCase):
         html = render_html(report.build_report([view], "/r"), "t")
         self.assertIn("Errored trials by code", html)
         self.assertIn('<td class="nw">agent_exited</td><td class="n nw error">1</td>', html)
+
+
+class CompareTestTest(unittest.TestCase):
+    def view(self, name: str, planned: int, results: list[dict]) -> report.RunSetView:
+        config = {
+            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
+            "baseline": False, "fixture_digest": "d", "trials": planned,
+        }  # fmt: skip
+        records = [
+            TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)
+        ]
+        summary = summarize(config, records)
+        views = tuple(
+            report.TrialView(row["index"], row["dir"], row, None) for row in summary["trials"]
+        )
+        return report.RunSetView(f"/r/{name}", config, summary, views)
+
+    def test_a_real_difference_is_said_in_words_and_errored_trials_stay_out(self):
+        verdict = {"efficiency": {"total_tokens": 1000, "total_turns": 4}}
+        resolved = {"status": "scored", "resolved": True, "verdict": verdict}
+        failed = {"status": "scored", "resolved": False, "verdict": verdict}
+        errored = {"status": "agent_error", "resolved": False}
+        a = self.view("a", 6, [failed] * 6)
+        b = self.view("b", 8, [resolved] * 6 + [errored] * 2)
+        blocks = report.build_compare([a], [b], ("a", "b"))
+        text = render_markdown(blocks)
+        # 6 planned against 8: not paired. 0/6 against 6/6: only the two extreme tables of
+        # C(12, 6) = 924 are as unlikely, p = 2/924.
+        self.assertIn(
+            "small · fan-out: B resolves more often than A (p = 0.0022; Fisher's exact test, "
+            "6 and 6 trials).",
+            text,
+        )
+        self.assertIn("| small | fan-out | 0/6 | 6/6 | +1 |", text)
+        html = render_html(blocks, "t")
+        self.assertIn('<span class="good">B resolves more often than A (p = 0.0022;', html)
 
 
 class RenderTest(unittest.TestCase):
