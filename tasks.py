@@ -73,38 +73,63 @@ class QuestionKind:
         return self.expression.format(**{name: repr(value) for name, value in values.items()})
 
 
-# Fixture shard i asks QUESTIONS[(i - 1) % len(QUESTIONS)] (fixtures/generate.py).
-QUESTIONS = (
-    QuestionKind("How many records does this shard contain?", "len(records)"),
-    QuestionKind(
-        'How many records have `{g}` equal to "{v}"?',
-        "sum(1 for r in records if str(r[{g}]) == {v})",
-    ),
+# Fixture shard i asks GENERATED_QUESTIONS[(i - 1) % len(GENERATED_QUESTIONS)]
+# (fixtures/generate.py). Every one can reach a distinctive answer (fixture.py): sums, maxima and
+# spreads of integer fields.
+GENERATED_QUESTIONS = (
     QuestionKind(
         "What is the sum of `{f}` over all records?",
         "sum(int(r[{f}]) for r in records)",
-    ),
-    QuestionKind(
-        "What is the maximum value of `{f}` over all records?",
-        "max(int(r[{f}]) for r in records)",
-    ),
-    QuestionKind(
-        "How many distinct values of `{h}` occur?",
-        "len({{str(r[{h}]) for r in records}})",
     ),
     QuestionKind(
         'What is the sum of `{f}` over records whose `{g}` is "{v}"?',
         "sum(int(r[{f}]) for r in records if str(r[{g}]) == {v})",
     ),
     QuestionKind(
+        "What is the maximum value of `{f}` over all records?",
+        "max(int(r[{f}]) for r in records)",
+    ),
+    QuestionKind(
+        "What is the maximum minus the minimum of `{f}` over all records?",
+        "max(int(r[{f}]) for r in records) - min(int(r[{f}]) for r in records)",
+    ),
+    QuestionKind(
+        "What is the sum of the distinct values of `{f}` over all records?",
+        "sum({{int(r[{f}]) for r in records}})",
+    ),
+    QuestionKind(
+        "What is the largest sum of `{f}` over the records sharing one value of `{h}`?",
+        "max(sum(int(r[{f}]) for r in records if str(r[{h}]) == k) "
+        "for k in {{str(r[{h}]) for r in records}})",
+    ),
+    QuestionKind(
         'What is the maximum value of `{f}` over records whose `{g}` is "{v}"?',
         "max(int(r[{f}]) for r in records if str(r[{g}]) == {v})",
+    ),
+    QuestionKind(
+        'What is the sum of the distinct values of `{f}` over records whose `{g}` is "{v}"?',
+        "sum({{int(r[{f}]) for r in records if str(r[{g}]) == {v}}})",
+    ),
+)
+# Counts of records: over a shard a child reads in one short cell they stay far below a
+# distinctive answer, so the generator asks none of them; they stay in the language for
+# fixtures written by hand (their answers then draw the `answers_not_distinctive` warning).
+COUNT_QUESTIONS = (
+    QuestionKind("How many records does this shard contain?", "len(records)"),
+    QuestionKind(
+        'How many records have `{g}` equal to "{v}"?',
+        "sum(1 for r in records if str(r[{g}]) == {v})",
+    ),
+    QuestionKind(
+        "How many distinct values of `{h}` occur?",
+        "len({{str(r[{h}]) for r in records}})",
     ),
     QuestionKind(
         'How many distinct values of `{h}` occur among records whose `{g}` is "{v}"?',
         "len({{str(r[{h}]) for r in records if str(r[{g}]) == {v}}})",
     ),
 )
+QUESTIONS = GENERATED_QUESTIONS + COUNT_QUESTIONS
 _PATTERNS = [(kind, kind.pattern()) for kind in QUESTIONS]
 UNKNOWN = "unknown"
 CELL_ERRORS = "(OSError, KeyError, TypeError, ValueError)"
@@ -127,6 +152,25 @@ def shard_line(file: str, worker: str, question: str) -> str:
 
 def parse_shards(prompt: str) -> list[Shard]:
     return [Shard(**match.groupdict()) for match in SHARD_LINE.finditer(prompt)]
+
+
+def baseline_prompt(shards: list[Shard], artifact: str) -> str:
+    """The single-agent prompt of --baseline: the same questions and artifact, answered by the
+    agent itself. Here, beside the fan-out's task lines, because fixture.py reads it as one of
+    the texts the harness writes into a run (`harness_texts`)."""
+    lines = "".join(f"- `shards/{shard.file}` | {shard.question}\n" for shard in shards)
+    return (
+        "Answer some questions about data shards in this git repository yourself.\n\n"
+        f"The directory `shards/` holds {len(shards)} data shards. Every shard has its "
+        "own question. Do not spawn subagents: answer every question yourself, from the "
+        "shard's file alone.\n\n"
+        f"Shards and questions:\n\n{lines}\n"
+        f"When every shard is answered, write `{artifact}` at the repository root with "
+        "exactly one line per shard, in the order above:\n\n"
+        "   - <file>: <answer>\n\n"
+        "where <file> is the shard's file name without the directory (for example "
+        f"`{shards[0].file}`) and <answer> is a single integer.\n"
+    )
 
 
 def answer_expression(question: str) -> str | None:
