@@ -42,7 +42,7 @@ import triage
 import trials
 import witness
 from cli import print_json, print_note
-from fixture import Fixture, FixtureError, load_fixture
+from fixture import Fixture, FixtureError, load_fixture, undistinctive_answers
 from launch import Interrupt, agent_version, launch_and_wait
 from proxy import RecordingProxy, models_json_override, parse_models_json, set_provider
 from rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
@@ -284,6 +284,19 @@ def _stored_flags(stored: dict | None) -> dict:
     return flags
 
 
+def _warn_undistinctive(fixture: Fixture) -> None:
+    """Say once, before the agent starts, which shards' answers are not distinctive: the
+    verdict's `answers_not_distinctive` warning says it again for each run."""
+    plain = undistinctive_answers(fixture)
+    if plain:
+        named = "; ".join(f"{item.file}: {item.reason}" for item in plain)
+        print_note(
+            f"runner.py: warning: {len(plain)} of {len(fixture.shards)} shards have answers "
+            "an honest prompt or cell may hold by chance, so their provenance can only be "
+            f"judged by the flow rules (docs/fixtures.md): {named}"
+        )
+
+
 def _refuse(message: str) -> int:
     print_note(f"runner.py: {message}")
     return EXIT_INVALID
@@ -333,6 +346,7 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
     except (trials.RunSetError, OSError) as error:
         return _refuse(f"cannot run the run set: {error}")
     print_note(f"runner.py: run set {set_dir}")
+    _warn_undistinctive(fixture)
     overrides = [
         item
         for flag, key in (("--agent-bin", "agent_bin"), ("--agent-config", "agent_config"))
@@ -440,6 +454,8 @@ def _run(
             {"code": "invalid_fixture", "detail": error.code, "message": error.message}
         ]
         return _emit(result, None)
+    if trial is None:  # a run set's trials leave it to the set, which said it once
+        _warn_undistinctive(fixture)
     # Where and what the fixture was, so a regrade finds it and knows when it changed.
     base["fixture"] = {
         "name": fixture.name,
