@@ -35,7 +35,13 @@ from datetime import datetime, timezone
 
 import scorer
 from evidence import artifacts, runsets
-from evidence.fixture import Fixture, FixtureError, fixture_digest, load_fixture
+from evidence.fixture import (
+    Fixture,
+    FixtureError,
+    fixture_digest,
+    load_fixture,
+    undistinctive_answers,
+)
 from reporting.summary import summarize_run_set
 from rules import triage
 from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_SIGNAL, EXIT_UNRESOLVED
@@ -285,6 +291,19 @@ def _stored_flags(stored: dict | None) -> dict:
     return flags
 
 
+def _warn_undistinctive(fixture: Fixture) -> None:
+    """Say once, before the agent starts, which shards' answers are not distinctive: the
+    verdict's `answers_not_distinctive` warning says it again for each run."""
+    plain = undistinctive_answers(fixture)
+    if plain:
+        named = "; ".join(f"{item.file}: {item.reason}" for item in plain)
+        print_note(
+            f"runner.py: warning: {len(plain)} of {len(fixture.shards)} shards have answers "
+            "an honest prompt or cell may hold by chance, so their provenance can only be "
+            f"judged by the flow rules (docs/fixtures.md): {named}"
+        )
+
+
 def _refuse(message: str) -> int:
     print_note(f"runner.py: {message}")
     return EXIT_INVALID
@@ -334,6 +353,7 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
     except (runsets.RunSetError, OSError) as error:
         return _refuse(f"cannot run the run set: {error}")
     print_note(f"runner.py: run set {set_dir}")
+    _warn_undistinctive(fixture)
     overrides = [
         item
         for flag, key in (("--agent-bin", "agent_bin"), ("--agent-config", "agent_config"))
@@ -441,6 +461,8 @@ def _run(
             {"code": "invalid_fixture", "detail": error.code, "message": error.message}
         ]
         return _emit(result, None)
+    if trial is None:  # a run set's trials leave it to the set, which said it once
+        _warn_undistinctive(fixture)
     # Where and what the fixture was, so a regrade finds it and knows when it changed.
     base["fixture"] = {
         "name": fixture.name,

@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from evidence.artifacts import RunArtifacts, relative
-from evidence.fixture import Fixture, Shard
+from evidence.fixture import Fixture, Shard, undistinctive_answers
 from evidence.number_tokens import INTEGER
 from evidence.transcripts import Usage
 from rules.integrity import MESSAGES as INTEGRITY_MESSAGES
@@ -72,6 +72,9 @@ WARNINGS = {
     "the one with the earliest header timestamp was used",
     "unwitnessed": "the runner did not witness this run (no witness.jsonl): every file scored "
     "was writable by the agent while it ran",
+    "answers_not_distinctive": "these shards' expected answers are numbers an honest prompt or "
+    "cell may hold by chance, so a number found in a task or a cell says little about who knew "
+    "it: their provenance could only be judged by the flow rules",
 }
 
 
@@ -339,6 +342,10 @@ def _warnings(view: RunView) -> tuple[Reason, ...]:
         warnings.append(reason("ambiguous_parent"))
     if run.witness is None and not run.witness_expected:
         warnings.append(reason("unwitnessed"))
+    plain = undistinctive_answers(view.fixture)
+    if plain:
+        named = ", ".join(f"{item.file} ({item.reason})" for item in plain)
+        warnings.append(reason("answers_not_distinctive", extra=named))
     return tuple(warnings)
 
 

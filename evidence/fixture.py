@@ -3,6 +3,11 @@
 A fixture dir holds `fixture.json` (never shown to the agent), `task.txt` (the
 orchestration prompt) and `shards/`. A captured run holds only `fixture.json`,
 which is all that scoring needs (`load_manifest`).
+
+It also says what a distinctive answer is (`why_not_distinctive`): one that an honest
+prompt, cell or reply is unlikely to hold by chance, so that the provenance rules may read
+the answer found in a child's task as the parent's knowledge. The generator makes only
+distinctive answers; a fixture written by hand may hold others (`undistinctive_answers`).
 """
 
 from __future__ import annotations
@@ -10,7 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
+from collections.abc import Set
 from dataclasses import dataclass
+
+from evidence.number_tokens import numbers_in
+from fixtures import tasks
 
 MANIFEST = "fixture.json"
 TASK = "task.txt"
@@ -46,12 +56,84 @@ class Fixture:
     task: str | None = None
 
 
+# What makes an answer distinctive, in the order `why_not_distinctive` says it. Below the
+# floor lie the numbers any task or cell is full of (counts, indices, ports, timeouts); round
+# numbers, powers of two and years are what people write without computing anything.
+DISTINCTIVE_FLOOR = 1000
+ROUND_TO = 10
+YEARS = range(1900, 2101)
+
+
+@dataclass(frozen=True)
+class UndistinctiveAnswer:
+    """A shard whose expected answer is not distinctive, and why."""
+
+    file: str
+    reason: str
+
+
+def why_not_distinctive(answer: int, harness_numbers: Set[int]) -> str | None:
+    """Why `answer` is a number an honest prompt, cell or reply may hold by chance, or None
+    when it is distinctive: at least DISTINCTIVE_FLOOR, not a multiple of ROUND_TO, not a
+    power of two, not one of YEARS, and not one of `harness_numbers` (the number tokens of
+    `harness_texts`)."""
+    if answer < DISTINCTIVE_FLOOR:
+        return f"below {DISTINCTIVE_FLOOR}"
+    if answer % ROUND_TO == 0:
+        return f"a multiple of {ROUND_TO}"
+    if answer & (answer - 1) == 0:
+        return "a power of two"
+    if answer in YEARS:
+        return f"a year ({YEARS.start}-{YEARS.stop - 1})"
+    if answer in harness_numbers:
+        return "a number the harness itself writes into the run"
+    return None
+
+
+def harness_texts(fixture: Fixture) -> tuple[str, ...]:
+    """Every text the harness itself writes into a run for the agent to see: the task prompt
+    (task.txt, when the fixture has one), the single-agent prompt of --baseline (fixtures/tasks.py),
+    each shard's file, worker and question, and the fixture's name (the run repo's commit
+    message, rundir.py). What else the runner's processes show the agent holds no number of
+    DISTINCTIVE_FLOOR or more: the proxy's HTTP statuses (proxy.py), and the test doubles'
+    shard positions and sleep seconds (scripted_model.py, simulated/)."""
+    shards = [tasks.Shard(shard.file, None, shard.question) for shard in fixture.shards]
+    return (
+        *((fixture.task,) if fixture.task is not None else ()),
+        tasks.baseline_prompt(shards, fixture.artifact),
+        f"fixture {fixture.name}",
+        *(text for shard in fixture.shards for text in (shard.file, shard.worker, shard.question)),
+    )
+
+
+def harness_numbers(fixture: Fixture) -> frozenset[int]:
+    """The number tokens (evidence/number_tokens.py) of every text the harness writes into a run."""
+    return frozenset(numbers_in("\n".join(harness_texts(fixture))))
+
+
+def undistinctive_answers(fixture: Fixture) -> tuple[UndistinctiveAnswer, ...]:
+    """The shards whose expected answers are not distinctive, in fixture order. An answer
+    another shard shares is not distinctive either: found in a reply, it names no shard."""
+    printed = harness_numbers(fixture)
+    shared = Counter(shard.expected for shard in fixture.shards)
+    found = []
+    for shard in fixture.shards:
+        why = why_not_distinctive(shard.expected, printed)
+        if why is None and shared[shard.expected] > 1:
+            why = "another shard's answer too"
+        if why is not None:
+            found.append(UndistinctiveAnswer(shard.file, why))
+    return tuple(found)
+
+
 def manifest_path(path: str) -> str:
     return path if os.path.basename(path) == MANIFEST else os.path.join(path, MANIFEST)
 
 
 def load_manifest(path: str) -> Fixture:
-    """Read and validate `fixture.json` (a path to it, or to the dir holding it)."""
+    """Read and validate `fixture.json` (a path to it, or to the dir holding it), with the
+    `task.txt` beside it when there is one: a regrade then judges the answers against the
+    same harness texts as the run did (`undistinctive_answers`)."""
     manifest = manifest_path(path)
     try:
         with open(manifest, "rb") as handle:
@@ -78,7 +160,8 @@ def load_manifest(path: str) -> Fixture:
         raise FixtureError("fixture_bad_value", f"{manifest}: 'shards' must be a non-empty list")
     parsed = tuple(_shard(entry, index, manifest) for index, entry in enumerate(shards))
     _require_unique(parsed, manifest)
-    return Fixture(name, artifact, parsed, os.path.dirname(os.path.abspath(manifest)))
+    root = os.path.dirname(os.path.abspath(manifest))
+    return Fixture(name, artifact, parsed, root, _task_beside(root))
 
 
 def load_fixture(path: str) -> Fixture:
@@ -97,6 +180,18 @@ def load_fixture(path: str) -> Fixture:
         if not os.path.isfile(shard_file) or os.path.islink(shard_file):
             raise FixtureError("fixture_shard_missing", f"shard file {shard_file} is missing")
     return Fixture(fixture.name, fixture.artifact, fixture.shards, fixture.root, task)
+
+
+def _task_beside(root: str) -> str | None:
+    """task.txt of the fixture dir, or None: a captured run holds no task.txt."""
+    path = os.path.join(root, TASK)
+    if not os.path.isfile(path):  # nor is a FIFO or a dir of that name read
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _shard(entry: object, index: int, manifest: str) -> Shard:

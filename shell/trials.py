@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 from evidence.fixture import Fixture
 from evidence.runsets import RUN_SET_FILE, Attempt, attempts, is_done, load_config
+from fixtures import tasks
 from rules.exit_codes import meaning
 from shell.cli import print_note
 
@@ -28,19 +29,8 @@ POLL_S = 0.02  # how soon a finished trial frees its slot for the next
 
 def baseline_task(fixture: Fixture) -> str:
     """The single-agent prompt: the same questions and artifact, answered by the agent itself."""
-    lines = "".join(f"- `shards/{shard.file}` | {shard.question}\n" for shard in fixture.shards)
-    return (
-        "Answer some questions about data shards in this git repository yourself.\n\n"
-        f"The directory `shards/` holds {len(fixture.shards)} data shards. Every shard has its "
-        "own question. Do not spawn subagents: answer every question yourself, from the "
-        "shard's file alone.\n\n"
-        f"Shards and questions:\n\n{lines}\n"
-        f"When every shard is answered, write `{fixture.artifact}` at the repository root with "
-        "exactly one line per shard, in the order above:\n\n"
-        "   - <file>: <answer>\n\n"
-        "where <file> is the shard's file name without the directory (for example "
-        f"`{fixture.shards[0].file}`) and <answer> is a single integer.\n"
-    )
+    shards = [tasks.Shard(shard.file, None, shard.question) for shard in fixture.shards]
+    return tasks.baseline_prompt(shards, fixture.artifact)
 
 
 def new_run_set_dir(out: str, fixture_name: str, baseline: bool) -> str:

@@ -1,7 +1,9 @@
 """Specification of the fixtures in fixtures/ and of fixtures/generate.py.
 
 Every expected answer is recomputed here from the shard files by an evaluator that shares no
-code with the generator: it parses the eight question phrasings with its own regexes.
+code with the generator: it parses the eight question phrasings with its own regexes. That
+every answer is distinctive is checked here by code of its own too (`plain_reason`), against
+every text the harness writes into a run.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import unittest
 from collections.abc import Callable
 from pathlib import Path
 
+from evidence import fixture
 from evidence.number_tokens import numbers_in
+from shell import trials
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -40,11 +44,14 @@ FIXTURE_FORMATS = {
     ),
 }
 COMMITTED_SHARD_COUNT = 8
-# Prompts naturally hold shard counts, indices, list markers and sleep seconds: no answer is
-# below this (the provenance rules of the scorer read an answer in a task as known to the
-# parent).
-ANSWER_FLOOR = 20
+# An honest prompt or cell is full of small numbers, round numbers, powers of two and years:
+# no answer is one of them (the provenance rules of the scorer read an answer in a task as
+# known to the parent). Years as docs/fixtures.md gives them.
+ANSWER_FLOOR = 1000
+FIRST_YEAR, LAST_YEAR = 1900, 2100
 MIN_RECORDS, MAX_RECORDS = 40, 150
+# Generated variants proved distinctive: (shards, seed).
+VARIANTS = ((8, 7), (19, 11), (19, 20261103), (100, 5), (128, 20261103), (128, 42))
 
 Record = dict[str, object]
 
@@ -80,8 +87,16 @@ def where(records: list[Record], field: str, value: str) -> list[Record]:
     return [record for record in records if text_of(record, field) == value]
 
 
-def distinct(records: list[Record], field: str) -> int:
-    return len({json.dumps(record[field]) for record in records})
+def distinct_sum(records: list[Record], field: str) -> int:
+    return sum(set(number_of(record, field) for record in records))
+
+
+def largest_group_sum(records: list[Record], f: str, h: str) -> int:
+    totals: dict[str, int] = {}
+    for record in records:
+        key = json.dumps(record[h])
+        totals[key] = totals.get(key, 0) + number_of(record, f)
+    return max(totals.values())
 
 
 # --------------------------------------------------------------------------- question grammar
@@ -92,28 +107,32 @@ VALUE = '"([^"]*)"'
 # template number -> (phrasing, answer from (records, *captured groups))
 GRAMMAR: dict[int, tuple[re.Pattern[str], Callable[..., int]]] = {
     1: (
-        re.compile(r"How many records does this shard contain\?"),
-        lambda records: len(records),
-    ),
-    2: (
-        re.compile(rf"How many records have {FIELD} equal to {VALUE}\?"),
-        lambda records, g, v: len(where(records, g, v)),
-    ),
-    3: (
         re.compile(rf"What is the sum of {FIELD} over all records\?"),
         lambda records, f: sum(number_of(r, f) for r in records),
     ),
-    4: (
+    2: (
+        re.compile(rf"What is the sum of {FIELD} over records whose {FIELD} is {VALUE}\?"),
+        lambda records, f, g, v: sum(number_of(r, f) for r in where(records, g, v)),
+    ),
+    3: (
         re.compile(rf"What is the maximum value of {FIELD} over all records\?"),
         lambda records, f: max(number_of(r, f) for r in records),
     ),
+    4: (
+        re.compile(rf"What is the maximum minus the minimum of {FIELD} over all records\?"),
+        lambda records, f: (
+            max(number_of(r, f) for r in records) - min(number_of(r, f) for r in records)
+        ),
+    ),
     5: (
-        re.compile(rf"How many distinct values of {FIELD} occur\?"),
-        lambda records, g: distinct(records, g),
+        re.compile(rf"What is the sum of the distinct values of {FIELD} over all records\?"),
+        lambda records, f: distinct_sum(records, f),
     ),
     6: (
-        re.compile(rf"What is the sum of {FIELD} over records whose {FIELD} is {VALUE}\?"),
-        lambda records, f, g, v: sum(number_of(r, f) for r in where(records, g, v)),
+        re.compile(
+            rf"What is the largest sum of {FIELD} over the records sharing one value of {FIELD}\?"
+        ),
+        lambda records, f, h: largest_group_sum(records, f, h),
     ),
     7: (
         re.compile(
@@ -123,12 +142,13 @@ GRAMMAR: dict[int, tuple[re.Pattern[str], Callable[..., int]]] = {
     ),
     8: (
         re.compile(
-            rf"How many distinct values of {FIELD} occur among records whose {FIELD} is {VALUE}\?"
+            rf"What is the sum of the distinct values of {FIELD} over records whose {FIELD} "
+            rf"is {VALUE}\?"
         ),
-        lambda records, h, g, v: distinct(where(records, g, v), h),
+        lambda records, f, g, v: distinct_sum(where(records, g, v), f),
     ),
 }
-FILTERED_TEMPLATES = {2: (0, 1), 6: (1, 2), 7: (1, 2), 8: (1, 2)}  # groups holding (g, v)
+FILTERED_TEMPLATES = {2: (1, 2), 7: (1, 2), 8: (1, 2)}  # groups holding (g, v)
 
 
 def parse_question(question: str) -> tuple[int, tuple[str, ...]]:
@@ -201,18 +221,44 @@ def run_generator(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def harness_numbers(fixture_dir: Path) -> set[int]:
+    """The number tokens (the scorer's own definition) of every text the harness writes into
+    a run: task.txt, the --baseline prompt, the fixture's name (the run repo's commit), and
+    each shard's file, worker and question."""
+    manifest = load_manifest(fixture_dir)
+    texts = [
+        (fixture_dir / "task.txt").read_text(encoding="utf-8"),
+        trials.baseline_task(fixture.load_manifest(str(fixture_dir))),
+        manifest["name"],
+        *(e[key] for e in manifest["shards"] for key in ("file", "worker", "question")),
+    ]
+    return set().union(*(numbers_in(text) for text in texts))
+
+
+def plain_reason(answer: int, printed: set[int]) -> str | None:
+    """Why an honest prompt or cell might hold `answer` by chance, or None."""
+    if answer < ANSWER_FLOOR:
+        return "small"
+    if str(answer).endswith("0"):
+        return "round"
+    if bin(answer).count("1") == 1:
+        return "a power of two"
+    if FIRST_YEAR <= answer <= LAST_YEAR:
+        return "a year"
+    if answer in printed:
+        return "printed by the harness"
+    return None
+
+
 def assert_no_answer_in_a_prompt(test: unittest.TestCase, fixture_dir: Path) -> None:
-    """What the scorer's provenance rules rely on: no answer is small enough for prompts
-    to hold it naturally, and none is a number token (the scorer's own definition) of
-    task.txt or of any shard's question, so a child's task holding an answer means the
-    parent put it there."""
-    task = (fixture_dir / "task.txt").read_text(encoding="utf-8")
-    entries = shard_entries(fixture_dir)
-    in_prompts = numbers_in(task).union(*(numbers_in(e["question"]) for e in entries))
-    for entry in entries:
+    """What the scorer's provenance rules rely on: every answer is distinctive, so no
+    prompt or cell holds it by chance, and none is a number token of any text the harness
+    writes into the run, so a child's task holding an answer means the parent put it
+    there."""
+    printed = harness_numbers(fixture_dir)
+    for entry in shard_entries(fixture_dir):
         with test.subTest(fixture=fixture_dir.name, shard=entry["file"]):
-            test.assertGreaterEqual(entry["expected"], ANSWER_FLOOR)
-            test.assertNotIn(entry["expected"], in_prompts)
+            test.assertIsNone(plain_reason(entry["expected"], printed), entry["expected"])
 
 
 class FixtureChecks(unittest.TestCase):
@@ -424,7 +470,7 @@ class TaskPromptTest(unittest.TestCase):
                 for entry in entries:
                     self.assertIsNone(standalone(entry["expected"]).search(task), entry)
 
-    def test_no_committed_answer_is_below_the_floor_or_a_number_of_any_prompt(self):
+    def test_every_committed_answer_is_distinctive(self):
         for name, fixture_dir in committed_fixtures():
             with self.subTest(fixture=name):
                 assert_no_answer_in_a_prompt(self, fixture_dir)
@@ -434,6 +480,60 @@ class TaskPromptTest(unittest.TestCase):
             with self.subTest(fixture=name):
                 planted = task.replace("Every shard", f"({entries[0]['expected']}) Every shard")
                 self.assertIsNotNone(standalone(entries[0]["expected"]).search(planted))
+
+
+# --------------------------------------------------------------------------- distinctive answers
+
+
+class DistinctiveAnswerTest(unittest.TestCase):
+    """The loader's definition (fixture.why_not_distinctive) against this module's own."""
+
+    def test_the_independent_check_names_each_kind_of_plain_answer(self):
+        printed = {4871}
+        for answer in (0, 48, 999, 1230, 4000, 1024, 65536, 1900, 2026, 2100, 4871):
+            with self.subTest(answer=answer):
+                self.assertIsNotNone(plain_reason(answer, printed))
+        for answer in (1001, 1899, 2101, 4099, 63074, 3838323):
+            with self.subTest(answer=answer):
+                self.assertIsNone(plain_reason(answer, printed))
+
+    def test_the_loaders_definition_agrees_with_the_independent_one(self):
+        printed = {5, 8, 4871, 12345}
+        for answer in range(-50, 70_000):
+            expected = plain_reason(answer, printed) is None
+            if (fixture.why_not_distinctive(answer, printed) is None) != expected:
+                self.fail(f"{answer}: distinctive by evidence/fixture.py is not {expected}")
+
+    def test_undistinctive_answers_names_the_shards_and_why(self):
+        drawn = fixture.Fixture(
+            "mine",
+            ARTIFACT,
+            (
+                fixture.Shard("a.jsonl", "worker-a", "What is the sum of `n`?", 48),
+                fixture.Shard("b.jsonl", "worker-b", "What is the sum of `n`?", 4871),
+                fixture.Shard("c.jsonl", "worker-c", "What is the sum of `n`?", 4871),
+                fixture.Shard("d.jsonl", "worker-d", "What is the sum of `n`?", 6133),
+                fixture.Shard("e.jsonl", "worker-e", "What is the sum of `n`?", 7919),
+            ),
+            root="",
+            task="Wait 6133 ms between polls.",
+        )
+        found = {item.file: item.reason for item in fixture.undistinctive_answers(drawn)}
+        self.assertEqual(
+            found,
+            {
+                "a.jsonl": "below 1000",
+                "b.jsonl": "another shard's answer too",
+                "c.jsonl": "another shard's answer too",
+                "d.jsonl": "a number the harness itself writes into the run",
+            },
+        )
+
+    def test_committed_fixtures_load_with_no_undistinctive_answer(self):
+        for _, fixture_dir in committed_fixtures():
+            with self.subTest(fixture=fixture_dir.name):
+                loaded = fixture.load_fixture(str(fixture_dir))
+                self.assertEqual(fixture.undistinctive_answers(loaded), ())
 
 
 # --------------------------------------------------------------------------- generator
@@ -455,14 +555,15 @@ class GeneratorTest(FixtureChecks):
             with self.subTest(fixture=name):
                 self.assertEqual(tree(out / name), tree(FIXTURES / name))
 
-    def test_twelve_shards_have_distinct_independently_confirmed_answers(self):
-        out = self.generate("--shards", "12")
-        for name in FIXTURE_NAMES:
-            with self.subTest(fixture=name):
-                self.assertEqual(len(shard_entries(out / name)), 12)
-                self.assertEqual(len(list((out / name / "shards").iterdir())), 12)
-                self.assert_templates_cycle(out / name)
-                self.assert_answers_recomputed_and_distinct(out / name)
+    def test_generated_variants_have_distinctive_independently_confirmed_answers(self):
+        for shards, seed in VARIANTS:
+            out = self.generate("--shards", str(shards), "--seed", str(seed))
+            for name in FIXTURE_NAMES:
+                with self.subTest(fixture=name, shards=shards, seed=seed):
+                    self.assertEqual(len(shard_entries(out / name)), shards)
+                    self.assertEqual(len(list((out / name / "shards").iterdir())), shards)
+                    self.assert_templates_cycle(out / name)
+                    self.assert_answers_recomputed_and_distinct(out / name)
 
     def test_more_than_99_shards_get_three_digit_numbers(self):
         out = self.generate("--shards", "100", "--fixture", "json-events")

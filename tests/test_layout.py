@@ -1,6 +1,7 @@
 """The repository's layout: the tree reads as the architecture, and the real import graph keeps it.
 
-Layers, lowest first (README "Layout"): the task language (fixtures/tasks.py); evidence/ and
+Layers, lowest first (README "Layout"): the task language (fixtures/tasks.py), which every layer
+may read; evidence/ and
 ledger.py, readers that never raise; rules/ and scorer.py, pure judgements; reporting/; shell/;
 and the entry points at the top (runner.py, scorer.py and report.py run as programs, the fixture
 generator). A module imports only its own layer and those below it. The test doubles
@@ -25,10 +26,10 @@ ENTRY_POINTS = {"runner.py", "scorer.py", "report.py", "ledger.py"}
 # Which layers each layer may import, besides the standard library.
 MAY_IMPORT = {
     "task": {"task"},
-    "evidence": {"evidence"},
-    "rules": {"evidence", "rules"},
-    "reporting": {"evidence", "rules", "reporting"},
-    "shell": {"evidence", "rules", "reporting", "shell"},
+    "evidence": {"task", "evidence"},
+    "rules": {"task", "evidence", "rules"},
+    "reporting": {"task", "evidence", "rules", "reporting"},
+    "shell": {"task", "evidence", "rules", "reporting", "shell"},
     "entry": {"task", "evidence", "rules", "reporting", "shell", "entry"},
     "scripted": {"task", "scripted"},
     "simulated": {"task", "simulated"},

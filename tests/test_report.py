@@ -270,9 +270,7 @@ class CompareTestTest(unittest.TestCase):
             "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
             "baseline": False, "fixture_digest": "d", "trials": planned,
         }  # fmt: skip
-        records = [
-            TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)
-        ]
+        records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
         summary = summarize(config, records)
         views = tuple(
             report.TrialView(row["index"], row["dir"], row, None) for row in summary["trials"]

@@ -316,6 +316,81 @@ class ProvenanceTest(RunnerTestCase):
         self.assert_provenance("peek-first", [], ["ok"] * 8)
 
 
+class UndistinctiveAnswersTest(RunnerTestCase):
+    """A fixture copied and given answers of the user's own: a count of records is a number
+    an honest prompt or cell may hold by chance. It loads, the runner says so once, and the
+    verdict warns, naming the shards, without failing the run on that account."""
+
+    COUNTED = ("events-02.jsonl", "events-05.jsonl")
+    QUESTION = "How many records does this shard contain?"
+
+    def counted_fixture(self) -> str:
+        """json-events with shards 2 and 5 asking for their record count."""
+        fixture = os.path.join(self.tmp, "counted")
+        shutil.copytree(JSON_EVENTS, fixture)
+        with open(os.path.join(fixture, "fixture.json"), encoding="utf-8") as handle:
+            manifest = json.load(handle)
+        with open(os.path.join(fixture, "task.txt"), encoding="utf-8") as handle:
+            task = handle.read()
+        for shard in manifest["shards"]:
+            if shard["file"] in self.COUNTED:
+                with open(os.path.join(fixture, "shards", shard["file"]), "rb") as handle:
+                    count = handle.read().count(b"\n")
+                task = task.replace(f"| {shard['question']}\n", f"| {self.QUESTION}\n")
+                shard.update(question=self.QUESTION, expected=count)
+        with open(os.path.join(fixture, "fixture.json"), "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=2)
+        with open(os.path.join(fixture, "task.txt"), "w", encoding="utf-8") as handle:
+            handle.write(task)
+        self.assertEqual(task.count(self.QUESTION), len(self.COUNTED))
+        return fixture
+
+    def warnings_named(self, result: dict) -> list[str]:
+        return [
+            item["message"]
+            for item in result["verdict"]["warnings"]
+            if item["code"] == "answers_not_distinctive"
+        ]
+
+    def test_a_fixture_with_small_answers_resolves_with_a_warning_naming_its_shards(self):
+        done, result = self.run_runner("simulated/oracle", self.counted_fixture())
+        self.assertEqual(done.returncode, 0, done.stderr.decode())
+        self.assertTrue(result["resolved"])
+        self.assertEqual(result["reasons"], [])
+        (message,) = self.warnings_named(result)
+        for file in self.COUNTED:
+            self.assertIn(f"{file} (below 1000)", message)
+        self.assertNotIn("events-01.jsonl", message)
+        said = [line for line in done.stderr.decode().splitlines() if "warning:" in line]
+        self.assertEqual(len(said), 1, said)
+        self.assertIn("2 of 8 shards", said[0])
+        for file in self.COUNTED:
+            self.assertIn(file, said[0])
+
+    def test_a_run_set_says_it_once_and_every_trial_verdict_warns(self):
+        argv = self.runner_argv("simulated/oracle", self.counted_fixture(), "--trials", "2")
+        done = subprocess.run(
+            argv, cwd=self.tmp, env=self.env, stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=120,
+        )  # fmt: skip
+        self.assertEqual(done.returncode, 0, done.stderr.decode())
+        said = [line for line in done.stderr.decode().splitlines() if "warning:" in line]
+        self.assertEqual(len(said), 1, said)
+        results = glob.glob(os.path.join(self.out, "*", "trial-*", "result.json"))
+        self.assertEqual(len(results), 2)
+        for path in results:
+            with open(path, encoding="utf-8") as handle:
+                self.assertEqual(len(self.warnings_named(json.load(handle))), 1)
+
+    def test_the_generated_fixtures_draw_no_such_warning(self):
+        for fixture in (JSON_EVENTS, CSV_METRICS):
+            with self.subTest(fixture=os.path.basename(fixture)):
+                done, result = self.run_runner("simulated/oracle", fixture)
+                self.assertEqual(done.returncode, 0, done.stderr.decode())
+                self.assertEqual(self.warnings_named(result), [])
+                self.assertNotIn(b"warning:", done.stderr)
+
+
 class EnvironmentFailureTest(RunnerTestCase):
     def test_a_kernel_that_cannot_start_is_named_first_under_both_drives(self):
         for drive in ("oneshot", "resident"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -145,7 +146,36 @@ class CoverageTest(RunTestCase):
             handle.write("- z.jsonl: 99\n")
         verdict = self.verdict()
         self.assertTrue(verdict.resolved)
-        self.assertEqual([w.code for w in verdict.warnings], ["extra_lines", "unwitnessed"])
+        # The small fixture's answers (11, 22, 33) draw their own warning too.
+        self.assertEqual(
+            [w.code for w in verdict.warnings],
+            ["extra_lines", "unwitnessed", "answers_not_distinctive"],
+        )
+
+
+class DistinctiveAnswersTest(RunTestCase):
+    def test_plain_answers_are_a_warning_naming_the_shards_not_a_failure(self):
+        self.honest_run()
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved)
+        (warning,) = [w for w in verdict.warnings if w.code == "answers_not_distinctive"]
+        for shard in FIXTURE.shards:
+            self.assertIn(f"{shard.file} (below 1000)", warning.message)
+
+    def test_distinctive_answers_draw_no_warning(self):
+        answers = (4871, 6133, 7919)
+        fixture = dataclasses.replace(
+            FIXTURE,
+            shards=tuple(
+                dataclasses.replace(shard, expected=answer)
+                for shard, answer in zip(FIXTURE.shards, answers, strict=True)
+            ),
+        )
+        self.build.fan_out(fixture)
+        self.build.correct_index(fixture)
+        verdict = score(fixture, collect(self.run_dir, fixture.artifact))
+        self.assertTrue(verdict.resolved, verdict.reasons)
+        self.assertNotIn("answers_not_distinctive", [w.code for w in verdict.warnings])
 
 
 KERNEL_FAILURE = (
