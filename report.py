@@ -35,9 +35,11 @@ from reporting.render import (
     NONE,
     Cell,
     Chart,
+    Fold,
     Heading,
     Paragraph,
     Table,
+    dollars,
     render_html,
     render_markdown,
 )
@@ -78,6 +80,7 @@ class RunSetView:
     config: dict
     summary: dict
     trials: tuple[TrialView, ...]
+    report: str | None = None  # its report.html, when one has been written
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -101,7 +104,10 @@ def load_run_set(set_dir: str) -> RunSetView:
         path = os.path.join(set_dir, trial["dir"]) if trial["dir"] else None
         shape = timeline.read_timeline(path) if path else None
         views.append(TrialView(trial["index"], trial["dir"], trial, shape))
-    return RunSetView(set_dir, config, summary, tuple(views))
+    report = os.path.join(set_dir, "report.html")
+    return RunSetView(
+        set_dir, config, summary, tuple(views), report if os.path.isfile(report) else None
+    )
 
 
 def run_sets_under(path: str) -> list[str]:
@@ -123,9 +129,26 @@ def is_run_dir(path: str) -> bool:
     )
 
 
-def evidence_path(out_dir: str, set_dir: str, trial_dir: str) -> str:
-    """Where a trial's evidence page is written beside a report in `out_dir`."""
-    return os.path.join(out_dir, "evidence", os.path.basename(set_dir), f"{trial_dir}.html")
+def evidence_path(out_dir: str, set_dir: str, trial_dir: str, folder: str = "evidence") -> str:
+    """Where a trial's evidence page is written beside a report in `out_dir` (beside a
+    comparison, in its own `folder`, so that a report's pages there keep their way back)."""
+    return os.path.join(out_dir, folder, os.path.basename(set_dir), f"{trial_dir}.html")
+
+
+def _set_cost(summary: dict, model: str) -> Cell:
+    """The median cost of a trial, and what the set cost per resolved trial."""
+    median = (summary.get("cost_usd") or {}).get("median")
+    if not median:
+        return _cost(median, model)
+    per = summary.get("cost_per_resolved_usd")
+    if per:
+        return Cell(f"{dollars(median)} ({dollars(per)})", numeric=True)
+    return Cell(f"{dollars(median)} ({'none resolved' if not summary['resolved'] else NONE})")
+
+
+def _cost(value: float | None, model: str | None) -> Cell:
+    """Dollars, or why there are none (muted)."""
+    return Cell(dollars(value, model), numeric=bool(value), tone=None if value else "muted")
 
 
 # --- the report as blocks (pure) --------------------------------------------------------------
@@ -186,7 +209,9 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
     blocks.append(
         Paragraph(
             "Resolve rate with its 95% Wilson interval; pass^k for k = 1..n (every one of k "
-            "trials drawn from the n resolves); medians over scored trials; overhead = fan-out "
+            "trials drawn from the n resolves); medians over scored trials; cost in dollars as "
+            "the product priced each model call (usage.cost), parent and children, and what "
+            "the scored trials cost in all per resolved trial; overhead = fan-out "
             "median / single-agent baseline median (same fixture digest and model). A baseline "
             "trial is resolved on coverage alone. A trial whose agent failed on its own (agent "
             "error) is counted apart, not as a failure of the model."
@@ -212,6 +237,7 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
                 Cell(fmt(summary["tokens"]["median"]), numeric=True),
                 Cell(fmt(summary["turns"]["median"]), numeric=True),
                 Cell(fmt(summary["wall_time_s"]["median"]), numeric=True),
+                _set_cost(summary, item.key[1]),
                 Cell(
                     " / ".join(fmt(ratios.get(key)) for key in ("tokens", "turns", "wall_time_s"))
                     if ratios
@@ -223,7 +249,8 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
         tones.append("bad" if failed else "error" if errored else None)
     headers = (
         "fixture", "model", "drive", "kind", "resolved", "rate", "95% CI", "pass^k (k=1..n)",
-        "tokens", "turns", "wall s", "overhead x (tokens / turns / wall)", "trials",
+        "tokens", "turns", "wall s", "cost (per resolved)",
+        "overhead x (tokens / turns / wall)", "trials",
     )  # fmt: skip
     blocks += [Heading(2, "Results"), Table(headers, tuple(rows), tuple(tones))]
     blocks += _across_fixtures(ordered)
@@ -233,7 +260,9 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
         Paragraph(
             "Per run set, every trial with a link to its evidence page (the verdict per "
             "criterion, the shard table, the reasons with the file and line they point at, "
-            "and the conversations), then its fan-out timeline. One bar per depth-1 child "
+            "and the conversations), then the fan-out timelines: those of the trials that did "
+            "not resolve first, drawn; each resolved trial's folded under its line. One bar per "
+            "depth-1 child "
             "from its spawn to its last transcript entry, linking to the child's conversation; "
             "parallelism is the sum of child durations over the makespan: about 1 for children "
             "that ran one after another."
@@ -348,6 +377,7 @@ def _trials(item: RunSetView, number: int, out_dir: str) -> list:
                 Cell(fmt(row.get("tokens")), numeric=True),
                 Cell(fmt(row.get("turns")), numeric=True),
                 Cell(fmt(row.get("wall_time_s")), numeric=True),
+                _cost(row.get("cost_usd"), item.key[1]) if trial.dir else Cell(""),
                 Cell(fmt(len(trial.timeline.children) if trial.timeline else None), numeric=True),
                 Cell(fmt(row.get("max_concurrent_children")), numeric=True),
                 Cell(fmt(row.get("parallelism")), numeric=True),
@@ -356,29 +386,40 @@ def _trials(item: RunSetView, number: int, out_dir: str) -> list:
         )
         tones.append(outcome.tone if outcome.tone != "good" else None)
     headers = (
-        "trial", "outcome", "reasons", "tokens", "turns", "wall s", "children", "max at once",
-        "parallelism", "attempts",
+        "trial", "outcome", "reasons", "tokens", "turns", "wall s", "cost", "children",
+        "max at once", "parallelism", "attempts",
     )  # fmt: skip
     blocks.append(Table(headers, tuple(rows), tuple(tones)))
-    for trial in item.trials:
-        shape = trial.timeline
-        if trial.dir is None or shape is None or not shape.children:
-            continue
+    blocks += _timelines(item, out_dir)
+    return blocks
+
+
+def _timelines(item: RunSetView, out_dir: str) -> list:
+    """A timeline per trial: the trials that did not resolve first, drawn; then the
+    resolved ones, each folded under its one line, so that a failure is not below the fold."""
+    drawn = [
+        trial
+        for trial in item.trials
+        if trial.dir is not None and trial.timeline is not None and trial.timeline.children
+    ]
+    drawn.sort(key=lambda trial: trial.outcome.tone == "good")
+    blocks: list = []
+    for trial in drawn:
         page = _page(item, trial, out_dir)
-        blocks.append(
-            Paragraph(
-                (
-                    Cell(f"Trial {trial.index}", page),
-                    Cell(": "),
-                    trial.outcome,
-                    Cell(". " + evidence_page.timeline_sentence(shape)),
-                )
-            )
+        shape = trial.timeline
+        line = (
+            Cell(f"Trial {trial.index}", page),
+            Cell(": "),
+            trial.outcome,
+            Cell(". " + evidence_page.timeline_sentence(shape)),
         )
         links = tuple(
             f"{page}#{evidence_page.child_anchor(i)}" for i in range(1, len(shape.children) + 1)
         )
-        blocks.append(Chart(shape, links))
+        if trial.outcome.tone == "good":
+            blocks.append(Fold(line, (Chart(shape, links),)))
+        else:
+            blocks += [Paragraph(line), Chart(shape, links)]
     return blocks
 
 
@@ -403,8 +444,10 @@ def verdict(summary: dict) -> str:
     return "resolved" if c == n else "unresolved" if c == 0 else "mixed"
 
 
-def _sides(before: list[RunSetView], after: list[RunSetView], names: tuple[str, str]) -> Table:
-    """What each side is: its models and drives, its run sets and trials."""
+def _sides(
+    before: list[RunSetView], after: list[RunSetView], names: tuple[str, str], out_dir: str | None
+) -> Table:
+    """What each side is: its models and drives, its run sets and trials, and their reports."""
     rows = []
     for side, name, sets in (("A", names[0], before), ("B", names[1], after)):
         rows.append(
@@ -415,23 +458,40 @@ def _sides(before: list[RunSetView], after: list[RunSetView], names: tuple[str, 
                 Cell(", ".join(sorted({item.key[2] for item in sets})) or NONE),
                 Cell(fmt(len(sets)), numeric=True),
                 Cell(fmt(sum(item.summary["trials_scored"] for item in sets)), numeric=True),
+                _reports(sets, out_dir),
             )
         )
-    return Table(("side", "name", "model", "drive", "run sets", "trials scored"), tuple(rows))
+    headers = ("side", "name", "model", "drive", "run sets", "trials scored", "report")
+    return Table(headers, tuple(rows))
+
+
+def _reports(sets: list[RunSetView], out_dir: str | None) -> tuple[Cell, ...]:
+    """A link to each run set's report, or the command that writes it."""
+    cells: list[Cell] = []
+    for item in sets:
+        if cells:
+            cells.append(Cell(", "))
+        if item.report and out_dir is not None:
+            cells.append(Cell(f"{item.name} report", _relative(item.report, out_dir)))
+        else:
+            cells.append(Cell(f"no report yet: report.py {item.name}", tone="muted"))
+    return tuple(cells) or (Cell(NONE),)
 
 
 def build_compare(
-    before: list[RunSetView], after: list[RunSetView], names: tuple[str, str]
+    before: list[RunSetView],
+    after: list[RunSetView],
+    names: tuple[str, str],
+    out_dir: str | None = None,
 ) -> list:
     """Per fixture (and kind), whether A and B really differ, then the verdict and numbers of
-    A and of B and the deltas B - A; a flip is marked worse (red) or better (green). The
-    models and drives of both sides head the page, and each row names its own when a side
-    has more than one."""
+    A and of B and the deltas B - A; a flip is marked worse (red) or better (green); then
+    the trials that flipped, linked to their evidence pages, and the reason codes that
+    appeared or vanished. The models and drives of both sides head the page, linked to their
+    reports, and each row names its own when a side has more than one. Links are relative
+    to `out_dir`, where the page is written (None: no links)."""
 
-    def by_fixture(sets):
-        return {(item.key[0], item.key[3]): item for item in sorted(sets, key=lambda s: s.dir)}
-
-    first, second = by_fixture(before), by_fixture(after)
+    first, second = compare_sides(before, after)
     mixed = any(len({item.key[1:3] for item in sets}) > 1 for sets in (before, after))
     rows, tones = [], []
     for key in sorted(set(first) | set(second)):
@@ -439,7 +499,7 @@ def build_compare(
         sides = [Cell(f"{s.key[1]} · {s.key[2]}" if s else "absent") for s in (a, b)] * mixed
         if a is None or b is None:
             found = [Cell(verdict(item.summary) if item else "absent") for item in (a, b)]
-            rows.append((Cell(key[0]), Cell(key[1]), *sides, *found, *(Cell(NONE),) * 11))
+            rows.append((Cell(key[0]), Cell(key[1]), *sides, *found, *(Cell(NONE),) * 10))
             tones.append("muted")
             continue
         flip = _flip(verdict(a.summary), verdict(b.summary))
@@ -456,29 +516,158 @@ def build_compare(
                 flip,
                 *_both(*rates, better="higher"),
                 *_both(*hat, better="higher", label=f"k={k}: " if k else ""),
-                *_changed(*(s.summary["tokens"]["median"] for s in (a, b))),
-                *_changed(*(s.summary["turns"]["median"] for s in (a, b))),
+                _changed(*(s.summary["tokens"]["median"] for s in (a, b))),
+                _changed(*(s.summary["turns"]["median"] for s in (a, b))),
+                _cost_change(a, b),
             )
         )
         tones.append(flip.tone)
     headers = (
         "fixture", "kind", *("A: model · drive", "B: model · drive") * mixed, "verdict A",
         "verdict B", "flip", "rate A", "rate B", "Δ rate", "pass^k A", "pass^k B", "Δ pass^k",
-        "tokens A → B", "Δ tokens", "turns A → B", "Δ turns",
+        "tokens A → B (Δ)", "turns A → B (Δ)", "cost A → B (Δ)",
     )  # fmt: skip
     return [
         Heading(1, "swarm-fanout comparison"),
-        _sides(before, after, names),
+        _sides(before, after, names, out_dir),
         *_tests(first, second),
         Heading(2, "Verdicts and deltas"),
         Paragraph(
             "Per fixture and kind: the verdict on each side (resolved: every scored trial "
             "resolved, unresolved: none, mixed), a flip marked worse or better, and both "
             "values beside their delta B - A; pass^k at the largest k both sides have; "
-            "tokens and turns are medians over scored trials."
+            "tokens, turns and cost (dollars, as the product priced each call) are medians "
+            "over scored trials."
         ),
         Table(headers, tuple(rows), tuple(tones)),
+        *_flipped(first, second, out_dir),
+        *_codes_changed(first, second),
     ]
+
+
+def flipped_trials(
+    first: dict, second: dict
+) -> list[tuple[tuple, RunSetView, TrialView, RunSetView, TrialView]]:
+    """Per fixture and kind on both sides, trial n of A and trial n of B when both have a
+    result and one resolved while the other did not."""
+    found = []
+    for key in sorted(set(first) & set(second)):
+        a, b = first[key], second[key]
+        theirs = {trial.index: trial for trial in b.trials if trial.dir is not None}
+        for mine in a.trials:
+            other = theirs.get(mine.index)
+            if mine.dir is None or other is None:
+                continue
+            if bool(mine.summary.get("resolved")) != bool(other.summary.get("resolved")):
+                found.append((key, a, mine, b, other))
+    return found
+
+
+def compare_sides(before: list[RunSetView], after: list[RunSetView]) -> tuple[dict, dict]:
+    """Each side's run sets by (fixture, kind); of several, the one with the latest dir."""
+
+    def by_fixture(sets):
+        return {(item.key[0], item.key[3]): item for item in sorted(sets, key=lambda s: s.dir)}
+
+    return by_fixture(before), by_fixture(after)
+
+
+COMPARE_EVIDENCE = "compare-evidence"  # beside compare.html: the flipped trials' pages
+
+
+def _flipped(first: dict, second: dict, out_dir: str | None) -> list:
+    """A row per trial that resolved on one side and not on the other, each side's outcome
+    linked to its evidence page, with its reason codes."""
+    found = flipped_trials(first, second)
+    blocks: list = [Heading(2, "Trials that flipped")]
+    if not found:
+        blocks.append(Paragraph("No trial resolved on one side and not on the other."))
+        return blocks
+    blocks.append(
+        Paragraph(
+            "Trial n of A beside trial n of B, where one resolved and the other did not; each "
+            "outcome links to that trial's evidence page (why its verdict is what it is)."
+        )
+    )
+    rows, tones = [], []
+    for key, a, mine, b, other in found:
+        cells = []
+        for item, trial in ((a, mine), (b, other)):
+            page = None
+            if out_dir is not None:
+                path = evidence_path(out_dir, item.dir, trial.dir, COMPARE_EVIDENCE)
+                page = _relative(path, out_dir)
+            outcome = trial.outcome
+            cells += [
+                Cell(outcome.text, page, outcome.tone),
+                Cell(", ".join(trial.summary.get("reasons") or []) or ""),
+            ]
+        rows.append((Cell(key[0]), Cell(key[1]), Cell(f"trial {mine.index}"), *cells))
+        tones.append("bad" if mine.summary.get("resolved") else "good")
+    headers = ("fixture", "kind", "trial", "A", "A's reasons", "B", "B's reasons")
+    blocks.append(Table(headers, tuple(rows), tuple(tones)))
+    return blocks
+
+
+def _codes_changed(first: dict, second: dict) -> list:
+    """Per fixture and kind, every reason code of a failed or errored trial on either side:
+    how many trials had it in A and in B, and whether it appeared or vanished."""
+    rows, tones = [], []
+    for key in sorted(set(first) & set(second)):
+        a, b = first[key].summary, second[key].summary
+        for field in ("failures", "errors"):
+            before, after = a.get(field) or {}, b.get(field) or {}
+            for code in sorted(set(before) | set(after)):
+                n, m = before.get(code, 0), after.get(code, 0)
+                change, tone = _code_change(n, m)
+                rows.append(
+                    (
+                        Cell(key[0]),
+                        Cell(key[1]),
+                        Cell(code, tone="error" if field == "errors" else None),
+                        Cell(fmt(n), numeric=True),
+                        Cell(fmt(m), numeric=True),
+                        Cell(change, tone=tone),
+                    )
+                )
+                tones.append(tone if tone in ("bad", "good") and not n * m else None)
+    if not rows:
+        return [Heading(2, "Reason codes"), Paragraph("No trial failed on either side.")]
+    return [
+        Heading(2, "Reason codes"),
+        Paragraph(
+            "Per fixture and kind, the trials failing (or, in purple, erroring) with each "
+            "code on each side: a code that appeared in B is red, one that vanished green."
+        ),
+        Table(
+            ("fixture", "kind", "reason code", "A trials", "B trials", "change"),
+            tuple(rows),
+            tuple(tones),
+        ),
+    ]
+
+
+def _code_change(n: int, m: int) -> tuple[str, str | None]:
+    if n == m:
+        return "same", None
+    if not n:
+        return "appeared", "bad"
+    if not m:
+        return "vanished", "good"
+    return (f"more (+{m - n})", "bad") if m > n else (f"fewer ({m - n})", "good")
+
+
+def _cost_change(a: RunSetView, b: RunSetView) -> Cell:
+    """The median cost `A → B (B - A)`; without a cost on both sides, why not, once when the
+    sides say the same."""
+    costs = [(s.summary.get("cost_usd") or {}).get("median") for s in (a, b)]
+    shown = [dollars(cost, s.key[1]) for cost, s in zip(costs, (a, b), strict=True)]
+    if not all(costs):
+        return Cell(shown[0] if shown[0] == shown[1] else " → ".join(shown), tone="muted")
+    change = costs[1] - costs[0]
+    sign = "+" if change > 0 else "-" if change < 0 else "±"
+    amount = dollars(abs(change)) if change else "$0"
+    return Cell(f"{shown[0]} → {shown[1]} ({sign}{amount})", numeric=True)
 
 
 def _tests(first: dict, second: dict) -> list:
@@ -557,9 +746,9 @@ def _both(a, b, better: str, label: str = "") -> tuple[Cell, Cell, Cell]:
     )
 
 
-def _changed(a, b) -> tuple[Cell, Cell]:
-    """`A → B` and B - A, for numbers reported, never judged."""
-    return Cell(f"{fmt(a)} → {fmt(b)}", numeric=True), Cell(_delta(a, b), numeric=True)
+def _changed(a, b) -> Cell:
+    """`A → B (B - A)`, for numbers reported, never judged."""
+    return Cell(f"{fmt(a)} → {fmt(b)} ({_delta(a, b)})", numeric=True)
 
 
 def _delta(a, b) -> str:
@@ -612,8 +801,9 @@ def main(argv: list[str] | None = None) -> int:
             sides = [[load_run_set(p) for p in run_sets_under(side)] for side in args.compare]
             out = args.out or args.compare[0]
             names = tuple(os.path.basename(os.path.normpath(side)) for side in args.compare)
-            blocks = build_compare(sides[0], sides[1], names)
+            blocks = build_compare(sides[0], sides[1], names, os.path.realpath(out))
             stem = "compare"
+            written["evidence"] = _write_flipped_pages(sides, os.path.realpath(out))
         else:
             sets = [load_run_set(path) for path in args.run_sets]
             out = args.out or args.run_sets[0]
@@ -645,6 +835,19 @@ def _write_evidence_pages(sets: list[RunSetView], out_dir: str) -> list[str]:
                 continue
             page = evidence_path(out_dir, item.dir, trial.dir)
             back = Cell("← the report", _relative(report, os.path.dirname(page)))
+            evidence_page.write_page(os.path.join(item.dir, trial.dir), page, back)
+            pages.append(page)
+    return pages
+
+
+def _write_flipped_pages(sides: list[list[RunSetView]], out_dir: str) -> list[str]:
+    """The evidence page of each trial that flipped, on both sides, beside compare.html."""
+    pages = []
+    back_to = os.path.join(out_dir, "compare.html")
+    for _, *pairs in flipped_trials(*compare_sides(*sides)):
+        for item, trial in zip(pairs[::2], pairs[1::2], strict=True):
+            page = evidence_path(out_dir, item.dir, trial.dir, COMPARE_EVIDENCE)
+            back = Cell("← the comparison", _relative(back_to, os.path.dirname(page)))
             evidence_page.write_page(os.path.join(item.dir, trial.dir), page, back)
             pages.append(page)
     return pages

@@ -801,6 +801,9 @@ def summary_line(result: dict, result_file: str | None = None) -> str:
         parts.append("reasons: " + ", ".join(named))
     efficiency = verdict["efficiency"]
     parts.append(f"{efficiency['total_turns']} model calls, {efficiency['total_tokens']:,} tokens")
+    cost = efficiency.get("total_cost_usd")
+    if cost:  # a zero or missing cost is no cost (simulated, scripted, an unpriced model)
+        parts[-1] += f", ${cost:,.2f}" if cost >= 0.01 else f", ${cost:.4f}"
     leaked = result["cleanup"]["leaked_processes"]
     if leaked:
         parts.append(f"{leaked} leaked processes")

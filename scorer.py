@@ -419,6 +419,7 @@ def _efficiency(view: RunView, wall_time_s: float | None) -> dict:
     parent = run.parent
     children_usage = Usage()
     children_turns = children_aborted = 0
+    children_cost: float | None = None
     seen: set[str] = set()
     for child in view.children:
         if child.transcript and child.edge.child not in seen:
@@ -426,7 +427,9 @@ def _efficiency(view: RunView, wall_time_s: float | None) -> dict:
             children_usage = children_usage.plus(child.transcript.usage)
             children_turns += child.transcript.turns
             children_aborted += child.transcript.aborted_calls
+            children_cost = _plus_cost(children_cost, child.transcript.cost_usd)
     parent_usage = parent.usage if parent else Usage()
+    parent_cost = parent.cost_usd if parent else None
     stream = run.stream
     return {
         "parent": {
@@ -434,18 +437,31 @@ def _efficiency(view: RunView, wall_time_s: float | None) -> dict:
             "failed_calls": parent.failed_calls if parent else 0,
             "aborted_calls": parent.aborted_calls if parent else 0,
             "tokens": parent_usage.to_json(),
+            "cost_usd": _dollars(parent_cost),
         },
         "children": {
             "count": len(seen),
             "turns": children_turns,
             "aborted_calls": children_aborted,
             "tokens": children_usage.to_json(),
+            "cost_usd": _dollars(children_cost),
         },
         "total_tokens": parent_usage.total + children_usage.total,
+        "total_cost_usd": _dollars(_plus_cost(parent_cost, children_cost)),
         "total_turns": (parent.turns if parent else 0) + children_turns,
         "stream": {"turns": stream.turns, "tokens": stream.usage.to_json()} if stream else None,
         "wall_time_s": wall_time_s,
     }
+
+
+def _plus_cost(a: float | None, b: float | None) -> float | None:
+    """Dollars added up; None only when neither side said a cost."""
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
+
+
+def _dollars(cost: float | None) -> float | None:
+    # Rounded to a millionth of a dollar, so that sums read 0.3, not 0.30000000000000004.
+    return None if cost is None else round(cost, 6)
 
 
 def _findings_summary(run: RunArtifacts) -> dict:

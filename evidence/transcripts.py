@@ -87,6 +87,15 @@ def usage_from(raw: dict) -> Usage:
     )
 
 
+def cost_of(message: dict) -> float | None:
+    """The dollars an assistant message cost, as the product prices it from its own model
+    catalog (`usage.cost.total`, §5); None when the message carries no such number."""
+    total = dict_field(dict_field(message, "usage"), "cost").get("total")
+    if total.__class__ not in (int, float) or not 0 <= total < float("inf"):
+        return None
+    return float(total)
+
+
 class Reply(NamedTuple):
     """A child's `agent_message` as it landed in the parent transcript (§6)."""
 
@@ -181,6 +190,8 @@ class Transcript:
     aborted_calls: int = 0
     tool_calls: int = 0
     usage: Usage = field(default_factory=Usage)
+    # Dollars over its assistant messages (`usage.cost.total`); None when none said a cost.
+    cost_usd: float | None = None
     first_error: str | None = None
     # The product's own failure to start the IPython kernel, as an ipython call's error
     # result: the environment failed, not the model (first line, capped).
@@ -298,6 +309,7 @@ class _TranscriptAccumulator:
         self.task_from = None
         self.turns = self.failed = self.aborted = self.tool_calls = 0
         self.usage = Usage()
+        self.cost: float | None = None
         self.first_error = None
         self.kernel_error = None
         self.last_stop = None
@@ -371,6 +383,9 @@ class _TranscriptAccumulator:
         elif stop == "aborted":
             self.aborted += 1
         self.usage = self.usage.plus(usage)
+        cost = cost_of(message)
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
         self._keep(
             self.calls, AssistantCall(number, stop, response_id or None, usage), number, findings
         )
@@ -505,6 +520,7 @@ class _TranscriptAccumulator:
             aborted_calls=self.aborted,
             tool_calls=self.tool_calls,
             usage=self.usage,
+            cost_usd=self.cost,
             first_error=self.first_error,
             kernel_error=self.kernel_error,
             last_stop_reason=self.last_stop,

@@ -18,7 +18,7 @@ from reporting import timeline
 NONE = "n/a"
 SHORT = 32  # characters of a table cell kept on one line
 # How a value reads at a glance; a tone is a CSS class of the page.
-TONES = ("good", "bad", "warn", "error", "muted")
+TONES = ("good", "bad", "warn", "error", "muted", "mark")
 COLOURS = {"replied": "#3a8a3a", "failed": "#d9822b", "dropped": "#c23030"}
 STATUS_WORDS = {"replied": "replied", "failed": "notice, no reply", "dropped": "dropped"}
 STYLE = (
@@ -48,6 +48,8 @@ STYLE = (
     "div.box p{margin:.2em 0}"
     "div.chart{overflow-x:auto}svg.timeline{display:block;min-width:900px;margin:.4em 0}"
     "p.muted{font-size:90%}"
+    # A number picked out of a quoted text: the one the reason is about.
+    ".mark{background:#ffe27a;font-weight:700;padding:0 2px;border-radius:2px}"
 )
 
 
@@ -81,10 +83,14 @@ class Paragraph:
     tone: str | None = None
 
 
+# A table cell: one value, or cells run together (a quoted text with a number marked).
+TableCell = Cell | tuple[Cell, ...]
+
+
 @dataclass(frozen=True)
 class Table:
     headers: tuple[str, ...]  # none: a table of names and values
-    rows: tuple[tuple[Cell, ...], ...]
+    rows: tuple[tuple[TableCell, ...], ...]
     tones: tuple[str | None, ...] = ()  # per row: tints the whole row
 
 
@@ -130,6 +136,16 @@ def number(value, digits: int = 2) -> str:
     return f"{int(value):,}"
 
 
+def dollars(value: float | None, model: str | None = None) -> str:
+    """A cost in dollars. None or zero says why there is none, as `$0` would read as free:
+    the simulated and scripted models, and a provider whose catalog has no price, say no
+    cost."""
+    if not value:
+        double = (model or "").split("/", 1)[0]
+        return f"none ({double})" if double in ("simulated", "scripted") else "no cost reported"
+    return f"${value:,.4f}" if value < 0.01 else f"${value:,.2f}"
+
+
 def plain(text: Inline) -> str:
     return text if isinstance(text, str) else "".join(cell.text for cell in text)
 
@@ -168,9 +184,11 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_cell(cell: Cell) -> str:
+def _md_cell(cell: TableCell) -> str:
+    if isinstance(cell, tuple):
+        return "".join(map(_md_cell, cell))
     text = _md(cell.text)
-    if cell.tone == "bad":
+    if cell.tone in ("bad", "mark"):
         text = f"**{text}**"
     return f"[{text}]({cell.href})" if cell.href else text
 
@@ -270,7 +288,9 @@ def _class(tone: str | None) -> str:
     return f' class="{escape(tone)}"' if tone else ""
 
 
-def _html_td(cell: Cell) -> str:
+def _html_td(cell: TableCell) -> str:
+    if isinstance(cell, tuple):
+        return f"<td>{''.join(map(_html_cell, cell))}</td>"
     # A short value stays on one line; a sentence wraps.
     short = "nw" if len(cell.text) <= SHORT else ""
     classes = " ".join(filter(None, ("n" if cell.numeric else "", short, cell.tone or "")))

@@ -47,6 +47,17 @@ def _wall(result: dict | None):
     return ((result or {}).get("agent") or {}).get("wall_time_s")
 
 
+def cost_per_resolved(records: list[TrialRecord]) -> float | None:
+    """What the scored trials cost in all, per resolved trial: None when a scored trial said
+    no cost (a partial sum would flatter the model) or none resolved."""
+    scored = [record for record in records if _scored(record)]
+    costs = [_efficiency(record.result, "total_cost_usd") for record in scored]
+    resolved = sum(1 for record in scored if record.result.get("resolved"))
+    if not costs or None in costs or not resolved:
+        return None
+    return round(sum(costs) / resolved, 6)
+
+
 def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) -> dict:
     """The run set's evidence: resolve rate and its interval, pass@k and pass^k for every
     k up to the n scored trials, failures by reason code, distributions, and the exit code.
@@ -83,6 +94,10 @@ def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) ->
         ).to_json(),
         "turns": stats.distribution(_efficiency(r.result, "total_turns") for r in scored).to_json(),
         "wall_time_s": stats.distribution(_wall(r.result) for r in scored).to_json(),
+        "cost_usd": stats.distribution(
+            _efficiency(r.result, "total_cost_usd") for r in scored
+        ).to_json(),
+        "cost_per_resolved_usd": cost_per_resolved(records),
         "max_concurrent_children": stats.distribution(r.max_concurrent for r in scored).to_json(),
         "parallelism": stats.distribution(r.parallelism for r in scored).to_json(),
         "agent_versions": sorted(
@@ -104,6 +119,7 @@ def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) ->
                 "tokens": _efficiency(record.result, "total_tokens"),
                 "turns": _efficiency(record.result, "total_turns"),
                 "wall_time_s": _wall(record.result),
+                "cost_usd": _efficiency(record.result, "total_cost_usd"),
                 "max_concurrent_children": record.max_concurrent,
                 "parallelism": record.parallelism,
             }

@@ -747,6 +747,19 @@ def rewrite(path: str, change) -> None:
         handle.writelines(compact(record) + "\n" for record in kept)
 
 
+def priced(path: str, total) -> None:
+    """Give every assistant message of a transcript the cost `total` (`usage.cost.total`), as
+    the product writes it for a model its catalog prices (§5)."""
+
+    def change(record: dict) -> dict:
+        message = record.get("message") if record.get("type") == "message" else None
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            message["usage"]["cost"] = dict(message["usage"]["cost"], total=total)
+        return record
+
+    rewrite(path, change)
+
+
 def _stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 

@@ -168,6 +168,16 @@ class CapturedVerdictTest(CapturedRunTestCase):
                 efficiency = score(fixture, run).efficiency
                 self.assertEqual(efficiency["total_turns"], len(calls))
 
+    def test_cost_is_read_where_the_product_writes_it(self):
+        # The captured runs' fake provider has no price in its catalog: every assistant
+        # message says `usage.cost.total` 0, which is a cost reported (0), not a missing one.
+        for name in RUNS:
+            with self.subTest(run=name):
+                _, fixture, run = self.materialized(name)
+                efficiency = score(fixture, run).efficiency
+                self.assertEqual(efficiency["parent"]["cost_usd"], 0)
+                self.assertEqual(efficiency["total_cost_usd"], 0)
+
     def test_a_turn_aborted_by_teardown_is_counted_apart(self):
         _, fixture, run = self.materialized("endturn-oneshot")
         parent = score(fixture, run).efficiency["parent"]

@@ -20,6 +20,7 @@ from reporting.render import (
     Chart,
     Paragraph,
     Table,
+    dollars,
     number,
     render_html,
     render_markdown,
@@ -194,6 +195,36 @@ class ReportTest(unittest.TestCase):
         good = f"evidence/{os.path.basename(self.fan_out)}"
         self.assertNotIn(f'<tr class="row-bad"><td class="nw"><a href="{good}', html)
 
+    def test_compare_links_both_reports_the_flipped_trials_and_the_codes_that_changed(self):
+        self.report(self.fan_out)  # A has a report, B none yet
+        out = os.path.join(self.tmp, "compared")
+        written = self.report("--compare", self.fan_out, self.bad, "--out", out)
+        text = self.read(written["md"])
+        a, b = os.path.basename(self.fan_out), os.path.basename(self.bad)
+        self.assertIn(f"[{a} report](../good/{a}/report.html) |", text)
+        self.assertIn(f"no report yet: report.py {b} |", text)
+        # Both trials resolved in A and failed in B: each side's page, written beside it.
+        for index in (1, 2):
+            self.assertIn(
+                f"| json-events | fan-out | trial {index} | "
+                f"[resolved](compare-evidence/{a}/trial-{index}.html) |  | "
+                f"[**FAILED**](compare-evidence/{b}/trial-{index}.html) | "
+                "unsourced_answer, wrong_answer |",
+                text,
+            )
+        self.assertEqual(len(written["evidence"]), 4)
+        self.assertIn("| json-events | fan-out | wrong_answer | 0 | 2 | **appeared** |", text)
+        self.assertIn("| json-events | fan-out | unsourced_answer | 0 | 2 | **appeared** |", text)
+        html = self.read(written["html"])
+        parsed = check_html(html)
+        self.assertEqual(parsed.errors, [])
+        self.assert_links_resolve(written["html"], parsed.hrefs, html)
+        page = self.read(os.path.join(out, "compare-evidence", b, "trial-1.html"))
+        self.assertIn('<a href="../../compare.html">← the comparison</a>', page)
+        # The other way round, the codes vanished.
+        back = self.report("--compare", self.bad, self.fan_out, "--out", out)
+        self.assertIn("| wrong_answer | 2 | 0 | vanished |", self.read(back["md"]))
+
     def test_compare_names_both_sides_shows_both_rates_and_marks_the_flip(self):
         written = self.report("--compare", self.fan_out, self.bad)
         text = self.read(written["md"])
@@ -229,6 +260,94 @@ class ReportTest(unittest.TestCase):
         self.assertIn('<td class="nw bad">FLIP, worse</td>', html)
         back = self.report("--compare", self.bad, self.fan_out, "--out", self.tmp)
         self.assertIn('<td class="nw good">FLIP, better</td>', self.read(back["html"]))
+
+
+def span(name: str, reply_ms: int | None) -> ChildSpan:
+    return ChildSpan(f"sub-{name}", name, "c.jsonl", False, 0, 0, 10, reply_ms, None, 1500)
+
+
+class TrialsSectionTest(unittest.TestCase):
+    def test_resolved_trials_timelines_are_folded_after_the_failing_ones(self):
+        rows = [
+            {"index": 1, "dir": "trial-1", "status": "scored", "resolved": True},
+            {"index": 2, "dir": "trial-2", "status": "scored", "resolved": False},
+            {"index": 3, "dir": "trial-3", "status": "scored", "resolved": True},
+        ]
+        views = tuple(
+            report.TrialView(
+                row["index"],
+                row["dir"],
+                row,
+                Timeline((span("w", 900 if row["resolved"] else None),), 1, 1500, 1500, 1.0),
+            )
+            for row in rows
+        )
+        config = {
+            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
+            "baseline": False, "trials": 3,
+        }  # fmt: skip
+        summary = summarize(config, [TrialRecord(r["index"], r["dir"], 1, None) for r in rows])
+        view = report.RunSetView("/r/set", config, summary, views)
+        blocks = report._timelines(view, "/r")
+        shown = [type(block).__name__ for block in blocks]
+        self.assertEqual(shown, ["Paragraph", "Chart", "Fold", "Fold"])
+        self.assertEqual(blocks[0].text[0].text, "Trial 2")
+        self.assertEqual([fold.summary[0].text for fold in blocks[2:]], ["Trial 1", "Trial 3"])
+        html = render_html(blocks, "t")
+        # The failing trial's chart is drawn open, before the first <details>.
+        self.assertLess(html.index("<svg"), html.index("<details>"))
+        self.assertEqual(html.count("<details>"), 2)
+
+
+class CostTest(unittest.TestCase):
+    def view(self, name: str, model: str, costs: list) -> report.RunSetView:
+        config = {
+            "fixture": {"name": "small"}, "model": model, "drive": "oneshot",
+            "baseline": False, "trials": len(costs), "fixture_digest": "d",
+        }  # fmt: skip
+        records = [
+            TrialRecord(
+                n,
+                f"trial-{n}",
+                1,
+                {
+                    "status": "scored",
+                    "resolved": resolved,
+                    "verdict": {"efficiency": {"total_cost_usd": cost, "total_tokens": 10}},
+                },
+            )
+            for n, (cost, resolved) in enumerate(costs, start=1)
+        ]
+        summary = summarize(config, records)
+        views = tuple(report.TrialView(r["index"], r["dir"], r, None) for r in summary["trials"])
+        return report.RunSetView(f"/r/{name}", config, summary, views)
+
+    def test_the_report_and_compare_show_dollars_and_say_when_there_are_none(self):
+        priced = self.view("a", "p/m", [(0.5, True), (1.75, False), (0.25, True)])
+        text = render_markdown(report.build_report([priced], "/r"))
+        # Median $0.50; $2.50 over 2 resolved trials.
+        self.assertIn("| $0.50 ($1.25) |", text)
+        self.assertIn("| [trial 2](evidence/a/trial-2.html) | **FAILED** |", text)
+        self.assertIn("| $1.75 |", text)
+        free = self.view("b", "simulated/oracle", [(0, True)])
+        text = render_markdown(report.build_report([free], "/r"))
+        self.assertIn("| none (simulated) |", text)
+        self.assertNotIn("$0", text)
+        cheaper = self.view("c", "p/m", [(0.25, True), (0.25, True), (0.25, True)])
+        compared = render_markdown(report.build_compare([priced], [cheaper], ("a", "c")))
+        self.assertIn("| $0.50 → $0.25 (-$0.25) |", compared)
+        compared = render_markdown(report.build_compare([free], [free], ("b", "b")))
+        self.assertIn("| none (simulated) |", compared)
+
+
+class DollarsTest(unittest.TestCase):
+    def test_no_cost_says_why_instead_of_zero_dollars(self):
+        self.assertEqual(dollars(None, "anthropic/claude"), "no cost reported")
+        self.assertEqual(dollars(0.0, "anthropic/claude"), "no cost reported")
+        self.assertEqual(dollars(0, "simulated/oracle"), "none (simulated)")
+        self.assertEqual(dollars(None, "scripted/fanout"), "none (scripted)")
+        self.assertEqual(dollars(1234.5), "$1,234.50")
+        self.assertEqual(dollars(0.0042), "$0.0042")
 
 
 class AgentErrorTest(unittest.TestCase):

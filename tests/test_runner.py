@@ -1318,6 +1318,14 @@ class SummaryLineTest(unittest.TestCase):
             "12 model calls, 45,210 tokens",
         )
 
+    def test_the_cost_is_said_when_the_product_priced_the_calls(self):
+        result = self.result()
+        result["verdict"]["efficiency"]["total_cost_usd"] = 1.2345
+        self.assertIn("12 model calls, 45,210 tokens, $1.23", runner.summary_line(result))
+        result["verdict"]["efficiency"]["total_cost_usd"] = 0
+        self.assertIn("45,210 tokens", runner.summary_line(result))
+        self.assertNotIn("$", runner.summary_line(result))
+
     def test_a_baseline_a_contract_check_and_leaked_processes_are_said(self):
         result = self.result(baseline=True, contract_check="fail", reasons=[])
         result["cleanup"]["leaked_processes"] = 2

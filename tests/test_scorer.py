@@ -13,7 +13,7 @@ from evidence.number_tokens import numbers_in
 from evidence.transcripts import Usage, usage_from
 from rules.answers import parse_answer_lines
 from scorer import score
-from tests.builders import RunBuilder, small_fixture
+from tests.builders import RunBuilder, priced, small_fixture
 
 FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards
@@ -648,6 +648,36 @@ class EfficiencyTest(RunTestCase):
         self.assertEqual(efficiency["children"]["tokens"]["total"], 3 * 220)
         self.assertEqual(efficiency["total_tokens"], 1100 + 660)
         self.assertEqual(efficiency["total_turns"], 4)
+
+    def test_cost_is_the_dollars_the_product_priced_parent_and_children_apart(self):
+        self.build.assistant("spawning", tokens=(1000, 100), code="await rlm(...)")
+        children = [self.build.spawn(shard.worker) for shard in FIXTURE.shards]
+        for child, shard in zip(children, FIXTURE.shards, strict=True):
+            self.build.reply(child, f"{shard.file}: {shard.expected}")
+        self.build.correct_index(FIXTURE)
+        priced(self.build.parent_path, 0.25)
+        for child in children:
+            priced(child.path, 0.125)
+        efficiency = self.verdict().efficiency
+        child_calls = efficiency["children"]["turns"]
+        self.assertGreater(child_calls, 0)
+        self.assertEqual(efficiency["parent"]["cost_usd"], 0.25 * efficiency["parent"]["turns"])
+        self.assertEqual(efficiency["children"]["cost_usd"], 0.125 * child_calls)
+        self.assertEqual(
+            efficiency["total_cost_usd"],
+            efficiency["parent"]["cost_usd"] + efficiency["children"]["cost_usd"],
+        )
+
+    def test_a_cost_that_is_not_a_number_of_dollars_is_no_cost(self):
+        children = self.honest_run()
+        self.assertEqual(self.verdict().efficiency["total_cost_usd"], 0)  # the builders' $0
+        for wrong in ("0.5", True, -1, None, float("nan")):
+            with self.subTest(cost=wrong):
+                for path in (self.build.parent_path, *(c.path for c in children.values())):
+                    priced(path, wrong)
+                efficiency = self.verdict().efficiency
+                self.assertIsNone(efficiency["parent"]["cost_usd"])
+                self.assertIsNone(efficiency["total_cost_usd"])
 
     def test_a_usage_count_that_is_not_a_positive_integer_reads_as_zero(self):
         wrong = {"input": True, "output": 1.5, "cacheRead": "7", "cacheWrite": -3}

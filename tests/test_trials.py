@@ -388,6 +388,28 @@ class SummaryTest(unittest.TestCase):
         summary = summarize({"trials": 2}, [record(1, scored(True)), record(2, errored())])
         self.assertEqual((summary["exit_code"], summary["resolve_rate"]), (3, 1.0))
 
+    def test_cost_has_a_median_and_a_cost_per_resolved_trial(self):
+        def costing(result: dict, dollars) -> dict:
+            return dict(result, verdict={"efficiency": {"total_cost_usd": dollars}})
+
+        records = [
+            record(1, costing(scored(True), 0.5)),
+            record(2, costing(scored(False, "wrong_answer"), 0.25)),
+            record(3, costing(scored(True), 1.5)),
+            record(4, costing(errored(), 9.0)),  # errored: in no estimate
+        ]
+        summary = summarize({"trials": 4}, records)
+        self.assertEqual(summary["cost_usd"], {"n": 3, "median": 0.5, "min": 0.25, "max": 1.5})
+        # $2.25 for the three scored trials, 2 of them resolved: the failure's cost is counted.
+        self.assertEqual(summary["cost_per_resolved_usd"], 1.125)
+        self.assertEqual([row["cost_usd"] for row in summary["trials"]], [0.5, 0.25, 1.5, 9.0])
+        # A scored trial that said no cost leaves the per-resolved cost unknown, not flattered;
+        # so does a set with nothing resolved.
+        records[1] = record(2, costing(scored(False), None))
+        self.assertIsNone(summarize({"trials": 4}, records)["cost_per_resolved_usd"])
+        failed = [record(1, costing(scored(False), 0.5))]
+        self.assertIsNone(summarize({"trials": 1}, failed)["cost_per_resolved_usd"])
+
     def test_an_errored_or_interrupted_attempt_is_run_again(self):
         self.assertTrue(is_done(Attempt(1, 0, "trial-1", scored(False))))
         self.assertFalse(is_done(Attempt(1, 0, "trial-1", errored())))
