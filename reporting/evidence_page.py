@@ -27,6 +27,7 @@ import scorer
 from evidence import artifacts
 from evidence.fixture import FixtureError, load_manifest
 from evidence.jsonl import read_json_object
+from evidence.number_tokens import INTEGER
 from evidence.runpaths import RunPaths
 from reporting import timeline
 from reporting.conversations import (
@@ -38,6 +39,7 @@ from reporting.conversations import (
     read_conversation,
     shown,
 )
+from reporting.grounds import NO_GROUNDS, Grounds, grounds_of, place_of, quoted, reply_of
 from reporting.render import (
     NONE,
     STATUS_WORDS,
@@ -49,6 +51,7 @@ from reporting.render import (
     Heading,
     Paragraph,
     Table,
+    dollars,
     render_html,
 )
 from reporting.render import number as fmt
@@ -76,6 +79,7 @@ class Evidence:
     regraded: bool
     timeline: timeline.Timeline
     conversations: tuple[Conversation, ...]  # the parent's, then each child's in spawn order
+    grounds: Grounds = NO_GROUNDS  # what each reason rests on, and what the children said
 
 
 def child_anchor(index: int) -> str:
@@ -93,7 +97,8 @@ def read_evidence(run_dir: str, budget: int = CONVERSATION_BUDGET) -> Evidence:
     if result is None and os.path.isfile(os.path.join(root, "fixture.json")):
         with contextlib.suppress(FixtureError):
             fixture = load_manifest(root)
-    run = artifacts.collect(root, fixture.artifact if fixture else None)
+    artifact = fixture.artifact if fixture else _artifact_of(result)
+    run = artifacts.collect(root, artifact)
     if fixture is not None:
         verdict = scorer.score(fixture, run).to_json()
     shape = timeline.timeline_of(run)
@@ -127,6 +132,8 @@ def read_evidence(run_dir: str, budget: int = CONVERSATION_BUDGET) -> Evidence:
             continue
         read[i] = read_conversation(path, share, root, anchor, title, status)
         left -= min(share, sum(entry.cost for entry in read[i].entries))
+    conversations = tuple(read[i] for i in range(len(sources)))
+    child_ids = {child_anchor(i): child.child_id for i, child in enumerate(shape.children, 1)}
     return Evidence(
         name=os.path.basename(root),
         root=root,
@@ -134,8 +141,19 @@ def read_evidence(run_dir: str, budget: int = CONVERSATION_BUDGET) -> Evidence:
         verdict=verdict if isinstance(verdict, dict) else None,
         regraded=fixture is not None,
         timeline=shape,
-        conversations=tuple(read[i] for i in range(len(sources))),
+        conversations=conversations,
+        grounds=grounds_of(run, conversations, child_ids, artifact),
     )
+
+
+def _artifact_of(result: dict | None) -> str | None:
+    """The answer file's name, from the fixture the result names, when it is still there."""
+    path = ((result or {}).get("fixture") or {}).get("path")
+    if not isinstance(path, str) or not os.path.isfile(os.path.join(path, "fixture.json")):
+        return None
+    with contextlib.suppress(FixtureError, OSError):
+        return load_manifest(path).artifact
+    return None
 
 
 def _size(path: str | None) -> int:
@@ -212,6 +230,7 @@ def _summary(evidence: Evidence, state: Cell) -> list:
         "wall time s": agent.get("wall_time_s"),
         "tokens": efficiency.get("total_tokens"),
         "turns": efficiency.get("total_turns"),
+        "cost": _cost_text(efficiency, result.get("model")),
         "witnessed": None if witnessed is None else "yes" if witnessed else "no",
         "started · finished": result.get("started_at")
         and f"{result['started_at']} · {result.get('finished_at')}",
@@ -242,6 +261,24 @@ def _summary(evidence: Evidence, state: Cell) -> list:
             note += " The verdict below is regraded from the run dir and its fixture.json."
         blocks.append(Paragraph(note, tone="warn"))
     return blocks
+
+
+def _cost_text(efficiency: dict, model) -> str | None:
+    """Dollars, parent and children, as the product priced the calls; why there are none."""
+    if not efficiency:
+        return None
+    total = efficiency.get("total_cost_usd")
+    if not total:
+        return dollars(total, model if isinstance(model, str) else None)
+    parts = [
+        f"{dollars(part)} {whose}"
+        for whose, part in (
+            ("the parent", (efficiency.get("parent") or {}).get("cost_usd")),
+            ("the children", (efficiency.get("children") or {}).get("cost_usd")),
+        )
+        if part
+    ]
+    return f"{dollars(total)}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def _criteria(verdict: dict) -> list:
@@ -343,7 +380,8 @@ def _short_path(path: str) -> str:
 
 def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) -> list:
     """A row per reason, grouped by code: the code and what it means once, then per shard or
-    child what the scorer found, and the file and line its check points at."""
+    child what the scorer found, what the child replied beside what the answer file says
+    (the shard's numbers marked), and the file and line the reason rests on."""
     reasons = result.get("reasons") if evidence.result else verdict.get("reasons")
     warnings = verdict.get("warnings") or []
     blocks: list = [Heading(2, "Why")]
@@ -351,6 +389,9 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         blocks.append(Paragraph("No reasons: nothing failed." if verdict else "No reasons."))
     else:
         failures = _failures_by_code(verdict)
+        shards = {
+            row.get("file"): row for row in verdict.get("shards") or [] if isinstance(row, dict)
+        }
         tone = "error" if result.get("status") in ERRORED else "bad"
         rows = []
         for code, items in _grouped_by_code(reasons).items():
@@ -358,24 +399,36 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
             for number, item in enumerate(items):
                 message = shown(str(item.get("message", "")), evidence.root)
                 found = message[len(meaning) :].lstrip(": ") if meaning else message
+                shard = shards.get(item.get("shard")) or {}
+                child_id = item.get("child_id") or shard.get("child_id")
+                numbers = _shard_numbers(shard)
                 where = [
                     _where(failure, places, evidence.root)
                     for failure in failures.get(code, ())
                     if item.get("child_id") in (None, failure.get("child_id"))
                 ]
+                place = place_of(code, child_id, numbers, evidence.grounds)
+                if not where and place is not None:
+                    where = [_rests_on(place, places, evidence.root)]
+                head = (Cell(f"{code} x{len(items)}", tone=tone), Cell(" "))
                 rows.append(
                     (
-                        Cell("" if number else f"{code} x{len(items)}", tone=tone),
-                        Cell("" if number else meaning or message),
+                        (*head, Cell(meaning or message, tone="muted")) if not number else Cell(""),
                         Cell(str(item.get("shard") or "")),
-                        _child_link(item.get("child_id"), evidence),
+                        _child_link(child_id, evidence, short=True),
                         Cell(found if meaning else ""),
+                        _replied(child_id, numbers, evidence, places) if shard else Cell(""),
+                        _answer_line(shard, evidence.grounds, places) if shard else Cell(""),
                         _joined(where),
                     )
                 )
-        headers = ("reason code", "what it means", "shard", "child", "found", "points at")
-        if not any(row[-1].text for row in rows):
-            headers, rows = headers[:-1], [row[:-1] for row in rows]
+        headers = (
+            "reason code: what it means", "shard", "child", "found", "the child replied",
+            "the answer file says", "rests on",
+        )  # fmt: skip
+        kept = [i for i in range(len(headers)) if i < 4 or any(_text(row[i]) for row in rows)]
+        headers = tuple(headers[i] for i in kept)
+        rows = [tuple(row[i] for i in kept) for row in rows]
         blocks.append(Table(headers, tuple(rows), (tone,) * len(rows)))
     if warnings:
         rows = tuple(
@@ -387,6 +440,55 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         )
         blocks += [Paragraph("Warnings:"), Table(("warning", "what"), rows, ("warn",) * len(rows))]
     return blocks
+
+
+def _rests_on(place: dict, places: Places, root: str) -> Cell:
+    """The line a criterion's reason rests on, short: whose transcript, the line, what it is."""
+    linked = _where(place, places, root)
+    name = places.names.get(place["file"])
+    text = f"{name} L{place['line']}" if name else linked.text
+    return Cell(f"{text}: {place['what']}", linked.href)
+
+
+def _text(cell) -> str:
+    return "".join(part.text for part in cell) if isinstance(cell, tuple) else cell.text
+
+
+def _shard_numbers(shard: dict) -> set[int]:
+    """The shard's expected answer and every integer the answer file gives it."""
+    found = {shard["expected"]} if isinstance(shard.get("expected"), int) else set()
+    for text in shard.get("answered") or []:
+        token = str(text).replace(" ", "")
+        if INTEGER.match(token):
+            found.add(int(token.replace(",", "")))
+    return found
+
+
+def _replied(child_id, numbers: set[int], evidence: Evidence, places: Places):
+    """What the child replied to the parent (the reply holding one of the shard's numbers,
+    else its last), those numbers marked, linked to the reply in the parent's transcript."""
+    grounds = evidence.grounds
+    if not child_id:
+        return Cell("no child", tone="muted")
+    said = reply_of(child_id, numbers, grounds)
+    if said is None:
+        notice = " (a notice reached the parent)" if child_id in grounds.notices else ""
+        return Cell("no reply" + notice, tone="bad")
+    link = _where({"file": grounds.parent, "line": said.line}, places, evidence.root)
+    return (Cell(f"L{said.line}", link.href, "muted"), Cell(" "), *quoted(said.text, numbers))
+
+
+def _answer_line(shard: dict, grounds: Grounds, places: Places):
+    """The answer file's line for the shard, its numbers marked, linked to the file."""
+    if grounds.answer_file is None:
+        answered = ", ".join(map(str, shard.get("answered") or [])) or "no line"
+        return Cell(answered, tone=None if shard.get("answered") else "bad")
+    found = grounds.answer_lines.get(shard.get("file"))
+    if found is None:
+        return Cell("no line for this shard", tone="bad")
+    line, text = found
+    head = Cell(f"line {line}", places.raw_prefix + grounds.answer_file, "muted")
+    return (head, Cell(": "), *quoted(text, _shard_numbers(shard)))
 
 
 def _grouped_by_code(reasons: list) -> dict[str, list[dict]]:
@@ -415,12 +517,14 @@ def _failures_by_code(verdict: dict) -> dict[str, list[dict]]:
     return found
 
 
-def _child_link(child_id, evidence: Evidence) -> Cell:
+def _child_link(child_id, evidence: Evidence, short: bool = False) -> Cell:
+    """The child's name and id (`short`: its id), linked to its conversation."""
     if not child_id:
         return Cell("")
     for index, child in enumerate(evidence.timeline.children, start=1):
         if child.child_id == child_id:
-            return Cell(f"{child.name} · {child_id}", f"#{child_anchor(index)}")
+            text = child_id if short else f"{child.name} · {child_id}"
+            return Cell(text, f"#{child_anchor(index)}")
     return Cell(str(child_id))
 
 
@@ -579,7 +683,8 @@ def _conversations(evidence: Evidence, raw_prefix: str) -> list:
     blocks: list = [
         Heading(2, "Conversations"),
         Paragraph(
-            f"Each transcript folded; open one to read it. A text longer than "
+            f"The conversations of the children that failed are open, the others folded: open "
+            f"one to read it. A text longer than "
             f"{fmt(MAX_TEXT_CHARS)} characters is cut, and a long transcript shows its start "
             f"and its end. Paths inside the run dir are shown as {RUN_DIR}/…; bookkeeping "
             "entries (usage attributions, heartbeats, model settings) are counted, not shown."
@@ -592,12 +697,35 @@ def _conversations(evidence: Evidence, raw_prefix: str) -> list:
         for entry in conversation.entries[:1]
         if entry.session
     }
+    failing = _failing_children(evidence)
     for conversation in evidence.conversations:
-        blocks.append(_conversation(conversation, raw_prefix, sessions))
+        opened = conversation.anchor in failing
+        blocks.append(_conversation(conversation, raw_prefix, sessions, opened))
     return blocks
 
 
-def _conversation(conversation: Conversation, raw_prefix: str, sessions: dict) -> Fold:
+def _failing_children(evidence: Evidence) -> set[str]:
+    """The anchors of the children a reason names, a shard that failed, or that ended
+    without a reply: their conversations are open."""
+    verdict = evidence.verdict or {}
+    named = {
+        item.get("child_id") for item in verdict.get("reasons") or [] if isinstance(item, dict)
+    }
+    for shard in verdict.get("shards") or []:
+        if isinstance(shard, dict) and (
+            shard.get("coverage") != "correct" or shard.get("delegation") != "ok"
+        ):
+            named.add(shard.get("child_id"))
+    return {
+        child_anchor(index)
+        for index, child in enumerate(evidence.timeline.children, start=1)
+        if child.child_id in named or child.status != "replied"
+    }
+
+
+def _conversation(
+    conversation: Conversation, raw_prefix: str, sessions: dict, opened: bool = False
+) -> Fold:
     status = conversation.status
     summary: list[Cell] = [Cell(conversation.title)]
     if status:
@@ -632,7 +760,7 @@ def _conversation(conversation: Conversation, raw_prefix: str, sessions: dict) -
         blocks.append(_entry_box(conversation, entry, sessions))
     if cut and not told:
         blocks.append(_cut_notice(cut))
-    return Fold(tuple(summary), tuple(blocks), conversation.anchor)
+    return Fold(tuple(summary), tuple(blocks), conversation.anchor, opened)
 
 
 _STATUS_TONES = {"replied": "good", "failed": "warn", "dropped": "bad"}

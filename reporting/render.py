@@ -50,6 +50,7 @@ STYLE = (
     "p.muted{font-size:90%}"
     # A number picked out of a quoted text: the one the reason is about.
     ".mark{background:#ffe27a;font-weight:700;padding:0 2px;border-radius:2px}"
+    "td.quote{min-width:11em}"
 )
 
 
@@ -108,6 +109,7 @@ class Fold:
     summary: Inline
     blocks: tuple
     anchor: str | None = None
+    open: bool = False  # shown unfolded: what a reader came to see
 
 
 @dataclass(frozen=True)
@@ -268,7 +270,8 @@ def _html_block(block) -> str:
     if isinstance(block, Fold):
         inner = "\n".join(map(_html_block, block.blocks))
         return (
-            f"<details{_id(block.anchor)}><summary>{_html_inline(block.summary)}</summary>\n"
+            f"<details{_id(block.anchor)}{' open' * block.open}>"
+            f"<summary>{_html_inline(block.summary)}</summary>\n"
             f"{inner}\n</details>"
         )
     if isinstance(block, Box):
@@ -290,7 +293,7 @@ def _class(tone: str | None) -> str:
 
 def _html_td(cell: TableCell) -> str:
     if isinstance(cell, tuple):
-        return f"<td>{''.join(map(_html_cell, cell))}</td>"
+        return f'<td class="quote">{"".join(map(_html_cell, cell))}</td>'
     # A short value stays on one line; a sentence wraps.
     short = "nw" if len(cell.text) <= SHORT else ""
     classes = " ".join(filter(None, ("n" if cell.numeric else "", short, cell.tone or "")))

@@ -5,6 +5,7 @@ scorer itself, so the page is checked against the verdict it shows."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from html.parser import HTMLParser
 from evidence.artifacts import collect
 from evidence.runpaths import RunPaths
 from reporting import evidence_page
+from reporting.grounds import quoted
 from rules import integrity, witness_checks
 from scorer import score
 from tests.builders import RunBuilder, small_fixture
@@ -77,12 +79,22 @@ def parse(page: str) -> Rows:
 
 
 def write_result(run_dir: str, **fields) -> dict:
-    """result.json as the runner writes it, around the scorer's own verdict."""
+    """result.json as the runner writes it, around the scorer's own verdict, naming a
+    fixture dir beside the run that holds the fixture's manifest."""
     verdict = score(FIXTURE, collect(run_dir, FIXTURE.artifact)).to_json()
+    fixture_dir = os.path.join(os.path.dirname(run_dir), "fixture")
+    os.makedirs(fixture_dir, exist_ok=True)
+    manifest = {
+        "name": FIXTURE.name,
+        "artifact": FIXTURE.artifact,
+        "shards": [dataclasses.asdict(shard) for shard in FIXTURE.shards],
+    }
+    with open(os.path.join(fixture_dir, "fixture.json"), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle)
     result = {
         "model": "test/model",
         "drive": "oneshot",
-        "fixture": {"name": FIXTURE.name, "path": "fixtures/small", "shards": 3},
+        "fixture": {"name": FIXTURE.name, "path": fixture_dir, "shards": 3},
         "agent": {"version": "prime-agent 0.8.0", "exit_code": 0, "wall_time_s": 1234.5},
         "status": "scored",
         "resolved": verdict["resolved"],
@@ -122,6 +134,10 @@ class EvidencePageTest(unittest.TestCase):
 
     def row(self, first: str) -> list[str]:
         return next(row for row in self.parsed.rows if row and row[0] == first)
+
+    def why(self, code: str) -> list[str]:
+        """The Why table's first row of a reason code."""
+        return next(row for row in self.parsed.rows if row and row[0].startswith(f"{code} x"))
 
     def test_the_page_is_well_formed_and_self_contained(self):
         parsed = check_html(self.page)
@@ -165,13 +181,31 @@ class EvidencePageTest(unittest.TestCase):
         (failure,) = self.verdict["integrity"]["reply_receipts"]["failures"]
         self.assertTrue(failure["file"].startswith("sessions/"), failure)
         anchor = f"parent-L{failure['line']}"
-        unsent = self.row("unsent_reply x1")
+        unsent = self.why("unsent_reply")
         self.assertEqual(unsent[-1], f"the parent's transcript, line {failure['line']}")
         self.assertIn((unsent[-1], f"#{anchor}"), self.parsed.links)
         self.assertIn(anchor, self.parsed.ids)
         # The entry at that line is worker-b's reply.
         entry = self.page[self.page.index(f'id="{anchor}"') :][:400]
         self.assertIn("reply from worker-b", entry)
+
+    def test_a_shard_reason_shows_the_childs_reply_beside_the_answer_file(self):
+        # worker-c was noticed without a reply; the index gives c.jsonl 1234567.
+        wrong = self.why("wrong_answer")
+        headers = next(row for row in self.parsed.rows if row and row[0].startswith("reason"))
+        replied = wrong[headers.index("the child replied")]
+        self.assertEqual(replied, "no reply (a notice reached the parent)")
+        self.assertEqual(wrong[headers.index("the answer file says")], "line 5: - c.jsonl: 1234567")
+        self.assertIn('<span class="mark">1234567</span>', self.page)
+        # Line 5 of the file: a heading and a blank line come first.
+        self.assertIn(("line 5", "repo/combined-index.md"), self.parsed.links)
+
+    def test_the_failing_childrens_conversations_are_open_the_others_folded(self):
+        # worker-b's reply was never sent (a reason names it), worker-c sent none.
+        opened = set(re.findall(r'<details id="([^"]+)" open>', self.page))
+        self.assertEqual(opened, {"child-2", "child-3"})
+        self.assertIn('<details id="child-1">', self.page)
+        self.assertIn('<details id="parent">', self.page)
 
     def test_the_conversations_hold_messages_cells_outputs_replies_and_notices(self):
         self.assertIn('id="parent"', self.page)
@@ -202,6 +236,103 @@ class EvidencePageTest(unittest.TestCase):
     def test_paths_of_the_run_dir_are_not_on_the_page(self):
         self.assertNotIn(os.path.realpath(self.run_dir), self.page)
         self.assertIn(escape(evidence_page.RUN_DIR), self.page)
+
+
+class RestsOnTest(unittest.TestCase):
+    """Each reason of the rubric's own criteria links to the transcript line it rests on."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.run_dir = os.path.join(tmp.name, "run")
+        self.build = RunBuilder(self.run_dir)
+
+    def page(self) -> tuple[str, Rows, dict]:
+        result = write_result(self.run_dir)
+        path = os.path.join(self.run_dir, evidence_page.PAGE_FILE)
+        evidence_page.write_page(self.run_dir, path)
+        with open(path, encoding="utf-8") as handle:
+            page = handle.read()
+        self.assertEqual(check_html(page).errors, [])
+        return page, parse(page), result
+
+    def rests_on(self, parsed: Rows, code: str) -> tuple[str, str]:
+        """The text and link of the reason's last cell."""
+        row = next(row for row in parsed.rows if row and row[0].startswith(f"{code} x"))
+        return next(link for link in parsed.links if link[0] == row[-1])
+
+    def entry(self, page: str, anchor: str) -> str:
+        return page[page.index(f'id="{anchor}"') :][:600]
+
+    def test_a_wrong_answer_rests_on_the_last_write_and_shows_the_reply_it_contradicts(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        for shard in FIXTURE.shards:
+            self.build.reply(
+                children[shard.worker], f"The count for {shard.file} is {shard.expected}."
+            )
+        self.build.index_cell([f"- {A.file}: 12", f"- {B.file}: 22", f"- {C.file}: 33"])
+        page, parsed, result = self.page()
+        codes = [reason["code"] for reason in result["reasons"]]
+        self.assertEqual(codes, ["wrong_answer", "unsourced_answer"])
+        text, href = self.rests_on(parsed, "wrong_answer")
+        self.assertRegex(text, r"^the parent's L\d+: its last write of the answer file$")
+        self.assertIn("Writing the index.", self.entry(page, href[1:]))
+        # The reply that holds worker-a's number: 11, marked, beside the file's 12, marked.
+        text, href = self.rests_on(parsed, "unsourced_answer")
+        self.assertRegex(text, r"^the parent's L\d+: the reply$")
+        self.assertIn("reply from worker-a", self.entry(page, href[1:]))
+        self.assertIn(
+            'The count for a.jsonl is <span class="mark">11</span>.</td><td class="quote">'
+            '<span class="muted"><a href="repo/combined-index.md">line 3</a></span>: - a.jsonl: '
+            '<span class="mark">12</span></td>',
+            page,
+        )
+
+    def test_an_answer_known_before_spawn_rests_on_the_childs_task(self):
+        tasks = {
+            shard.worker: f"Count {shard.file}; it holds {shard.expected}."
+            for shard in FIXTURE.shards
+        }
+        children = {worker: self.build.spawn(worker, task=task) for worker, task in tasks.items()}
+        for shard in FIXTURE.shards:
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+        self.build.correct_index(FIXTURE)
+        page, parsed, result = self.page()
+        self.assertIn("answer_known_before_spawn", [r["code"] for r in result["reasons"]])
+        text, href = self.rests_on(parsed, "answer_known_before_spawn")
+        self.assertRegex(text, r"^worker-a's L\d+: the task$")
+        self.assertTrue(href.startswith("#child-1-L"), href)
+        self.assertIn("task from the parent", self.entry(page, href[1:]))
+
+    def test_a_missing_receipt_rests_on_the_childs_last_entry(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        self.build.reply(children["worker-a"], f"{A.file}: {A.expected}")
+        self.build.reply(children["worker-b"], f"{B.file}: {B.expected}")
+        self.build.correct_index(FIXTURE)
+        page, parsed, _ = self.page()
+        text, href = self.rests_on(parsed, "missing_receipt")
+        self.assertRegex(text, r"^worker-c's L\d+: its last entry$")
+        last = max(int(n) for n in re.findall(r'id="child-3-L(\d+)"', page))
+        self.assertEqual(href, f"#child-3-L{last}")
+        row = next(row for row in parsed.rows if row and row[0].startswith("unsourced_answer x"))
+        self.assertIn("no reply", row)
+
+
+class QuotedTest(unittest.TestCase):
+    def test_only_the_numbers_of_interest_are_marked_as_the_scorer_reads_them(self):
+        cells = quoted("events-01.jsonl: 1,234 (not 12345 or 1234.5)", {1234, 1})
+        self.assertEqual(
+            [(cell.text, cell.tone) for cell in cells],
+            [("events-01.jsonl: ", None), ("1,234", "mark"), (" (not 12345 or 1234.5)", None)],
+        )
+
+    def test_a_long_reply_is_cut_around_its_number(self):
+        text = "a" * 1000 + " 4242 " + "b" * 1000
+        cells = quoted(text, {4242}, limit=100)
+        self.assertEqual(cells[0].text, "…")
+        self.assertEqual([cell.text for cell in cells if cell.tone == "mark"], ["4242"])
+        self.assertTrue(cells[-1].text.endswith("…"))
+        self.assertLessEqual(sum(len(cell.text) for cell in cells), 102)
 
 
 class LargeTranscriptTest(unittest.TestCase):
