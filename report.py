@@ -210,8 +210,9 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
         Paragraph(
             "Resolve rate with its 95% Wilson interval; pass^k for k = 1..n (every one of k "
             "trials drawn from the n resolves); medians over scored trials; cost in dollars as "
-            "the product priced each model call (usage.cost), parent and children, and what "
-            "the scored trials cost in all per resolved trial; overhead = fan-out "
+            "the product priced each model call (usage.cost), parent and children, the median "
+            "trial's and, in brackets, what the scored trials cost in all per resolved trial; "
+            "overhead = fan-out "
             "median / single-agent baseline median (same fixture digest and model). A baseline "
             "trial is resolved on coverage alone. A trial whose agent failed on its own (agent "
             "error) is counted apart, not as a failure of the model."
@@ -233,7 +234,7 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
                 Cell(_counts(summary)),
                 Cell(fmt(summary["resolve_rate"]), numeric=True),
                 Cell(f"{fmt(low)} to {fmt(high)}"),
-                Cell(_pass_hat(summary)),
+                Cell(_pass_hat(summary), wrap=True),
                 Cell(fmt(summary["tokens"]["median"]), numeric=True),
                 Cell(fmt(summary["turns"]["median"]), numeric=True),
                 Cell(fmt(summary["wall_time_s"]["median"]), numeric=True),
@@ -241,7 +242,8 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
                 Cell(
                     " / ".join(fmt(ratios.get(key)) for key in ("tokens", "turns", "wall_time_s"))
                     if ratios
-                    else NONE
+                    else NONE,
+                    wrap=True,
                 ),
                 _trials_cell(failed, errored, f"#{_set_anchor(number)}"),
             )
@@ -249,7 +251,7 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
         tones.append("bad" if failed else "error" if errored else None)
     headers = (
         "fixture", "model", "drive", "kind", "resolved", "rate", "95% CI", "pass^k (k=1..n)",
-        "tokens", "turns", "wall s", "cost (per resolved)",
+        "tokens", "turns", "wall s", "cost",
         "overhead x (tokens / turns / wall)", "trials",
     )  # fmt: skip
     blocks += [Heading(2, "Results"), Table(headers, tuple(rows), tuple(tones))]

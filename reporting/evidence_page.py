@@ -226,7 +226,9 @@ def _summary(evidence: Evidence, state: Cell) -> list:
         "trial": trial.get("index"),
         "fixture": fixture.get("name") and f"{fixture['name']} ({fixture.get('shards')} shards)",
         "model · drive": result.get("model") and f"{result['model']} · {result.get('drive')}",
-        "agent": agent and f"{agent.get('version', NONE)}; exit {agent.get('exit_code', NONE)}",
+        "agent": f"{agent.get('version', NONE)}; exit {agent.get('exit_code', NONE)}"
+        if agent
+        else None,
         "wall time s": agent.get("wall_time_s"),
         "tokens": efficiency.get("total_tokens"),
         "turns": efficiency.get("total_turns"),
@@ -271,10 +273,10 @@ def _cost_text(efficiency: dict, model) -> str | None:
     if not total:
         return dollars(total, model if isinstance(model, str) else None)
     parts = [
-        f"{dollars(part)} {whose}"
+        f"{whose} {dollars(part)}"
         for whose, part in (
-            ("the parent", (efficiency.get("parent") or {}).get("cost_usd")),
-            ("the children", (efficiency.get("children") or {}).get("cost_usd")),
+            ("parent", (efficiency.get("parent") or {}).get("cost_usd")),
+            ("children", (efficiency.get("children") or {}).get("cost_usd")),
         )
         if part
     ]

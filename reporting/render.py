@@ -65,6 +65,7 @@ class Cell:
     href: str | None = None
     tone: str | None = None
     numeric: bool = False  # right-aligned in a table
+    wrap: bool = False  # may wrap in a table, however short: a list like `1 / 0.5 / 0`
 
 
 # A line of text: plain, or cells in a row (links and tones inline).
@@ -144,7 +145,7 @@ def dollars(value: float | None, model: str | None = None) -> str:
     cost."""
     if not value:
         double = (model or "").split("/", 1)[0]
-        return f"none ({double})" if double in ("simulated", "scripted") else "no cost reported"
+        return double if double in ("simulated", "scripted") else "no cost reported"
     return f"${value:,.4f}" if value < 0.01 else f"${value:,.2f}"
 
 
@@ -295,7 +296,7 @@ def _html_td(cell: TableCell) -> str:
     if isinstance(cell, tuple):
         return f'<td class="quote">{"".join(map(_html_cell, cell))}</td>'
     # A short value stays on one line; a sentence wraps.
-    short = "nw" if len(cell.text) <= SHORT else ""
+    short = "nw" if len(cell.text) <= SHORT and not cell.wrap else ""
     classes = " ".join(filter(None, ("n" if cell.numeric else "", short, cell.tone or "")))
     attribute = f' class="{escape(classes)}"' if classes else ""
     return f"<td{attribute}>{_html_cell(cell, span=False)}</td>"

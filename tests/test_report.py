@@ -331,21 +331,21 @@ class CostTest(unittest.TestCase):
         self.assertIn("| $1.75 |", text)
         free = self.view("b", "simulated/oracle", [(0, True)])
         text = render_markdown(report.build_report([free], "/r"))
-        self.assertIn("| none (simulated) |", text)
+        self.assertIn("| simulated |", text)
         self.assertNotIn("$0", text)
         cheaper = self.view("c", "p/m", [(0.25, True), (0.25, True), (0.25, True)])
         compared = render_markdown(report.build_compare([priced], [cheaper], ("a", "c")))
         self.assertIn("| $0.50 → $0.25 (-$0.25) |", compared)
         compared = render_markdown(report.build_compare([free], [free], ("b", "b")))
-        self.assertIn("| none (simulated) |", compared)
+        self.assertIn("| simulated |", compared)
 
 
 class DollarsTest(unittest.TestCase):
     def test_no_cost_says_why_instead_of_zero_dollars(self):
         self.assertEqual(dollars(None, "anthropic/claude"), "no cost reported")
         self.assertEqual(dollars(0.0, "anthropic/claude"), "no cost reported")
-        self.assertEqual(dollars(0, "simulated/oracle"), "none (simulated)")
-        self.assertEqual(dollars(None, "scripted/fanout"), "none (scripted)")
+        self.assertEqual(dollars(0, "simulated/oracle"), "simulated")
+        self.assertEqual(dollars(None, "scripted/fanout"), "scripted")
         self.assertEqual(dollars(1234.5), "$1,234.50")
         self.assertEqual(dollars(0.0042), "$0.0042")
 
