@@ -7,6 +7,12 @@ trailing `.` and `,` dropped, that is an integer: optional sign, then digits, or
 grouped by thousands with commas. So `23`, `+23`, `1,234`, `**23**`, `23.`, `(23)` and the
 23 of `count=23` are the number 23 or 1234; the `02` of `events-02.jsonl`, `3.5`, `0x17`,
 `v2` and `2026-12-03T11` are not numbers at all.
+
+`numbers_in` reads every token of a text. The scorer only asks whether a text holds one
+of a few numbers (those the answer file holds), over every tool result of a run:
+`Interest.numbers_in` answers that without reading each token, and reads with
+`token_value`, the same rule, only the tokens around a possible hit
+(tests/test_number_tokens.py holds the two to agreement).
 """
 
 from __future__ import annotations
@@ -17,11 +23,91 @@ INTEGER = re.compile(r"^[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)$")
 TOKEN = re.compile(r"[\w.,+-]+")
 
 
+def token_value(token: str) -> int | None:
+    """The integer a token (a whole `TOKEN` match) is, or None."""
+    token = token.rstrip(".,")
+    return int(token.replace(",", "")) if INTEGER.match(token) else None
+
+
 def numbers_in(text: str) -> set[int]:
     """Every number token of `text`, as integers."""
     numbers = set()
     for match in TOKEN.finditer(text):
-        token = match.group().rstrip(".,")
-        if INTEGER.match(token):
-            numbers.add(int(token.replace(",", "")))
+        value = token_value(match.group())
+        if value is not None:
+            numbers.add(value)
     return numbers
+
+
+# Every byte but an ASCII digit becomes a space: what is left, split, is the text's runs
+# of ASCII digits (bytes.translate and split run at memory speed, a regex does not).
+_DIGIT_RUNS = bytes(byte if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+# A decimal digit outside ASCII (`\d` and `int` take them): a text with one is read whole.
+_OTHER_DIGIT = re.compile(r"[^\D0-9]")
+_TOKEN_BACKWARDS = re.compile(r"[\w.,+-]*")
+
+
+class Interest:
+    """The numbers whose provenance the scorer traces, and a fast test for them in a text.
+
+    Why it is exact: a token whose value is one of them, `n`, is `[+-]` at most, then
+    `0`s and commas, then `n`'s digits either plain or grouped by thousands, then `.`s and
+    commas. So its last run of digits, less leading zeros, is `n` plain, or `n`'s last
+    three digits (a grouped form ends in them, padded). A text with no such run of ASCII
+    digits (and no digit outside ASCII) holds none of the numbers; in one with such a run,
+    every token around each place the run occurs is read by `token_value`.
+    """
+
+    def __init__(self, numbers: frozenset[int]):
+        self.numbers = frozenset(numbers)
+        keys = set()
+        for number in self.numbers:
+            digits = str(abs(number))
+            keys.add(digits)
+            keys.add(digits[-3:])
+        self._keys = frozenset(key.encode() for key in keys)
+        # A run of zeros alone stripped of them is empty: the number 0.
+        self._stripped_keys = self._keys | ({b""} if 0 in self.numbers else set())
+
+    def __bool__(self) -> bool:
+        return bool(self.numbers)
+
+    def numbers_in(self, text: str) -> frozenset[int]:
+        """`numbers_in(text) & self.numbers`, reading only the tokens around a hit."""
+        if not self.numbers or not text:
+            return frozenset()
+        if not text.isascii() and _OTHER_DIGIT.search(text):
+            return frozenset(numbers_in(text) & self.numbers)
+        runs = set(text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS).split())
+        hits = set(self._keys.intersection(runs))
+        for run in runs:
+            if run[:1] == b"0" and run.lstrip(b"0") in self._stripped_keys:
+                hits.add(run)
+        if not hits:
+            return frozenset()
+        found = set()
+        read: set[int] = set()  # start of every token read
+        for hit in hits:
+            key = hit.decode()
+            at = text.find(key)
+            while at >= 0:
+                start = _token_start(text, at)
+                if start not in read:
+                    read.add(start)
+                    value = token_value(TOKEN.match(text, start).group())
+                    if value in self.numbers:
+                        found.add(value)
+                at = text.find(key, at + 1)
+        return frozenset(found)
+
+
+def _token_start(text: str, at: int) -> int:
+    """Where the token holding `text[at]` (a digit) starts: the run of token characters
+    read backwards, over a window that doubles until the run ends inside it."""
+    window = 64
+    while True:
+        low = max(0, at - window)
+        behind = _TOKEN_BACKWARDS.match(text[low:at][::-1]).end()
+        if behind < at - low or low == 0:
+            return at - behind
+        window *= 2

@@ -9,6 +9,11 @@ records, a combined index) and measures two steps:
 - floor: reading every line of the same JSON files (transcripts, stdout stream,
   display records, ledger) and `json.loads`-ing it.
 
+Both are timed twice: in a process that times them alone, and as a user runs them, each a
+fresh process launched the same way (`uv run --locked python scorer.py --fixture F RUN`
+against `uv run --locked python -m tests.bench --floor FILES`, process start included),
+in alternating pairs; the peak RSS of the scorer's process is its own.
+
 The run is written with the tests' own builders (tests/builders.py), whose records
 tests pin to the captured real runs. The simulated agent (simulated/) keeps writers of
 its own on purpose: it stands in for the product, and were it to share the builders a
@@ -207,6 +212,10 @@ def child_main(argv: list[str]) -> int:
     kind = argv[0]
     with open(argv[1], encoding="utf-8") as handle:
         payload = json.load(handle)
+    if kind == "process-rss":
+        # A fresh parent that has waited for nothing else: RUSAGE_CHILDREN is the scorer's.
+        print(json.dumps({"peak_rss_mib": timed_process(payload["argv"])[1]}))
+        return 0
 
     def step(name: str) -> dict:
         if name == "score":
@@ -237,6 +246,53 @@ def child_main(argv: list[str]) -> int:
     result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
     return 0
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def timed_process(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds of a fresh process run to its end (its output discarded), and the peak
+    RSS in MiB of it and the processes it waited for (`uv run` waits for its Python)."""
+    began = time.perf_counter()
+    process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # wait4 reaps it and reports its resources; communicate first, so stderr never fills.
+    _, stderr = process.communicate()
+    elapsed = time.perf_counter() - began
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if process.returncode not in (0, 1):
+        raise RuntimeError(f"{argv[:6]} exited {process.returncode}: {stderr.decode()[-500:]}")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def process_pairs(payload: dict, pairs: int) -> dict:
+    """The scorer as a user runs it against the floor as a fresh process, in alternating
+    pairs; the scorer's peak RSS from one more process whose parent ran nothing before."""
+    uv = ["uv", "run", "--locked", "python"]
+    score = [*uv, "scorer.py", "--fixture", payload["manifest"], payload["run_dir"]]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(payload["files"], handle)
+    floor = [*uv, "-m", "tests.bench", "--floor", handle.name]
+    try:
+        times = []
+        for index in range(pairs):
+            first, second = (score, floor) if index % 2 == 0 else (floor, score)
+            a, b = timed_process(first)[0], timed_process(second)[0]
+            times.append((a, b) if first is score else (b, a))
+    finally:
+        os.unlink(handle.name)
+    rss = run_measurement("process-rss", {"argv": score})["peak_rss_mib"]
+    return {
+        "process_score_s": round(min(s for s, _ in times), 3),
+        "process_floor_s": round(min(f for _, f in times), 3),
+        "process_ratio": round(statistics.median(s / f for s, f in times), 2),
+        "process_ratio_range": [
+            round(min(s / f for s, f in times), 2),
+            round(max(s / f for s, f in times), 2),
+        ],
+        "process_pairs": len(times),
+        "process_score_peak_rss_mib": round(rss, 1),
+    }
 
 
 def run_measurement(kind: str, payload: dict) -> dict:
@@ -524,6 +580,11 @@ def main(argv: list[str] | None = None) -> int:
         return child_main(args[1:])
     if args and args[0] == "--serve":
         return serve_main(args[1:])
+    if args and args[0] == "--floor":
+        # The floor as a fresh process, for the comparison with the scorer's process.
+        with open(args[1], encoding="utf-8") as handle:
+            measure_floor(json.load(handle))
+        return 0
     parser = argparse.ArgumentParser(prog="tests/bench.py", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--scales",
@@ -588,6 +649,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = [run_measurement("pair", payload) for _ in range(options.repeat)]
             score_rss = run_measurement("score", payload)["peak_rss_mib"]
             floor_rss = run_measurement("floor", {"files": files})["peak_rss_mib"]
+            processes = process_pairs(payload, options.repeat)
         pairs = [pair for run in runs for pair in run["pairs"]]
         per_process = [statistics.median(s / f for s, f in run["pairs"]) for run in runs]
         rows.append(
@@ -608,6 +670,7 @@ def main(argv: list[str] | None = None) -> int:
                 "score_peak_rss_mib": round(score_rss, 1),
                 "floor_peak_rss_mib": round(floor_rss, 1),
                 "resolved": all(run["resolved"] for run in runs),
+                **processes,
             }
         )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
