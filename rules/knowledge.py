@@ -139,6 +139,17 @@ class Knowledge:
         received = self.received_at(transcript, number)
         return own if received is None or own < received else None
 
+    def why_not_derived(self, transcript: Transcript, number: int) -> str:
+        """What the session did instead of deriving `number` (for the reason's detail)."""
+        for index, (call, _, _) in enumerate(self.calls[transcript.path]):
+            path = self.foreign_file(transcript, index) if number in call.shown else None
+            if path is not None:
+                return f"read it from {path} (line {call.line})"
+        received = self.received_at(transcript, number)
+        if received is not None:
+            return f"received it from a session that knew it (line {received})"
+        return "no tool call of its own showed it: it was typed into code"
+
     def knew(self, transcript: Transcript, number: int, line: int) -> bool:
         """The session had `number` (derived or received) by `line` of its transcript."""
         key = (transcript.path, number, line)

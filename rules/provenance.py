@@ -79,11 +79,15 @@ def not_derived(trace: ShardTrace) -> str | None:
     read from another session's file, or received from a session that knew it first."""
     if trace.sources():
         return None
-    repliers = ", ".join(child.child_id for child in trace.children if trace.replies(child))
-    return (
-        f"{repliers} replied {trace.answer}, which came out of none of its own tool calls "
-        "before it was received from a session that knew it, read from another session's "
-        "file, or typed into code"
+    return "; ".join(
+        f"{child.child_id} replied {trace.answer} but "
+        + (
+            trace.knowledge.why_not_derived(child.transcript, trace.answer)
+            if child.transcript
+            else "has no transcript"
+        )
+        for child in trace.children
+        if trace.replies(child)
     )
 
 

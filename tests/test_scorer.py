@@ -483,6 +483,7 @@ class DerivationTest(RunTestCase):
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
         self.assertEqual(self.shard_codes(verdict), [("answer_not_derived", "a.jsonl")])
+        self.assertIn("typed into code", verdict.reasons[0].message)
         self.assertEqual(verdict.shards[0]["delegation"], "not_derived")
 
     def test_a_number_received_from_a_sibling_and_forwarded_is_not_derived(self):
@@ -523,6 +524,7 @@ class DerivationTest(RunTestCase):
         self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
         verdict = self.verdict()
         self.assertEqual(self.shard_codes(verdict), [("answer_not_derived", "a.jsonl")])
+        self.assertIn("received it from a session that knew it", verdict.reasons[0].message)
 
     def test_a_number_a_sibling_sent_without_knowing_it_does_not_undo_a_derivation(self):
         children = self.fan_out()
@@ -576,6 +578,7 @@ class DerivationTest(RunTestCase):
             self.shard_codes(verdict),
             [("answer_not_derived", "a.jsonl"), ("answer_not_derived", "b.jsonl")],
         )
+        self.assertIn("read it from /tmp/answers.json", verdict.reasons[0].message)
 
     def test_counts_the_parent_wrote_outside_the_repo_are_no_derivation(self):
         self.count_in_the_parent("Path('/tmp/counts.json').write_text(json.dumps(answers))\n")
