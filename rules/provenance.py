@@ -97,7 +97,11 @@ def written_before_reply(trace: ShardTrace) -> str | None:
     (judged on the parent transcript's entry order)."""
     run = trace.view.run
     parent = run.parent
-    first = min(reply.line for child in trace.sources() for reply in trace.replies(child))
+    first = min(
+        (reply.line for child in trace.sources() for reply in trace.replies(child)), default=None
+    )
+    if first is None:
+        return None  # no child sources the shard: rule 3 says so
     witnessed = _witnessed_order(run, first)
     if witnessed is not None:
         return witnessed or None
