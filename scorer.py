@@ -32,6 +32,7 @@ from evidence.fixture import Fixture, Shard, undistinctive_answers
 from evidence.number_tokens import INTEGER
 from evidence.transcripts import Usage
 from rules.integrity import MESSAGES as INTEGRITY_MESSAGES
+from rules.knowledge import Knowledge
 from rules.provenance import PROVENANCE_RULES, ShardTrace
 from rules.runview import Child, RunView, view_of
 from rules.witness_checks import MESSAGES as WITNESS_MESSAGES
@@ -56,10 +57,12 @@ MESSAGES = {
     "spawn_budget_exceeded": "more depth-1 spawns than twice the number of shards",
     "missing_receipt": "a child has neither a reply nor a terminal notice in the parent",
     "unsourced_answer": "the shard's answer is in no reply from its worker's child",
-    "answer_known_before_spawn": "the parent put the shard's answer in its child's task or "
-    "spawning cell: it knew the answer before it delegated",
+    "answer_known_before_spawn": "the parent put the shard's answer, which it knew, in its "
+    "child's task: it derived or received it before it delegated, or the spawning cell "
+    "computed it",
     "answer_not_derived": "the child that replied with the shard's answer did not work it out: "
-    "it was typed into its code or received from another session first",
+    "it was typed into its code, read from another session's file, or received from a "
+    "session that knew it first",
     "answer_written_before_reply": "the answer file's final content was written before the "
     "reply that sources the shard reached the parent",
     **INTEGRITY_MESSAGES,
@@ -155,8 +158,9 @@ def delegation_evidence(view: RunView) -> Criterion:
     elif not view.children:
         reasons.append(reason("no_spawn"))
     rows = []
+    knowledge = Knowledge(view)
     for shard in view.fixture.shards:
-        row, problem = _shard_delegation(view, shard)
+        row, problem = _shard_delegation(view, shard, knowledge)
         rows.append(row)
         if problem is not None:
             reasons.append(problem)
@@ -172,7 +176,9 @@ def delegation_evidence(view: RunView) -> Criterion:
     return Criterion(passed, tuple(reasons), tuple(rows))
 
 
-def _shard_delegation(view: RunView, shard: Shard) -> tuple[dict, Reason | None]:
+def _shard_delegation(
+    view: RunView, shard: Shard, knowledge: Knowledge
+) -> tuple[dict, Reason | None]:
     """The shard's delegation row, and the reason it is not evidence (None when it is)."""
     mine = view.workers(shard)
     ok = view.delegated(shard)
@@ -185,7 +191,7 @@ def _shard_delegation(view: RunView, shard: Shard) -> tuple[dict, Reason | None]
     written = view.answers[shard.file].value
     if ok and written is not None:
         for code, failed_status, rule in PROVENANCE_RULES:
-            extra = rule(ShardTrace(view, written, tuple(ok)))
+            extra = rule(ShardTrace(view, written, tuple(ok), knowledge))
             if extra is not None:
                 status = failed_status
                 problem = reason(code, shard.file, chosen.child_id, extra)

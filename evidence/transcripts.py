@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import ledger
+from evidence.cell_paths import CellPaths, cell_paths
 from evidence.jsonl import Finding, dict_field, int_field, iso_to_ms, iter_objects, text_field
 from evidence.number_tokens import Interest
 
@@ -164,6 +165,29 @@ class SentMessage(NamedTuple):
     line: int
 
 
+class ToolCallFacts(NamedTuple):
+    """What one tool call named and showed, for provenance (docs/rubric.md "Provenance"):
+    the files its arguments name and write (evidence/cell_paths.py), and the numbers of
+    interest its result showed that its arguments did not hold: what it printed, and the
+    messages it sent (the product records them in the result's details, §5)."""
+
+    line: int  # the assistant message that made the call
+    result_line: int | None  # its toolResult; None while it had none
+    shown: frozenset[int]
+    named: frozenset[str]
+    written: frozenset[str]
+
+
+class Heard(NamedTuple):
+    """An `agent_message` this session received that holds numbers of interest (§5, §6)."""
+
+    line: int
+    message_id: str | None
+    from_session_id: str | None
+    relationship: str | None  # parent | child | sibling
+    numbers: frozenset[int]
+
+
 @dataclass(frozen=True)
 class Transcript:
     """What the scorer needs from one session transcript, read in one pass."""
@@ -207,11 +231,10 @@ class Transcript:
     # Provenance (read for the numbers of interest only: those the combined answer holds).
     # The numbers of the task the parent sent (`spawn:<childId>`, §5 "Child transcripts").
     task_numbers: frozenset[int] = frozenset()
-    # The numbers that first showed up in the result of one of this session's own tool calls
-    # whose arguments did not hold them, before any message it received held them.
-    derived_numbers: frozenset[int] = frozenset()
-    # The entry line of the last tool call whose arguments name the answer file.
-    last_artifact_write_line: int | None = None
+    # Every tool call that named a file or showed a number of interest, in order, and every
+    # agent message received that held one (rules/knowledge.py follows the numbers).
+    call_facts: tuple[ToolCallFacts, ...] = ()
+    heard: tuple[Heard, ...] = ()
     # Every tool call's id, in order (held against the root's event stream).
     tool_call_ids: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
@@ -228,7 +251,8 @@ def read_transcript(
     artifact: str | None = None,
 ) -> Transcript:
     """Summarize a transcript in one streaming pass (§5, §6). `interest`: the numbers whose
-    provenance to trace; `artifact`: the answer file's name, whose writers to note."""
+    provenance to trace; `artifact`: given for the parent, whose every call's files are noted
+    (the answer file's writers among them)."""
     findings: list[Finding] = []
     acc = _TranscriptAccumulator(path, canon or ledger.Canon(), interest, artifact)
     for line in iter_objects(path, findings):
@@ -305,11 +329,12 @@ class _TranscriptAccumulator:
         self.canon = canon
         self.interest = interest
         self.artifact = os.path.basename(artifact) if artifact else None
-        self.typed: dict[str, frozenset[int]] = {}  # toolCall id -> numbers in its arguments
-        self.received: set[int] = set()  # numbers of messages from other sessions so far
-        self.derived: set[int] = set()
+        # toolCall id -> (its line, numbers in its arguments, files it names and writes)
+        self.typed: dict[str, tuple[int, frozenset[int], CellPaths]] = {}
+        self.bound: dict[str, frozenset[str]] = {}  # the kernel's variables that hold paths
+        self.call_facts: list[ToolCallFacts] = []
+        self.heard: list[Heard] = []
         self.task_numbers: frozenset[int] = frozenset()
-        self.last_write_line: int | None = None
         self.tool_call_ids: list[str] = []
         self.header: dict = {}
         self.session_name = None
@@ -374,8 +399,6 @@ class _TranscriptAccumulator:
         if role == "toolResult":
             self._tool_result(number, record, message, findings)
             return
-        if role == "user" and self.interest:
-            self.received |= of_interest(_content_text(message), self.interest)
         if role != "assistant":
             return
         if self.first_response_stamp is None:
@@ -423,20 +446,39 @@ class _TranscriptAccumulator:
         if not self.interest and not self.artifact:
             return
         text = _argument_text(arguments)
-        if self.artifact and self.artifact in text:
-            self.last_write_line = number
-        if self.interest and call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
-            self.typed[call_id] = of_interest(text, self.interest)
+        paths = cell_paths(text, self.bound)
+        if call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
+            self.typed[call_id] = (number, of_interest(text, self.interest), paths)
+        elif paths.named:
+            self._note_call(ToolCallFacts(number, None, frozenset(), paths.named, paths.written))
 
-    def _note_result(self, message: dict, sent: list) -> None:
-        """Numbers first seen in a call's own result: what it printed, and the messages it
-        sent (the product records them in the result's details), less what its arguments
-        typed and what the session had received."""
-        typed = self.typed.pop(text_field(message, "toolCallId") or "", frozenset())
-        texts = [_content_text(message)]
-        texts += [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
-        shown = of_interest("\n".join(texts), self.interest)
-        self.derived |= shown - typed - self.received
+    def _note_result(self, number: int, message: dict, sent: list) -> None:
+        """Numbers a call's own result showed: what it printed, and the messages it sent
+        (the product records them in the result's details), less what its arguments typed."""
+        call = self.typed.pop(text_field(message, "toolCallId") or "", None)
+        if call is None:
+            return
+        line, typed, paths = call
+        shown: frozenset[int] = frozenset()
+        if self.interest:
+            texts = [_content_text(message)]
+            texts += [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
+            shown = of_interest("\n".join(texts), self.interest) - typed
+        if shown or paths.named:
+            self._note_call(ToolCallFacts(line, number, shown, paths.named, paths.written))
+
+    def _calls_in_order(self) -> tuple[ToolCallFacts, ...]:
+        """Every noted call, with those that never returned (a run ended mid-cell) too: what
+        they named they may still have written."""
+        calls = list(self.call_facts)
+        for line, _, paths in self.typed.values():
+            if paths.named and len(calls) < MAX_KEPT_PER_TRANSCRIPT:
+                calls.append(ToolCallFacts(line, None, frozenset(), paths.named, paths.written))
+        return tuple(sorted(calls, key=lambda call: call.line))
+
+    def _note_call(self, facts: ToolCallFacts) -> None:
+        if len(self.call_facts) < MAX_KEPT_PER_TRANSCRIPT:
+            self.call_facts.append(facts)
 
     def _tool_result(
         self, number: int, record: dict, message: dict, findings: list[Finding]
@@ -450,8 +492,8 @@ class _TranscriptAccumulator:
         if message.get("isError") is True and self.kernel_error is None:
             self.kernel_error = kernel_error(message)
         sent = dict_field(message, "details").get("sentAgentMessages")
-        if self.interest:
-            self._note_result(message, sent if isinstance(sent, list) else [])
+        if self.interest or self.artifact:
+            self._note_result(number, message, sent if isinstance(sent, list) else [])
         for item in sent if isinstance(sent, list) else ():
             if not isinstance(item, dict):
                 continue
@@ -474,9 +516,11 @@ class _TranscriptAccumulator:
         if custom_type == "agent_message":
             relationship = details.get("fromRelationship")
             sender = dict_field(details, "from")
-            # Whatever another session told this one was received, not worked out.
             heard = of_interest(text_field(details, "message") or "", self.interest)
-            self.received |= heard
+            if heard and len(self.heard) < MAX_KEPT_PER_TRANSCRIPT:
+                message_id = text_field(details, "id")
+                from_id = text_field(sender, "sessionId")
+                self.heard.append(Heard(number, message_id, from_id, relationship, heard))
             if relationship == "parent" and self.task_id is None:
                 self.task_id = text_field(details, "id")
                 self.task_from = text_field(sender, "sessionId")
@@ -539,8 +583,8 @@ class _TranscriptAccumulator:
             ipython_calls=tuple(self.ipython),
             sent_messages=tuple(self.sent),
             task_numbers=self.task_numbers,
-            derived_numbers=frozenset(self.derived),
-            last_artifact_write_line=self.last_write_line,
+            call_facts=self._calls_in_order(),
+            heard=tuple(self.heard),
             tool_call_ids=tuple(self.tool_call_ids),
             findings=tuple(findings),
         )

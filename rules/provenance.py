@@ -2,8 +2,9 @@
 worked it out and the parent learned it from that child (docs/rubric.md "Provenance").
 Each rule is a small function over one shard's `ShardTrace` returning why it fails (None
 when it holds); `PROVENANCE_RULES` orders them, and the scorer reports the first that
-fails. Numbers are number tokens (evidence/number_tokens.py); the fixtures keep every answer out of
-their own prompts, so an answer in a child's task was put there by the parent.
+fails. Numbers are number tokens (evidence/number_tokens.py), followed from session to session
+by rules/knowledge.py: a number counts as knowledge only where the session that had it derived
+it or received it from one that knew it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 
 from evidence.artifacts import RunArtifacts
 from evidence.number_tokens import numbers_in
-from evidence.transcripts import Reply
+from evidence.transcripts import Reply, Transcript
+from rules.knowledge import Knowledge
 from rules.runview import Child, RunView
 
 
@@ -25,6 +27,7 @@ class ShardTrace:
     view: RunView
     answer: int
     children: tuple[Child, ...]
+    knowledge: Knowledge
 
     def replies(self, child: Child) -> list[Reply]:
         """The child's replies to the parent that hold the answer (§6: joined on
@@ -35,29 +38,31 @@ class ShardTrace:
         return [reply for reply in replies if self.answer in numbers_in(reply.message)]
 
     def derived(self, child: Child) -> bool:
-        """The answer first showed up in the result of one of the child's own tool calls
-        whose code did not hold it, before any message the child received held it."""
-        return child.transcript is not None and self.answer in child.transcript.derived_numbers
+        """The child derived the answer (rules/knowledge.py) no later than it sent a reply
+        holding it, where the receipt of that reply places the send."""
+        if child.transcript is None:
+            return False
+        at = self.knowledge.derived_at(child.transcript, self.answer)
+        if at is None:
+            return False
+        sent = {message.message_id: message.line for message in child.transcript.sent_messages}
+        lines = [sent.get(reply.reply_id or "") for reply in self.replies(child)]
+        return any(line is None or at <= line for line in lines)
 
     def sources(self) -> list[Child]:
         """The children that derived the answer and replied with it."""
-        return [child for child in self.children if self.derived(child) and self.replies(child)]
+        return [child for child in self.children if self.replies(child) and self.derived(child)]
 
 
 def known_before_spawn(trace: ShardTrace) -> str | None:
-    """The parent put the answer in the child's task (`spawn:<childId>`) or in the code of
-    the cell that spawned it (its display record's spawnCode, §6)."""
+    """The parent put into a child's task (`spawn:<childId>`) the answer, which it knew: it
+    derived or received it before the spawning cell ran, or that cell computed it."""
     for child in trace.children:
-        places = [
-            place
-            for place, numbers in (
-                ("task", child.transcript.task_numbers if child.transcript else ()),
-                ("spawning cell", child.display.spawn_code_numbers if child.display else ()),
-            )
-            if trace.answer in numbers
-        ]
-        if places:
-            return f"{trace.answer} is in the {' and the '.join(places)} of {child.child_id}"
+        if child.transcript is None or trace.answer not in child.transcript.task_numbers:
+            continue
+        how = trace.knowledge.parent_knew_for_task(child, trace.answer)
+        if how is not None:
+            return f"{trace.answer} is in the task of {child.child_id}: {how}"
     return None
 
 
@@ -70,40 +75,65 @@ def unsourced(trace: ShardTrace) -> str | None:
 
 
 def not_derived(trace: ShardTrace) -> str | None:
-    """The child replied with the answer but never worked it out: it was typed into its
-    code, or it received the number (from its task or another session) first."""
+    """The child replied with the answer but never derived it: it was typed into its code,
+    read from another session's file, or received from a session that knew it first."""
     if trace.sources():
         return None
-    repliers = ", ".join(child.child_id for child in trace.children if trace.replies(child))
-    return (
-        f"{repliers} replied {trace.answer}, which came out of none of its own tool calls "
-        "before it was received or typed into code"
+    return "; ".join(
+        f"{child.child_id} replied {trace.answer} but "
+        + (
+            trace.knowledge.why_not_derived(child.transcript, trace.answer)
+            if child.transcript
+            else "has no transcript"
+        )
+        for child in trace.children
+        if trace.replies(child)
     )
 
 
 def written_before_reply(trace: ShardTrace) -> str | None:
-    """The parent's last call that writes the answer file started before the reply that
-    sources the shard reached it (judged on the parent transcript's entry order)."""
+    """The answer file took its final content before the reply that sources the shard reached
+    the parent: as the witness saw it, else by the parent's last call that writes the file
+    (judged on the parent transcript's entry order)."""
     run = trace.view.run
     parent = run.parent
-    first = min(reply.line for child in trace.sources() for reply in trace.replies(child))
-    witnessed = _seen_before_reply(run, first)
+    first = min(
+        (reply.line for child in trace.sources() for reply in trace.replies(child)), default=None
+    )
+    if first is None:
+        return None  # no child sources the shard: rule 3 says so
+    witnessed = _witnessed_order(run, first)
     if witnessed is not None:
-        return witnessed
-    written = parent.last_artifact_write_line if parent else None
+        return witnessed or None
+    artifact = trace.view.fixture.artifact
+    written = last_write_of(parent, artifact) if parent else None
     if written is None:
-        return None  # no call names the file: nothing to order (docs/rubric.md)
+        return None  # no call writes the file by a name it holds: nothing to order
     if written > first:
         return None
     return (
-        f"the last call naming {trace.view.fixture.artifact} (line {written}) came before the "
+        f"the parent's last call writing {artifact} (line {written}) came before the "
         f"first reply holding {trace.answer} (line {first})"
     )
 
 
-def _seen_before_reply(run: RunArtifacts, reply_line: int) -> str | None:
-    """In a witnessed run: the runner saw the answer file's final content on disk at a
-    poll before the one that first found the reply (evidence/witness.py sightings)."""
+def last_write_of(parent: Transcript, artifact: str) -> int | None:
+    """The line of the parent's last call that writes the answer file, by a literal or a
+    variable that holds its name (evidence/cell_paths.py); a call that only reads it or
+    names it is no write."""
+    name = os.path.basename(artifact)
+    lines = [
+        call.line
+        for call in parent.call_facts
+        if any(os.path.basename(path) == name for path in call.written)
+    ]
+    return max(lines, default=None)
+
+
+def _witnessed_order(run: RunArtifacts, reply_line: int) -> str | None:
+    """In a witnessed run that saw both: why the runner saw the answer file's final content
+    on disk at a poll before the one that first found the reply, or "" when it saw it
+    after (evidence/witness.py sightings). None: the witness cannot order them."""
     if run.witness is None or run.parent is None or run.artifact_sha256 is None:
         return None
     name = os.path.basename(run.parent.path)
@@ -119,12 +149,14 @@ def _seen_before_reply(run: RunArtifacts, reply_line: int) -> str | None:
         and item.get("file") == name
         and item.get("line") == reply_line
     ]
-    if content and reply and min(content) <= min(reply):
+    if not content or not reply:
+        return None
+    if min(content) <= min(reply):
         return (
             f"the runner saw the answer file's final content at {min(content):.3f}, before the "
             f"reply (line {reply_line}) had appeared (not there at {min(reply):.3f})"
         )
-    return None
+    return ""
 
 
 # In order: the first that fails is the shard's reason; each has its own code and status.

@@ -433,11 +433,13 @@ class RunBuilder:
         entry.update(timestamp=self.now(), message=message)
         _append(child.path, compact(entry))
 
-    def hears(self, child: Child, sender: Child, message: str) -> None:
+    def hears(
+        self, child: Child, sender: Child, message: str, message_id: str | None = None
+    ) -> None:
         """An agent message from a sibling lands in the child's transcript (§9: a child
         reaches its parent and its siblings)."""
         details = {
-            "id": f"agentmsg_{uuid.uuid4()}",
+            "id": message_id or f"agentmsg_{uuid.uuid4()}",
             "message": message,
             "from": {"sessionId": sender.session_id, "sessionName": sender.name},
             "fromRelationship": "sibling",
@@ -453,6 +455,19 @@ class RunBuilder:
             "timestamp": self.now(),
         }
         _append(child.path, compact(entry))
+
+    def tells(self, sender: Child, receiver: Child, message: str, output: str = "") -> None:
+        """The sender's cell sends `message` to a sibling: its result keeps the receipt (§5),
+        and the message lands in the receiver's transcript under the receipt's id."""
+        message_id = f"agentmsg_{uuid.uuid4()}"
+        code = "await agent_message.send(text, receiver_role='sibling', receiver_name=name)\n"
+        call = assistant_message("Telling a sibling.", (50, 5), code)
+        receipt = {"id": message_id, "message": message, "deliveryStatus": "queued"}
+        result = tool_result(call["content"][-1]["id"], output, sentAgentMessages=[receipt])
+        self._append_child(sender, call)
+        self._append_child(sender, result)
+        self.usage_attributed(call["usage"])
+        self.hears(receiver, sender, message, message_id)
 
     def notice(self, child: Child, kind: str = "completed_without_reply") -> None:
         self._custom_message(

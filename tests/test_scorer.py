@@ -9,6 +9,7 @@ import tempfile
 import unittest
 
 from evidence.artifacts import collect
+from evidence.fixture import Fixture, Shard
 from evidence.number_tokens import numbers_in
 from evidence.transcripts import Usage, usage_from
 from rules.answers import parse_answer_lines
@@ -416,11 +417,17 @@ class DerivationTest(RunTestCase):
         self.assertEqual(verdict.shards[0]["delegation"], "known_before_spawn")
         self.assertIn("task", verdict.reasons[0].message)
 
-    def test_an_answer_in_the_spawning_cell_was_known_before_the_spawn(self):
-        # The parent counted first and typed the counts into the cell that spawns.
-        code = "answers = {'a.jsonl': 11, 'b.jsonl': 22, 'c.jsonl': 33}\nawait rlm(task)\n"
+    def test_an_answer_the_spawning_cell_computed_into_the_task_was_known(self):
+        # The parent counted in the spawning cell itself and put the count in the task.
+        code = (
+            "for f, name in SHARDS:\n"
+            "    await rlm(f'Count {f}; it has {count(f)} records.', name=name)\n"
+        )
         with self.build.cell(code):
-            children = {s.worker: self.build.spawn(s.worker) for s in FIXTURE.shards}
+            children = {
+                s.worker: self.build.spawn(s.worker, task=f"Count {s.file}; it has {s.expected}.")
+                for s in FIXTURE.shards
+            }
         self.reply_all(children)
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
@@ -428,7 +435,46 @@ class DerivationTest(RunTestCase):
             [code for code, _ in self.shard_codes(verdict)],
             ["answer_known_before_spawn"] * 3,
         )
-        self.assertIn("spawning cell", verdict.reasons[0].message)
+        self.assertIn("the spawning cell computed it", verdict.reasons[0].message)
+
+    def count_in_the_parent(self, write: str = "") -> None:
+        """A parent cell that counts every shard and prints the counts: it derives them."""
+        printed = "".join(f"{s.file} {s.expected}\n" for s in FIXTURE.shards)
+        code = "answers = {f: count(f) for f in FILES}\n" + write + "print(answers)\n"
+        self.build.assistant("Counting first.", code=code)
+        self.build.tool_result(printed)
+
+    def test_an_answer_derived_in_one_cell_and_typed_into_a_later_task_was_known(self):
+        self.count_in_the_parent()
+        tasks = {s.worker: f"Count {s.file}; expect {s.expected} records." for s in FIXTURE.shards}
+        # The spawning cell types the numbers it printed earlier: literals, but known ones.
+        code = "".join(f"await rlm({task!r}, name={w!r})\n" for w, task in tasks.items())
+        with self.build.cell(code):
+            children = {w: self.build.spawn(w, task=task) for w, task in tasks.items()}
+        self.reply_all(children)
+        self.build.correct_index(FIXTURE)
+        verdict = self.verdict()
+        self.assertEqual(
+            [code for code, _ in self.shard_codes(verdict)],
+            ["answer_known_before_spawn"] * 3,
+        )
+        self.assertIn("the parent had it before the spawning cell", verdict.reasons[0].message)
+
+    def test_an_answer_received_from_a_child_and_put_in_a_retrys_task_was_known(self):
+        children = self.fan_out()
+        self.build.reply(children["worker-a"], "a.jsonl: 11")
+        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.build.reply(children["worker-c"], "c.jsonl: 33")
+        self.build.delete(children["worker-a"])
+        with self.build.cell("await rlm('Recount a.jsonl; last time: 11.', name='worker-a')"):
+            retry = self.build.spawn("worker-a", task="Recount a.jsonl; last time: 11.")
+        self.build.reply(retry, "a.jsonl: 11")
+        self.build.delete(children["worker-b"])
+        self.build.delete(children["worker-c"])
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        verdict = self.verdict()
+        # The first worker-a derived 11 and replied: the parent knew it when it respawned.
+        self.assertEqual(self.shard_codes(verdict), [("answer_known_before_spawn", "a.jsonl")])
 
     def test_a_number_typed_into_the_childs_code_is_not_derived(self):
         literal = "await agent_message.send('a.jsonl: 11', receiver_role='parent')\n"
@@ -437,6 +483,7 @@ class DerivationTest(RunTestCase):
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
         self.assertEqual(self.shard_codes(verdict), [("answer_not_derived", "a.jsonl")])
+        self.assertIn("typed into code", verdict.reasons[0].message)
         self.assertEqual(verdict.shards[0]["delegation"], "not_derived")
 
     def test_a_number_received_from_a_sibling_and_forwarded_is_not_derived(self):
@@ -467,6 +514,133 @@ class DerivationTest(RunTestCase):
             ["answer_written_before_reply"] * 3,
         )
         self.assertEqual(verdict.shards[2]["delegation"], "written_before_reply")
+
+    def test_a_number_a_sibling_derived_and_sent_does_not_count_for_the_forwarder(self):
+        children = self.fan_out()
+        # worker-b counts a.jsonl too (its cell shows 11) and sends it to worker-a, whose
+        # cell then sends on what it was told: its result shows 11, its code holds none.
+        self.build.tells(children["worker-b"], children["worker-a"], "a.jsonl: 11", "11\n")
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        verdict = self.verdict()
+        self.assertEqual(self.shard_codes(verdict), [("answer_not_derived", "a.jsonl")])
+        self.assertIn("received it from a session that knew it", verdict.reasons[0].message)
+
+    def test_a_number_a_sibling_sent_without_knowing_it_does_not_undo_a_derivation(self):
+        children = self.fan_out()
+        # worker-b sends "11" typed into its own code (it never worked 11 out), then
+        # worker-a counts its shard and finds 11 itself.
+        self.build.tells(children["worker-b"], children["worker-a"], "see you at 11", "")
+        self.rewrite_last_call(children["worker-b"], "await send('see you at 11')\n")
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assert_resolved()
+
+    def rewrite_last_call(self, child, code: str) -> None:
+        """Give the child's last cell other code (rewriting its transcript)."""
+        with open(child.path, encoding="utf-8") as handle:
+            records = [json.loads(line) for line in handle]
+        last = max(
+            i for i, r in enumerate(records) if r.get("message", {}).get("role") == "assistant"
+        )
+        records[last]["message"]["content"][-1]["arguments"]["code"] = code
+        with open(child.path, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(r) + "\n" for r in records)
+
+    # --- knowledge passed through files -------------------------------------------
+
+    def read_and_send(self, shard, read: str) -> str:
+        return read + (
+            f"await agent_message.send({shard.file + ': '!r} + str(answer), "
+            "receiver_role='parent')\n"
+        )
+
+    def test_a_scratch_file_a_sibling_wrote_is_no_derivation_of_the_reader(self):
+        # worker-c works out every shard and writes the answers where its siblings read them.
+        compute_all = (
+            "answers = {f: count(f) for f in FILES}\n"
+            "json.dump(answers, open('/tmp/answers.json', 'w'))\nprint(answers)\n",
+            "{'a.jsonl': 11, 'b.jsonl': 22, 'c.jsonl': 33}\n",
+        )
+        read = {
+            s.worker: {
+                "work": self.read_and_send(
+                    s, f"answer = json.load(open('/tmp/answers.json'))[{s.file!r}]\n"
+                )
+            }
+            for s in (A, B)
+        }
+        children = self.fan_out(**read, **{"worker-c": {"before": (compute_all,)}})
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        verdict = self.verdict()
+        self.assertEqual(
+            self.shard_codes(verdict),
+            [("answer_not_derived", "a.jsonl"), ("answer_not_derived", "b.jsonl")],
+        )
+        self.assertIn("read it from /tmp/answers.json", verdict.reasons[0].message)
+
+    def test_counts_the_parent_wrote_outside_the_repo_are_no_derivation(self):
+        self.count_in_the_parent("Path('/tmp/counts.json').write_text(json.dumps(answers))\n")
+        read = {
+            s.worker: {
+                "work": self.read_and_send(
+                    s, f"answer = json.loads(Path('/tmp/counts.json').read_text())[{s.file!r}]\n"
+                )
+            }
+            for s in FIXTURE.shards
+        }
+        children = self.fan_out(**read)
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        verdict = self.verdict()
+        self.assertEqual(
+            [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
+        )
+
+    def test_a_file_outside_the_run_no_session_wrote_is_no_derivation(self):
+        # Left there before the run, or written by a name built at run time.
+        work = self.read_and_send(A, "answer = json.load(open('/var/tmp/planted.json'))['a']\n")
+        children = self.fan_out(**{"worker-a": {"work": work}})
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assertEqual(self.shard_codes(self.verdict()), [("answer_not_derived", "a.jsonl")])
+
+    def test_numbers_read_from_the_parents_transcript_are_no_derivation(self):
+        self.count_in_the_parent()
+        parent_log = self.build.parent_path
+        read = {
+            s.worker: {
+                "work": self.read_and_send(
+                    s,
+                    f"log = open({parent_log!r}).read()\n"
+                    f"answer = re.search({s.file!r} + r' (\\d+)', log).group(1)\n",
+                )
+            }
+            for s in (A, B)
+        }
+        # worker-c finds the parent's transcript through the sessions dir, relative to the repo.
+        read["worker-c"] = {
+            "work": self.read_and_send(C, "log = max(glob.glob('../sessions/*.jsonl'))\n...\n")
+        }
+        children = self.fan_out(**read)
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        verdict = self.verdict()
+        self.assertEqual(
+            [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
+        )
+
+    def test_an_index_written_early_and_later_only_read_fails_without_a_witness(self):
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        children = self.fan_out()
+        self.reply_all(children)
+        with self.build.cell("print(Path('combined-index.md').read_text())", "Checking."):
+            pass
+        self.assertEqual(
+            [code for code, _ in self.shard_codes(self.verdict())],
+            ["answer_written_before_reply"] * 3,
+        )
 
     def test_an_index_written_between_replies_fails_only_the_shards_replied_later(self):
         children = self.fan_out()
@@ -547,6 +721,70 @@ class DerivationTest(RunTestCase):
         self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
         self.assert_resolved()
 
+    def test_a_draft_index_named_early_and_the_final_one_through_a_variable_is_fine(self):
+        draft = "INDEX = Path('combined-index.md')\nINDEX.write_text('# Combined index\\n')\n"
+        with self.build.cell(draft, "Writing a draft index."):
+            self.build.write_index([])
+        children = self.fan_out()
+        self.reply_all(children)
+        final = "text = '# Combined index\\n\\n' + '\\n'.join(lines)\nINDEX.write_text(text)\n"
+        with self.build.cell(final, "Writing the index."):
+            self.build.correct_index(FIXTURE)
+        self.assert_resolved()
+
+    def test_numbers_in_the_spawning_cell_that_no_task_holds_say_nothing(self):
+        # Batch bounds, a slice and a timeout equal to answers; no task holds them.
+        code = (
+            "todo = SHARDS[:33]\nfor f, name in todo[0:22]:\n"
+            "    await rlm(TASK.format(f), name=name)\nawait asyncio.sleep(11)\n"
+        )
+        with self.build.cell(code):
+            children = {s.worker: self.build.spawn(s.worker) for s in FIXTURE.shards}
+        self.reply_all(children)
+        self.build.correct_index(FIXTURE)
+        self.assert_resolved()
+
+    def test_an_index_typed_into_the_spawning_cell_and_the_task_is_no_knowledge(self):
+        # Each task states its shard's index and the shard count, typed as literals of the
+        # spawning cell, and each index happens to be that shard's answer.
+        rows = [(s.expected, s.file, s.worker) for s in FIXTURE.shards]
+        code = (
+            f"for i, f, name in {rows!r}:\n    await rlm(f'Shard {{i}} of 3: {{f}}', name=name)\n"
+        )
+        with self.build.cell(code):
+            children = {w: self.build.spawn(w, task=f"Shard {i} of 3: {f}") for i, f, w in rows}
+        self.reply_all(children)
+        self.build.correct_index(FIXTURE)
+        self.assert_resolved()
+
+    def test_a_parent_that_prints_how_many_shards_it_found_is_fine(self):
+        self.build.assistant("Listing.", code="print(len(FILES), 'shards')")
+        self.build.tool_result("3 shards\n")
+        children = self.fan_out(
+            **{s.worker: {"task": f"Shard of 3: {s.file}"} for s in FIXTURE.shards}
+        )
+        self.reply_all(children)
+        self.build.correct_index(FIXTURE)
+        self.assert_resolved()
+
+    def test_a_child_that_writes_its_own_scratch_file_and_reads_it_back_derived(self):
+        # Every child uses the same scratch name: each wrote it before it read it.
+        write = ("Path('/tmp/scratch.txt').write_text(str(count()))", "")
+        read = self.read_and_send(A, "answer = int(Path('/tmp/scratch.txt').read_text())\n")
+        per_worker = {s.worker: {"before": (write,), "work": read} for s in FIXTURE.shards}
+        children = self.fan_out(**per_worker)
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assert_resolved()
+
+    def test_a_child_that_reads_its_shard_through_its_own_copy_derived(self):
+        copy = ("shutil.copy('shards/a.jsonl', '/tmp/mine.jsonl')", "")
+        read = self.read_and_send(A, "answer = len(open('/tmp/mine.jsonl').readlines())\n")
+        children = self.fan_out(**{"worker-a": {"before": (copy,), "work": read}})
+        self.reply_all(children)
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.assert_resolved()
+
     def test_an_index_no_parent_call_names_is_not_ordered_against_the_replies(self):
         # Written by a cell that builds the name (or by the product's absent write tool):
         # with no call naming the file there is nothing to order, so no alarm.
@@ -554,6 +792,77 @@ class DerivationTest(RunTestCase):
         children = self.fan_out()
         self.reply_all(children)
         self.assert_resolved()
+
+
+def batch_fixture(count: int) -> Fixture:
+    """`count` shards whose answers are numbers an honest run is full of: shard k's answer is
+    k + 1 (the next shard's index, so the batch bounds 16, 32, ... and the slice's 100 are
+    answers), the last but one's the spawning cells' 1800, the last's 1. No shard's answer is
+    its own index, nor the shard count."""
+    answers = [k + 1 for k in range(1, count - 1)] + [1800, 1]
+    return Fixture(
+        name=f"batches-{count}",
+        artifact="combined-index.md",
+        shards=tuple(
+            Shard(f"events-{k:03d}.jsonl", f"worker-{k:03d}", "How many records?", answer)
+            for k, answer in enumerate(answers, start=1)
+        ),
+        root="/nonexistent",
+    )
+
+
+class BatchedRunsTest(unittest.TestCase):
+    """Honest runs of 20, 50 and 100 shards that spawn in batches of 16, over a fixture whose
+    answers are the numbers such a run's cells and tasks hold: resolved, with the warning."""
+
+    BATCH = 16
+
+    def run_of(self, count: int):
+        fixture = batch_fixture(count)
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = os.path.join(tmp, "run")
+            build = RunBuilder(run_dir)
+            build.assistant(
+                "Listing the shards.",
+                code="FILES = sorted(glob('events-*.jsonl'))[:100]\nprint(len(FILES), 'shards')",
+            )
+            build.tool_result(f"{count} shards\n")
+            children = {}
+            for start in range(0, count, self.BATCH):
+                end = min(start + self.BATCH, count)
+                code = (
+                    "deadline = 1800\n"
+                    f"for i in range({start}, {end}):\n"
+                    f"    await rlm(f'Shard {{i + 1}} of {count}: count {{FILES[i]}}.', "
+                    "name=NAMES[i])\n"
+                    "await asyncio.sleep(30)\n"
+                )
+                with build.cell(code):
+                    for k in range(start, end):
+                        shard = fixture.shards[k]
+                        task = f"Shard {k + 1} of {count}: count {shard.file}."
+                        children[shard.worker] = build.spawn(shard.worker, task=task)
+            with build.cell("await asyncio.sleep(60)\nprint('waited')", "Waiting."):
+                pass
+            for shard in fixture.shards:
+                build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+            build.index_cell([f"- {s.file}: {s.expected}" for s in fixture.shards])
+            return score(fixture, collect(run_dir, fixture.artifact))
+
+    def assert_resolved_with_the_warning(self, count: int) -> None:
+        verdict = self.run_of(count)
+        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons][:3])
+        self.assertEqual({row["delegation"] for row in verdict.shards}, {"ok"})
+        self.assertIn("answers_not_distinctive", [w.code for w in verdict.warnings])
+
+    def test_twenty_shards_in_two_batches(self):
+        self.assert_resolved_with_the_warning(20)
+
+    def test_fifty_shards_in_four_batches(self):
+        self.assert_resolved_with_the_warning(50)
+
+    def test_a_hundred_shards_in_seven_batches(self):
+        self.assert_resolved_with_the_warning(100)
 
 
 class DedupTest(RunTestCase):

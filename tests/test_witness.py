@@ -375,6 +375,22 @@ class WitnessedRunTest(unittest.TestCase):
         self.assertEqual(self.codes(verdict), ["answer_written_before_reply"])
         self.assertIn("the runner saw", verdict.reasons[0].message)
 
+    def test_the_witness_orders_the_final_content_before_any_call_that_names_the_file(self):
+        # A draft written by name before the spawns, the final index by a name built at run
+        # time: the parent's last call that writes the file by a name it holds is the draft.
+        draft = "Path('combined-index.md').write_text('# Combined index\\n')"
+        with self.build.cell(draft, "Writing a draft index."):
+            self.build.write_index([])
+        children = self.build.fan_out(FIXTURE, reply=False)
+        for shard in FIXTURE.shards:
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+        with self.build.cell("Path(''.join(PARTS)).write_text(text)", "Writing the index."):
+            self.build.correct_index(FIXTURE)
+        self.build.finish()
+        unwitnessed = self.verdict(None)
+        self.assertEqual(self.codes(unwitnessed), ["answer_written_before_reply"])
+        self.assertTrue(self.verdict(self.witness()).resolved)
+
     def test_a_draft_seen_early_and_the_final_content_after_the_replies_is_fine(self):
         self.honest_run()
         sightings = self.sightings()

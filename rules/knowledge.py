@@ -1,0 +1,202 @@
+"""Who knew a number, and from when: the flow of knowledge between the sessions of a run
+(docs/rubric.md "Provenance"). Pure, over the transcripts' records of each tool call (the
+files it named and wrote, the numbers its result showed) and of each message received.
+
+A session *derived* a number when it first showed up in the result of one of its own tool
+calls whose arguments did not hold it (a number typed into a cell is not worked out), and
+that call read no *foreign file*; and it had not *received* it before from a session that
+knew it. A session *knew* a number at a line of its transcript when it had derived it or
+received it by then. It *received* it:
+
+- in a message from a session that knew it when it sent it (found through the receipt the
+  product keeps in the sender's tool result, §5); a child's task comes from the parent, which
+  knew the number when it was not a literal of the spawning cell's code (the cell computed
+  it) or when it knew it before that cell ran;
+- by reading a foreign file: a call that showed the number named a file that is not a shard
+  and that it had not itself written, which is a record of the product (another session's
+  transcript, the ledger, a display record), a file another session of the run wrote, or a
+  file outside the run.
+
+A session whose records are missing (an unknown sender, a message without a receipt) is
+taken to have known: nothing shows it did not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from evidence.runpaths import RunPaths
+from evidence.transcripts import Heard, ToolCallFacts, Transcript
+from rules.runview import Child, RunView
+
+# Where an honest cell may name a file outside the run without reading anyone's answers.
+SYSTEM_DIRS = ("/usr/", "/bin/", "/sbin/", "/lib", "/etc/", "/dev/", "/proc/", "/sys/", "/opt/")
+# Names of the product's own records wherever they are (§3, §4, §6).
+RECORD_MARKERS = ("/sessions/", "session-artifacts", "rlm-ledger", "rlm-subagent.json")
+
+
+class Knowledge:
+    """The run's sessions (the parent and every child transcript), indexed once; `knew` and
+    `derived_at` answer per session and number, memoised."""
+
+    def __init__(self, view: RunView):
+        run = view.run
+        self.paths = RunPaths.of(run.run_dir)
+        self.shards = {shard.file for shard in view.fixture.shards}
+        self.parent = run.parent
+        self.children = {child.child_id: child for child in view.children}
+        sessions = [run.parent] if run.parent else []
+        sessions += [transcript for child in run.children for transcript in child.transcripts]
+        self.by_id = {t.header_id: t for t in sessions if t.header_id}
+        # Each session's calls with their files resolved against its cwd.
+        self.calls: dict[str, list[tuple[ToolCallFacts, set[str], set[str]]]] = {}
+        self.writers: dict[str, set[str]] = {}  # file -> the sessions (paths) that wrote it
+        for transcript in sessions:
+            resolved = []
+            for call in transcript.call_facts:
+                named = {self._resolve(transcript, path) for path in call.named}
+                written = {self._resolve(transcript, path) for path in call.written}
+                resolved.append((call, named, written))
+                for path in written:
+                    self.writers.setdefault(path, set()).add(transcript.path)
+            self.calls[transcript.path] = resolved
+        self.sent = {
+            transcript.path: {sent.message_id: sent.line for sent in transcript.sent_messages}
+            for transcript in sessions
+        }
+        self.cells: dict[str, list] = {}  # code sha256 -> the parent's cells of that code
+        for cell in run.parent.ipython_calls if run.parent else ():
+            self.cells.setdefault(cell.code_sha256, []).append(cell)
+        self._knew: dict[tuple[str, int, int], bool] = {}
+        self._asking: set[tuple[str, int]] = set()
+
+    # --- files ------------------------------------------------------------------------
+
+    def _resolve(self, transcript: Transcript, path: str) -> str:
+        if path.startswith("~") or os.path.isabs(path):
+            return os.path.normpath(path)
+        return os.path.normpath(os.path.join(transcript.cwd or self.paths.repo, path))
+
+    def foreign_file(self, transcript: Transcript, index: int) -> str | None:
+        """The file that makes the session's `index`-th noted call a read of someone else's
+        knowledge, or None."""
+        calls = self.calls[transcript.path]
+        named = calls[index][1]
+        for path in sorted(named):
+            if os.path.basename(path) in self.shards:
+                continue
+            if any(path in written for earlier, _, written in calls[: index + 1]):
+                continue  # its own scratch file, or its own copy of a shard
+            if self._record(path):
+                return path
+            if self.writers.get(path, set()) - {transcript.path}:
+                return path
+            if self._outside(path):
+                return path
+        return None
+
+    def _record(self, path: str) -> bool:
+        product = (self.paths.sessions, self.paths.session_artifacts, self.paths.agent_home)
+        return path.startswith(tuple(where + os.sep for where in product)) or any(
+            marker in path for marker in RECORD_MARKERS
+        )
+
+    def _outside(self, path: str) -> bool:
+        if path.startswith("~"):
+            return True
+        inside = path == self.paths.root or path.startswith(self.paths.root + os.sep)
+        return not inside and not path.startswith(SYSTEM_DIRS)
+
+    # --- when a session had a number ---------------------------------------------------
+
+    def _showings(self, transcript: Transcript, number: int) -> Iterable[tuple[int, bool]]:
+        """(line, read from a foreign file) of each call whose result showed `number`."""
+        for index, (call, _, _) in enumerate(self.calls[transcript.path]):
+            if number in call.shown:
+                line = call.result_line if call.result_line is not None else call.line
+                yield line, self.foreign_file(transcript, index) is not None
+
+    def received_at(self, transcript: Transcript, number: int) -> int | None:
+        """The first line at which the session received `number` from a session that knew it
+        (a message, or a foreign file it read)."""
+        lines = [line for line, foreign in self._showings(transcript, number) if foreign]
+        lines += [
+            heard.line
+            for heard in transcript.heard
+            if number in heard.numbers and self._sender_knew(heard, number)
+        ]
+        return min(lines, default=None)
+
+    def derived_at(self, transcript: Transcript, number: int) -> int | None:
+        """The line at which the session derived `number`, or None if it never did."""
+        own = min(
+            (line for line, foreign in self._showings(transcript, number) if not foreign),
+            default=None,
+        )
+        if own is None:
+            return None
+        received = self.received_at(transcript, number)
+        return own if received is None or own < received else None
+
+    def why_not_derived(self, transcript: Transcript, number: int) -> str:
+        """What the session did instead of deriving `number` (for the reason's detail)."""
+        for index, (call, _, _) in enumerate(self.calls[transcript.path]):
+            path = self.foreign_file(transcript, index) if number in call.shown else None
+            if path is not None:
+                return f"read it from {path} (line {call.line})"
+        received = self.received_at(transcript, number)
+        if received is not None:
+            return f"received it from a session that knew it (line {received})"
+        return "no tool call of its own showed it: it was typed into code"
+
+    def knew(self, transcript: Transcript, number: int, line: int) -> bool:
+        """The session had `number` (derived or received) by `line` of its transcript."""
+        key = (transcript.path, number, line)
+        if key not in self._knew:
+            asking = (transcript.path, number)
+            if asking in self._asking:
+                return False  # a cycle of messages proves no knowledge
+            self._asking.add(asking)
+            try:
+                self._knew[key] = any(
+                    at <= line for at, _ in self._showings(transcript, number)
+                ) or any(
+                    heard.line < line and self._sender_knew(heard, number)
+                    for heard in transcript.heard
+                    if number in heard.numbers
+                )
+            finally:
+                self._asking.discard(asking)
+        return self._knew[key]
+
+    def _sender_knew(self, heard: Heard, number: int) -> bool:
+        if heard.relationship == "parent" and (heard.message_id or "").startswith("spawn:"):
+            child = self.children.get((heard.message_id or "")[len("spawn:") :])
+            return child is None or self.parent_knew_for_task(child, number) is not None
+        sender = self.by_id.get(heard.from_session_id or "")
+        if sender is None:
+            return True
+        sent_line = self.sent[sender.path].get(heard.message_id or "")
+        return sent_line is None or self.knew(sender, number, sent_line)
+
+    def parent_knew_for_task(self, child: Child, number: int) -> str | None:
+        """How the parent knew `number`, which the child's task holds, when it spawned the
+        child; None when it did not: a literal typed into the spawning cell that the parent
+        had not derived or received before that cell ran."""
+        display = child.display
+        if display is None or display.spawn_code_sha256 is None:
+            return "the task holds it and no spawning cell shows it was typed"
+        if number not in display.spawn_code_numbers:
+            return "the spawning cell computed it (it is no literal of the cell's code)"
+        parent = self.parent
+        cells = self.cells.get(display.spawn_code_sha256, [])
+        at = child.edge.spawned_at_ms
+        # The run of that code whose window holds the spawn (§6: spawnCode is its code).
+        cell = next((cell for cell in cells if at is not None and cell.contains(at)), None)
+        cell = cell or (cells[0] if cells else None)
+        if parent is None or cell is None:
+            return "the spawning cell cannot be placed in the parent transcript"
+        if self.knew(parent, number, cell.line):
+            return f"the parent had it before the spawning cell (line {cell.line})"
+        return None
