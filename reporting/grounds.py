@@ -18,6 +18,7 @@ from evidence.number_tokens import INTEGER, TOKEN
 from reporting.conversations import Conversation, shown
 from reporting.render import Cell
 from rules.answers import parse_answer_lines
+from rules.provenance import last_write_of
 
 QUOTE_CHARS = 320  # of a reply quoted in a table: enough to read the number in its sentence
 TASK_TITLE = "task from the parent"  # how reporting/conversations.py titles a child's task
@@ -116,7 +117,7 @@ def grounds_of(
         spawns=spawns,
         answer_file=f"repo/{artifact}" if artifact and run.artifact_text is not None else None,
         answer_lines=answer_lines,
-        last_write=parent.last_artifact_write_line if parent else None,
+        last_write=last_write_of(parent, artifact) if parent and artifact else None,
         kernel_error=kernel_error,
     )
 

@@ -289,11 +289,15 @@ class RestsOnTest(unittest.TestCase):
         )
 
     def test_an_answer_known_before_spawn_rests_on_the_childs_task(self):
-        tasks = {
-            shard.worker: f"Count {shard.file}; it holds {shard.expected}."
-            for shard in FIXTURE.shards
-        }
-        children = {worker: self.build.spawn(worker, task=task) for worker, task in tasks.items()}
+        # The spawning cell counted each shard itself and put the count into the task.
+        code = (
+            "for f, name in SHARDS:\n    await rlm(f'Count {f}; it holds {count(f)}.', name=name)\n"
+        )
+        with self.build.cell(code):
+            children = {
+                s.worker: self.build.spawn(s.worker, task=f"Count {s.file}; it holds {s.expected}.")
+                for s in FIXTURE.shards
+            }
         for shard in FIXTURE.shards:
             self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
         self.build.correct_index(FIXTURE)
