@@ -15,9 +15,11 @@ import signal
 import subprocess
 import time
 
+import callers
 import daemon
 import ledger
 import procs
+import sandbox
 import witness
 from cli import print_note
 from jsonl import open_regular
@@ -90,11 +92,18 @@ class Interrupt:
 class Watch:
     """Timeout, interrupt and progress, checked while the agent runs."""
 
-    def __init__(self, run: RunDir, timeout: float, interrupt: Interrupt, label: str = ""):
+    def __init__(
+        self,
+        run: RunDir,
+        timeout: float,
+        interrupt: Interrupt,
+        label: str = "",
+        sandboxed: bool = False,
+    ):
         self.started = time.monotonic()
         self.deadline = self.started + timeout
         self.interrupt = interrupt
-        self.progress = Progress(run, timeout, label)
+        self.progress = Progress(run, timeout, label, sandboxed)
         self.timed_out = False
         self._last_report = self.started
 
@@ -126,11 +135,15 @@ def launch_and_wait(
     grace: float | None = None,
     artifact: str | None = None,
     label: str = "",
+    proxy=None,
+    plan: sandbox.Plan | None = None,
 ) -> dict:
     """Launch the agent, wait for it to end or be ended, end every process it left; `label`
-    ("trial 3/10") heads the progress lines."""
+    ("trial 3/10") heads the progress lines. With a sandbox `plan` the agent runs in it and
+    `proxy` (the recording proxy) serves it there; with `proxy`, each connection's caller is
+    judged (callers.py)."""
     procs.become_subreaper()
-    watch = Watch(run, timeout, interrupt, label)
+    watch = Watch(run, timeout, interrupt, label, plan is not None)
     oneshot = drive == "oneshot"
     argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
     # The runner's own channels (witness.py): the one-shot stream comes through a pipe
@@ -142,28 +155,46 @@ def launch_and_wait(
     wire = witness.Channel(private, "daemon-wire.jsonl")
     observer = witness.Observer(run.paths, artifact).start()
     drained = None
+    # One-shot: stdout is the stream's socket (witness.stream_socket); the daemon's goes to
+    # a file.
+    ours, theirs = witness.stream_socket() if oneshot else (None, None)
+    started = None
     try:
         with (
-            # One-shot: stdout is the stream's pipe; the daemon's goes to a file.
-            contextlib.nullcontext() if oneshot else open(run.daemon_stdout, "wb") as out,
+            contextlib.nullcontext(theirs) if oneshot else open(run.daemon_stdout, "wb") as out,
             open(run.stderr, "wb") as err,
         ):
-            # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
-            process = subprocess.Popen(
-                argv,
-                cwd=run.repo,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if oneshot else out,
-                stderr=err,
-                start_new_session=True,
-            )
+            if plan is None:
+                # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
+                process = subprocess.Popen(
+                    argv,
+                    cwd=run.repo,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            else:
+                started = sandbox.start(
+                    argv, plan, port=proxy.port, cwd=run.repo, env=env, stdout=out, stderr=err
+                )
+                process = started.process
+                proxy.serve(started.listener)
     except BaseException:
         observer.stop()
         shutil.rmtree(private, ignore_errors=True)
+        if ours is not None:
+            ours.close()
         raise
+    finally:
+        if theirs is not None:
+            theirs.close()
+    processes = _run_processes(process, started, oneshot)
+    if proxy is not None:
+        proxy.attribute(processes)
     if oneshot:
-        drained = witness.drain(process.stdout, stream)
+        drained = witness.drain_socket(ours, stream)
     resident: dict | None = None
     try:
         if oneshot:
@@ -175,11 +206,18 @@ def launch_and_wait(
     finally:
         wall = round(time.monotonic() - watch.started, 3)
         stopped = process.poll() is None
-        cleanup = end_run(run, process, grace)
+        cleanup = end_run(run, process, grace, in_sandbox=started is not None)
         # The tree is gone: whatever holds the pipe's write end is gone with it.
         if drained is not None:
             drained.join(timeout=10.0)
         observer.stop()
+        processes.stop()
+        exit_code = process.returncode
+        if started is not None:
+            # bwrap says 128 + n for a signal; the shim knows which it was.
+            told = started.status.exit_status()
+            started.status.close()
+            exit_code = exit_code if told is None else told
         channels = [stream.publish(run.stdout)] if oneshot or stream.bytes else []
         if not oneshot:
             channels.append(wire.publish(run.wire))
@@ -190,7 +228,8 @@ def launch_and_wait(
         "channels": channels,
         "sightings": observer.sightings(),
         "observer": {"poll_s": observer.interval, "polls": observer.polls},
-        "exit_code": process.returncode,
+        "processes": processes.summary(),
+        "exit_code": exit_code,
         "timed_out": watch.timed_out,
         "interrupted": interrupt.signum,
         "wall_time_s": wall,
@@ -198,22 +237,54 @@ def launch_and_wait(
         "resident": resident,
         # Only an agent that failed on its own has its last words quoted; one the
         # runner ended (timeout, interrupt) exits by the runner's signal.
-        "stderr_tail": stderr_tail(run.stderr) if process.returncode and not stopped else None,
+        "stderr_tail": stderr_tail(run.stderr) if exit_code and not stopped else None,
     }
 
 
-def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) -> dict:
+def _run_processes(
+    process: subprocess.Popen, started: sandbox.Started | None, oneshot: bool
+) -> callers.RunProcesses:
+    """The run's process tree as callers.py judges it. Unsandboxed, it hangs from the runner
+    (a subreaper: what detaches lands here); sandboxed, from the sandbox's init (bwrap's
+    child, where what detaches lands) and the shim, whose child is the agent."""
+    if started is None:
+        return callers.RunProcesses(
+            (os.getpid(),), process.pid, detached_supervisor=oneshot
+        ).start()
+    inside = started.status.agent_pid(sandbox.START_TIMEOUT_S)
+    # Inside, bwrap's init is pid 1 and the shim, its first child, pid 2.
+    by_inside = {
+        procs.namespace_pid(pid): pid
+        for pid in procs.descendants(process.pid, procs.process_table())
+    }
+    init, shim, initial = (by_inside.get(ns, -1) for ns in (1, 2, inside))
+    return callers.RunProcesses(
+        (init, shim), initial, detached_supervisor=oneshot, network_of=init
+    ).start()
+
+
+def end_run(
+    run: RunDir, process: subprocess.Popen, grace: float | None = None, in_sandbox: bool = False
+) -> dict:
     """Shut the daemon down over its own socket, then end everything still running.
 
     `grace`, when given, replaces SHUTDOWN_ANSWER_S (down to MIN_ANSWER_S), SETTLE_S and
-    TERM_GRACE_S."""
+    TERM_GRACE_S. `in_sandbox`: the daemon's pids are the sandbox's; `sandbox_pids` in the
+    record maps the pids here to those, for every process of the run seen while ending it."""
     answer, settle, term = (
         (SHUTDOWN_ANSWER_S, SETTLE_S, TERM_GRACE_S)
         if grace is None
         else (max(grace, MIN_ANSWER_S), grace, grace)
     )
+    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+    inside: dict[int, int] = {}
+    if in_sandbox:
+        _note_inside(procs.run_processes(process.pid, *marker), inside)
     shutdown = daemon.shutdown_daemon(run.socket, answer)
     supervisor = shutdown.get("supervisor_pid")
+    if in_sandbox and supervisor:
+        supervisor = next((pid for pid, ns in inside.items() if ns == supervisor), None)
+        shutdown["supervisor_host_pid"] = supervisor
     if shutdown.get("success") and supervisor == process.pid:
         # The resident drive's daemon is our own child: let Popen reap it.
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -221,7 +292,6 @@ def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) 
         shutdown["exited"] = process.poll() is not None
     elif shutdown.get("success") and supervisor:
         shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
-    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
     owned = {process.pid: process}  # reaped by Popen, which keeps its exit status
     if shutdown.get("success"):
         # A forced shutdown ends every worker and kernel (§2); give them a moment
@@ -234,6 +304,8 @@ def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) 
             remaining.add(process.pid)
         if not remaining:
             break
+        if in_sandbox:
+            _note_inside(remaining, inside)
         rounds.append(procs.end_processes(remaining, term, owned))
     process.poll()
     if process.returncode is not None:
@@ -246,7 +318,19 @@ def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) 
         "killed": sorted({pid for item in rounds for pid in item["killed"]}),
         "leaked_processes": len(leaked),
         "leaked_pids": leaked,
+        **(
+            {"sandbox_pids": {str(pid): ns for pid, ns in sorted(inside.items())}}
+            if in_sandbox
+            else {}
+        ),
     }
+
+
+def _note_inside(pids, inside: dict[int, int]) -> None:
+    for pid in pids:
+        ns = procs.namespace_pid(pid)
+        if ns is not None:
+            inside.setdefault(pid, ns)
 
 
 def stderr_tail(path: str) -> str | None:
@@ -273,10 +357,11 @@ class Progress:
     """Spawns and replies seen so far, read incrementally, printed to stderr with the time
     elapsed of the run's timeout (and in a run set, headed by the trial: its label)."""
 
-    def __init__(self, run: RunDir, timeout: float, label: str = ""):
+    def __init__(self, run: RunDir, timeout: float, label: str = "", sandboxed: bool = False):
         self.run = run
         self.timeout = timeout
         self.head = f"{label}: " if label else ""
+        self.where = "sandboxed" if sandboxed else "not sandboxed"
         self.offsets: dict[str, int] = {}
         self.spawns = 0
         self.replies = 0
@@ -297,7 +382,7 @@ class Progress:
         word = f"{ended} after" if ended else "running"
         print_note(
             f"runner.py: {self.head}{word} {elapsed:.0f}s of {self.timeout:g}s: "
-            f"{self.spawns} spawns, {self.replies} replies"
+            f"{self.spawns} spawns, {self.replies} replies ({self.where})"
         )
 
     def _count_new(self, path: str, needle: bytes) -> int:
