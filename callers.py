@@ -169,9 +169,12 @@ class RunProcesses:
                 next(handle, None)
                 for line in handle:
                     fields = line.split()
-                    if len(fields) > 9 and fields[1] == local:
-                        if int(fields[2].rpartition(":")[2], 16) == server_port:
-                            return int(fields[9])
+                    if (
+                        len(fields) > 9
+                        and fields[1] == local
+                        and int(fields[2].rpartition(":")[2], 16) == server_port
+                    ):
+                        return int(fields[9])
         except (OSError, ValueError):
             return None
         return None

@@ -491,7 +491,7 @@ class RecordingProxy:
     def stop(self) -> None:
         """Stops serving, breaks every connection still open, and returns once each request
         in flight has been recorded: after it, `records()` is final."""
-        for server, thread in zip(self._servers, self._threads):
+        for server, thread in zip(self._servers, self._threads, strict=True):
             if thread.is_alive():
                 server.shutdown()
                 thread.join()

@@ -380,7 +380,7 @@ class StatusPipe:
         return self.words
 
     def said(self, kind: str) -> int | None:
-        pairs = zip(self.words[::2], self.words[1::2])
+        pairs = zip(self.words[::2], self.words[1::2], strict=False)
         return next((int(value) for key, value in pairs if key == kind), None)
 
     def agent_pid(self, wait: float) -> int | None:
