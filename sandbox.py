@@ -216,7 +216,7 @@ def install_dirs(executable: str, home: str, path_env: str | None) -> list[str]:
     dirs = []
     for path in found:
         real = os.path.realpath(path)
-        dirs.append(install_root(real, home))
+        dirs.append(install_root(real, home) or real)
         venv = os.path.dirname(os.path.dirname(os.path.abspath(path)))
         if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
             dirs.append(venv)
@@ -225,11 +225,12 @@ def install_dirs(executable: str, home: str, path_env: str | None) -> list[str]:
     return dirs
 
 
-def install_root(real_path: str, home: str) -> str:
+def install_root(real_path: str, home: str) -> str | None:
     """The install a file belongs to: the nearest dir above it with a package.json or
     pyproject.toml (above every node_modules it is in: a package's dependencies may sit
     beside it), else the prefix of a `<prefix>/bin/<file>` layout, else its own dir. Never
-    the user's home, an ancestor of it, or /: then its own dir."""
+    the user's home, an ancestor of it, or /: then its own dir, or when that is one of
+    them too, None (the file alone is shown)."""
     here = os.path.dirname(real_path)
     root = None
     probe = here
@@ -243,8 +244,10 @@ def install_root(real_path: str, home: str) -> str:
         probe = os.path.dirname(probe)
     if root is None:
         root = os.path.dirname(here) if os.path.basename(here) == "bin" else here
-    too_wide = root == os.path.dirname(root) or is_within(home, root)
-    return here if too_wide else root
+    for candidate in (root, here):
+        if candidate != os.path.dirname(candidate) and not is_within(home, candidate):
+            return candidate
+    return None
 
 
 def shebang_interpreter(path: str, path_env: str | None) -> str | None:
@@ -286,9 +289,10 @@ def plan_binds(
         wanted += install_dirs(kernel, home, env.get("PATH"))
     wanted += [sys.prefix, sys.base_prefix]
     shown: list[str] = []
-    for path in sorted({os.path.abspath(item) for item in wanted if os.path.isdir(item)}):
+    for path in sorted({os.path.abspath(item) for item in wanted if os.path.exists(item)}):
         covered = any(is_within(path, done) for done in (*SYSTEM_DIRS, *shown))
-        if not covered and not is_within(home, path) and path != "/":
+        too_wide = os.path.isdir(path) and (is_within(home, path) or path == "/")
+        if not covered and not too_wide:
             shown.append(path)
     around = os.path.dirname(run_root)
     keeps_installs = any(is_within(path, around) for path in shown) or is_within(home, around)
