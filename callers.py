@@ -2,9 +2,10 @@
 whether it is one of the product's own (docs/witness.md#who-calls-the-model).
 
 Every model call must come from the product: the process the runner started (the one-shot
-CLI or the resident daemon), the supervisor the one-shot CLI detaches, or a worker below
-them — never a kernel, nor anything a cell started. A cell that calls the proxy itself
-would get real response ids for a conversation it forges.
+CLI or the resident daemon) or a process of the product's below it (its supervisor and
+workers: prime-agent 0.8.0 keeps them below the CLI while it runs) — never a kernel, nor
+anything a cell started. A cell that calls the proxy itself would get real response ids
+for a conversation it forges.
 
 The proxy's socket is on 127.0.0.1, in the sandbox's network or the runner's. When it
 accepts a connection, `RunProcesses.identify` finds the connection's other end in that
@@ -13,12 +14,11 @@ processes of the run that hold that socket (/proc/<pid>/fd), then judges each by
 sits in the run's process tree:
 
 - walking up from it, the first process below the top of the run's tree (the runner, or in
-  a sandbox its init and the shim) must be the process the runner started, or the
-  supervisor: the oldest other process there, pinned when first needed (one-shot only: the
-  resident daemon is the process the runner started). A cell's process that double-forks
-  to leave its kernel lands at the top itself, younger than the supervisor;
+  a sandbox its init and the shim) must be the process the runner started. A cell's process
+  that double-forks to leave its kernel lands at the top itself;
 - every process on the way must run the product's executable (the one the process the
-  runner started runs) and never have been seen running another: a kernel is another
+  runner started runs at the first call; a wrapper script must `exec` the product) and
+  never have been seen running another: a kernel is another
   program (the kernel Python), so a cell's process below it, or the kernel itself after an
   `exec` of the product's interpreter, is not the product. The run's processes are looked
   at every `POLL_S` (`start`) to see what each ran.
@@ -85,23 +85,13 @@ class RunProcesses:
 
     `top`: the processes the run's tree hangs from (the runner; sandboxed, the sandbox's
     init and the shim). `initial`: the process the runner started (the CLI or the daemon).
-    `detached_supervisor`: the one-shot CLI detaches a supervisor, which lands at the top.
     `network_of`: a process in the network the proxy's socket is in (None: the runner's)."""
 
-    def __init__(
-        self,
-        top: tuple[int, ...],
-        initial: int,
-        *,
-        detached_supervisor: bool,
-        network_of: int | None = None,
-    ):
+    def __init__(self, top: tuple[int, ...], initial: int, network_of: int | None = None):
         self.top = top
         self.initial = initial
-        self.detached_supervisor = detached_supervisor
         self.network_of = network_of
         self.product_exe: str | None = None
-        self.supervisor: tuple[int, int] | None = None  # (pid, start), once pinned
         self._exes: dict[tuple[int, int], set[str]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -132,17 +122,11 @@ class RunProcesses:
             for pid, look in seen.items():
                 if look.exe is not None:
                     self._exes.setdefault((pid, look.started), set()).add(look.exe)
-            if self.product_exe is None and self.initial in seen:
-                self.product_exe = seen[self.initial].exe
         return seen
 
     def summary(self) -> dict:
         """For the witness header: what the rule took as the product."""
-        return {
-            "initial_pid": self.initial,
-            "product_exe": self.product_exe,
-            "supervisor_pid": self.supervisor[0] if self.supervisor else None,
-        }
+        return {"initial_pid": self.initial, "product_exe": self.product_exe}
 
     # --- one connection ---------------------------------------------------------------
 
@@ -155,6 +139,11 @@ class RunProcesses:
             return Caller(None, None, None, False, "the connection was gone before it was read")
         inode = self._client_inode(peer_host, peer_port, own_port)
         seen = self.poll()
+        with self._lock:
+            if self.product_exe is None and self.initial in seen:
+                # At the first call, not at the start: a wrapper script (the product's
+                # `#!/bin/sh … exec node …`) has long since become the product.
+                self.product_exe = seen[self.initial].exe
         holders = _holders(inode, seen) if inode is not None else []
         if not holders:
             return Caller(None, None, None, False, "no process of the run holds the connection")
@@ -196,11 +185,8 @@ class RunProcesses:
             here = seen[here].ppid
         if not chain:
             return verdict("it is the sandbox's own plumbing, not the product")
-        head = chain[-1]
-        if head != self.initial and not self._is_supervisor(head, seen):
-            return verdict(
-                "it descends from neither the process the runner started nor its supervisor"
-            )
+        if chain[-1] != self.initial:
+            return verdict("it does not descend from the process the runner started")
         with self._lock:
             product_exe = self.product_exe
             for step in chain:
@@ -213,21 +199,6 @@ class RunProcesses:
                         f"process {step} on its way up ran {ran}, not the product's {product_exe}"
                     )
         return verdict(None)
-
-    def _is_supervisor(self, pid: int, seen: dict[int, _Seen]) -> bool:
-        if not self.detached_supervisor:
-            return False
-        with self._lock:
-            if self.supervisor is None:
-                at_top = [
-                    (look.started, other)
-                    for other, look in seen.items()
-                    if look.ppid in self.top and other not in (self.initial, *self.top)
-                ]
-                if at_top:
-                    started, oldest = min(at_top)
-                    self.supervisor = (oldest, started)
-            return self.supervisor is not None and self.supervisor == (pid, seen[pid].started)
 
 
 def _hex_address(host: str) -> str:

@@ -190,7 +190,7 @@ def launch_and_wait(
     finally:
         if theirs is not None:
             theirs.close()
-    processes = _run_processes(process, started, oneshot)
+    processes = _run_processes(process, started)
     if proxy is not None:
         proxy.attribute(processes)
     if oneshot:
@@ -242,15 +242,13 @@ def launch_and_wait(
 
 
 def _run_processes(
-    process: subprocess.Popen, started: sandbox.Started | None, oneshot: bool
+    process: subprocess.Popen, started: sandbox.Started | None
 ) -> callers.RunProcesses:
     """The run's process tree as callers.py judges it. Unsandboxed, it hangs from the runner
     (a subreaper: what detaches lands here); sandboxed, from the sandbox's init (bwrap's
     child, where what detaches lands) and the shim, whose child is the agent."""
     if started is None:
-        return callers.RunProcesses(
-            (os.getpid(),), process.pid, detached_supervisor=oneshot
-        ).start()
+        return callers.RunProcesses((os.getpid(),), process.pid).start()
     inside = started.status.agent_pid(sandbox.START_TIMEOUT_S)
     # Inside, bwrap's init is pid 1 and the shim, its first child, pid 2.
     by_inside = {
@@ -258,9 +256,7 @@ def _run_processes(
         for pid in procs.descendants(process.pid, procs.process_table())
     }
     init, shim, initial = (by_inside.get(ns, -1) for ns in (1, 2, inside))
-    return callers.RunProcesses(
-        (init, shim), initial, detached_supervisor=oneshot, network_of=init
-    ).start()
+    return callers.RunProcesses((init, shim), initial, network_of=init).start()
 
 
 def end_run(

@@ -290,7 +290,7 @@ def plan_binds(
     wanted += [sys.prefix, sys.base_prefix]
     shown: list[str] = []
     for path in sorted({os.path.abspath(item) for item in wanted if os.path.exists(item)}):
-        covered = any(is_within(path, done) for done in (*SYSTEM_DIRS, *shown))
+        covered = any(is_within(path, done) for done in (*SYSTEM_DIRS, *USR_LINKS, *shown))
         too_wide = os.path.isdir(path) and (is_within(home, path) or path == "/")
         if not covered and not too_wide:
             shown.append(path)
