@@ -154,47 +154,45 @@ def launch_and_wait(
     stream = witness.Channel(private, "stdout.jsonl")
     wire = witness.Channel(private, "daemon-wire.jsonl")
     observer = witness.Observer(run.paths, artifact).start()
-    drained = None
-    # One-shot: stdout is the stream's socket (witness.stream_socket); the daemon's goes to
-    # a file.
-    ours, theirs = witness.stream_socket() if oneshot else (None, None)
+    # The agent's stdout (one-shot: the stream; resident: the daemon's, to a file) and its
+    # stderr are socket pairs the runner drains (witness.stream_socket): a socket cannot be
+    # opened through /proc/<pid>/fd, as a pipe or a file of the run dir could.
+    (out, out_end), (err, err_end) = witness.stream_socket(), witness.stream_socket()
     started = None
     try:
-        with (
-            contextlib.nullcontext(theirs) if oneshot else open(run.daemon_stdout, "wb") as out,
-            open(run.stderr, "wb") as err,
-        ):
-            if plan is None:
-                # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
-                process = subprocess.Popen(
-                    argv,
-                    cwd=run.repo,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                )
-            else:
-                started = sandbox.start(
-                    argv, plan, port=proxy.port, cwd=run.repo, env=env, stdout=out, stderr=err
-                )
-                process = started.process
-                proxy.serve(started.listener)
+        if plan is None:
+            # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
+            process = subprocess.Popen(
+                argv,
+                cwd=run.repo,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out_end,
+                stderr=err_end,
+                start_new_session=True,
+            )
+        else:
+            started = sandbox.start(
+                argv, plan, port=proxy.port, cwd=run.repo, env=env, stdout=out_end, stderr=err_end
+            )
+            process = started.process
+            proxy.serve(started.listener)
     except BaseException:
         observer.stop()
         shutil.rmtree(private, ignore_errors=True)
-        if ours is not None:
-            ours.close()
+        out.close()
+        err.close()
         raise
     finally:
-        if theirs is not None:
-            theirs.close()
+        out_end.close()
+        err_end.close()
     processes = _run_processes(process, started)
     if proxy is not None:
         proxy.attribute(processes)
-    if oneshot:
-        drained = witness.drain_socket(ours, stream)
+    drains = [
+        witness.drain_socket(out, stream if oneshot else FileSink(run.daemon_stdout)),
+        witness.drain_socket(err, FileSink(run.stderr)),
+    ]
     resident: dict | None = None
     try:
         if oneshot:
@@ -207,8 +205,8 @@ def launch_and_wait(
         wall = round(time.monotonic() - watch.started, 3)
         stopped = process.poll() is None
         cleanup = end_run(run, process, grace, in_sandbox=started is not None)
-        # The tree is gone: whatever holds the pipe's write end is gone with it.
-        if drained is not None:
+        # The tree is gone: whatever held the sockets' other ends is gone with it.
+        for drained in drains:
             drained.join(timeout=10.0)
         observer.stop()
         processes.stop()
@@ -239,6 +237,20 @@ def launch_and_wait(
         # runner ended (timeout, interrupt) exits by the runner's signal.
         "stderr_tail": stderr_tail(run.stderr) if exit_code and not stopped else None,
     }
+
+
+class FileSink:
+    """A file of the run dir the runner writes what a drained socket brings (stderr, the
+    daemon's stdout)."""
+
+    def __init__(self, path: str):
+        self._file = open(path, "wb", buffering=0)  # noqa: SIM115 - closed at the end
+
+    def write(self, data: bytes, writer: int | None = None) -> None:
+        self._file.write(data)
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def _run_processes(

@@ -105,39 +105,21 @@ class Channel:
         return record
 
 
-def drain(pipe, channel: Channel) -> threading.Thread:
-    """A thread that reads `pipe` to its end into `channel` (a pipe that is read never
-    fills, so the agent is never stalled by it)."""
-
-    def run() -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while True:
-                data = pipe.read1(65536) if hasattr(pipe, "read1") else pipe.read(65536)
-                if not data:
-                    break
-                channel.write(data)
-        with contextlib.suppress(OSError):
-            pipe.close()
-
-    thread = threading.Thread(target=run, name="stdout-drain", daemon=True)
-    thread.start()
-    return thread
-
-
 def stream_socket() -> tuple[socket.socket, socket.socket]:
-    """The one-shot CLI's stdout: a socket pair instead of a pipe. The kernel tells the
-    runner's end which process wrote each piece (SO_PASSCRED), and no other process can
-    open it through /proc/<pid>/fd/1, as it could a pipe. Returns (the runner's end, the
-    agent's)."""
+    """The one-shot CLI's stdout (and the agent's other output): a socket pair instead of a
+    pipe. The kernel tells the runner's end which process wrote each piece (SO_PASSCRED),
+    and no other process can open it through /proc/<pid>/fd/1, as it could a pipe. Returns
+    (the runner's end, the agent's)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     ours.shutdown(socket.SHUT_WR)
     return ours, theirs
 
 
-def drain_socket(sock: socket.socket, channel: Channel) -> threading.Thread:
-    """`drain` for a `stream_socket`: each piece is noted with the pid that wrote it (the
-    kernel never joins two writers' bytes in one read)."""
+def drain_socket(sock: socket.socket, channel) -> threading.Thread:
+    """`drain` for a `stream_socket`, into a `Channel` (or anything with its `write` and
+    `close`): each piece is noted with the pid that wrote it (the kernel never joins two
+    writers' bytes in one read)."""
     space = socket.CMSG_SPACE(struct.calcsize("iII"))
 
     def run() -> None:
@@ -152,6 +134,7 @@ def drain_socket(sock: socket.socket, channel: Channel) -> threading.Thread:
                         writer = struct.unpack("iII", payload[: struct.calcsize("iII")])[0]
                 channel.write(data, writer)
         sock.close()
+        channel.close()
 
     thread = threading.Thread(target=run, name="stdout-drain", daemon=True)
     thread.start()

@@ -175,7 +175,9 @@ class ResolvedRunTest(RunnerTestCase):
         shutdown = result["cleanup"]["daemon_shutdown"]
         self.assertTrue(shutdown["success"])
         self.assertTrue(shutdown["exited"])
-        self.assertTrue(process_gone(shutdown.get("supervisor_host_pid", shutdown["supervisor_pid"])))
+        self.assertTrue(
+            process_gone(shutdown.get("supervisor_host_pid", shutdown["supervisor_pid"]))
+        )
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
         self.assertEqual(result["cleanup"]["killed"], [])
 
@@ -695,7 +697,9 @@ class HygieneTest(RunnerTestCase):
         self.assertIs(shutdown.get("success"), True, shutdown)
         self.assertIs(shutdown.get("exited"), True, shutdown)
         self.assertEqual(
-            shutdown.get("supervisor_host_pid", shutdown.get("supervisor_pid")), supervisor, shutdown
+            shutdown.get("supervisor_host_pid", shutdown.get("supervisor_pid")),
+            supervisor,
+            shutdown,
         )
         self.assertNotIn(supervisor, cleanup["terminated"])
         self.assertNotIn(supervisor, cleanup["killed"])
@@ -1358,8 +1362,7 @@ class ProgressTest(unittest.TestCase):
             err.getvalue().splitlines(),
             [
                 "runner.py: trial 2/5: running 12s of 30s: 0 spawns, 0 replies (sandboxed)",
-                "runner.py: trial 2/5: timed out after 30s of 30s: 0 spawns, 0 replies "
-                "(sandboxed)",
+                "runner.py: trial 2/5: timed out after 30s of 30s: 0 spawns, 0 replies (sandboxed)",
                 "runner.py: running 1s of 30s: 0 spawns, 0 replies (not sandboxed)",
             ],
         )
