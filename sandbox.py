@@ -98,6 +98,22 @@ PROCESS_ENV = ("PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LANGUAGE", 
 ENV_PREFIXES = ("LC_", "PRIME_AGENT_", "PI_", "SWARM_FANOUT_", "SIMULATED_")
 
 
+# Every namespace (user, IPC, PID, network, UTS, cgroup where the kernel has them), and no
+# further user namespaces inside: a cell cannot give itself capabilities in one of its own.
+NAMESPACES = (
+    "--unshare-user",
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+)
+# No capabilities either (as root bwrap would keep them).
+PROBED = ("--disable-userns", "--cap-drop", "ALL")
+# Its own /proc, read-only (no process's memory opened for writing), /dev and /tmp.
+FRESH_MOUNTS = ("--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+
+
 @dataclass(frozen=True)
 class Availability:
     bwrap: str | None
@@ -110,13 +126,14 @@ class Availability:
 
 def availability() -> Availability:
     """Whether bwrap is here and the kernel lets it make the namespaces a run needs: one
-    quick try of an empty sandbox (about 10 ms)."""
+    quick try of an empty sandbox with the options a run uses (about 10 ms; a bwrap older
+    than 0.8 lacks --disable-userns)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return Availability(None, "bwrap is not installed (Debian/Ubuntu: apt install bubblewrap)")
     try:
         done = subprocess.run(
-            [bwrap, *NAMESPACES, "--ro-bind", "/", "/", "true"],
+            [bwrap, *NAMESPACES, *PROBED, "--ro-bind", "/", "/", *FRESH_MOUNTS, "true"],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=PROBE_TIMEOUT_S,
@@ -135,18 +152,6 @@ def availability() -> Availability:
     return Availability(bwrap, None)
 
 
-# Every namespace (user, IPC, PID, network, UTS, cgroup where the kernel has them), and no
-# further user namespaces inside: a cell cannot give itself capabilities in one of its own.
-NAMESPACES = (
-    "--unshare-user",
-    "--unshare-ipc",
-    "--unshare-pid",
-    "--unshare-net",
-    "--unshare-uts",
-    "--unshare-cgroup-try",
-)
-
-
 # --- the environment -------------------------------------------------------------------
 
 
@@ -161,8 +166,9 @@ def agent_env(env: Mapping[str, str], key_names: tuple[str, ...] = ()) -> dict[s
 
 
 def models_json_key_names(config: object) -> tuple[str, ...]:
-    """The variables a models.json names as apiKey (the product reads an apiKey that names a
-    set variable from the environment, docs/models.md of the product)."""
+    """The variables a models.json names as apiKey: the product reads such an apiKey from
+    the environment (its docs/models.md, "value resolution"). A `!command` apiKey runs
+    inside the sandbox, where what it asks (a keychain, an agent's socket) is not there."""
     providers = config.get("providers") if isinstance(config, dict) else None
     if not isinstance(providers, dict):
         return ()
@@ -303,7 +309,7 @@ def bwrap_argv(bwrap: str, binds: Binds, cwd: str, seccomp_fd: int | None) -> li
     """bwrap's options, up to the command. Later mounts cover earlier ones: the run root's
     empty dir covers whatever a read-only install shows of it (a run dir under the
     harness's own `runs/`), and the writable dirs are bound into it."""
-    argv = [bwrap, *NAMESPACES, "--disable-userns", "--cap-drop", "ALL"]
+    argv = [bwrap, *NAMESPACES, *PROBED]
     for path in SYSTEM_DIRS:
         if os.path.isdir(path):
             argv += ["--ro-bind", path, path]
@@ -312,7 +318,7 @@ def bwrap_argv(bwrap: str, binds: Binds, cwd: str, seccomp_fd: int | None) -> li
             argv += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
-    argv += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += FRESH_MOUNTS
     for path in binds.read_only:
         argv += ["--ro-bind", path, path]
     argv += ["--ro-bind", SHIM, SHIM, "--tmpfs", binds.hidden]
