@@ -9,7 +9,7 @@ it, without a container daemon, a view of the machine where:
   user's home, the system /tmp and the rest of the run dir are not there at all;
 - it has its own PID namespace: the runner, its proxy and its observer do not exist in it;
 - it has its own network namespace, holding a loopback and nothing else. The recording
-  proxy still serves it: the first process in the sandbox (the shim, `shim_main`, the
+  proxy still serves it: the first process in the sandbox (the shim, sandbox_shim.py, the
   harness's own code) binds a TCP socket on the sandbox's 127.0.0.1 at the proxy's port and
   hands the listening socket over to the runner before it starts the agent, so the proxy,
   in the runner's process, accepts the product's calls on it directly (no relay process
@@ -23,14 +23,12 @@ it, without a container daemon, a view of the machine where:
 unprivileged user namespaces); the runner falls back to an unsandboxed run when it does
 not, unless `--sandbox` was asked for.
 
-This module is also the shim: `python sandbox.py shim PORT HANDOFF_FD STATUS_FD -- ARGV`
-runs inside the sandbox (stdlib only, imported by nothing there).
+The shim, which runs inside, is sandbox_shim.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import platform
@@ -47,7 +45,7 @@ from dataclasses import dataclass
 
 PROBE_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 30.0  # for the shim to hand the proxy's socket over
-SHIM = os.path.abspath(__file__)
+SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_shim.py")
 
 # The system, read-only. /bin, /lib and the rest are symlinks into /usr on a merged-/usr
 # system (Debian since 12) and are made the same links inside; else bound read-only too.
@@ -187,7 +185,7 @@ def models_json_key_names(config: object) -> tuple[str, ...]:
 class Binds:
     """What the agent sees of the machine, besides the system (SYSTEM_DIRS), a fresh /proc
     (read-only), /dev (bwrap's minimal one), a /tmp of its own (empty, in memory) and the
-    shim (this file, read-only)."""
+    shim (sandbox_shim.py, read-only)."""
 
     read_only: tuple[str, ...]  # the product's install, the interpreters, the kernel venv
     # An empty dir inside, covering the run dir and, where no read-only dir is in it, the
@@ -444,7 +442,7 @@ def start(
         os.write(seccomp, program)
         os.lseek(seccomp, 0, os.SEEK_SET)
     # -I -S: the shim reads nothing of the environment's Python settings or site.
-    shim = [sys.executable, "-I", "-S", SHIM, "shim", str(port), str(theirs.fileno())]
+    shim = [sys.executable, "-I", "-S", SHIM, str(port), str(theirs.fileno())]
     command = [*bwrap_argv(plan.bwrap, plan.binds, cwd, seccomp), "--", *shim]
     command += [str(status_write), "--"]
     passed = [theirs.fileno(), status_write, *([seccomp] if seccomp is not None else [])]
@@ -494,60 +492,3 @@ def _receive_listener(ours: socket.socket, process: subprocess.Popen) -> socket.
         errno.ECHILD,
         f"the sandbox did not start (bwrap exit {process.poll()}; its stderr is in stderr.txt)",
     )
-
-
-# --- the shim, inside the sandbox --------------------------------------------------------------
-
-
-def shim_main(argv: list[str]) -> int:
-    """Inside the sandbox, before the agent: hand the runner the proxy's listening socket on
-    this network's loopback, then run the agent and report how it ended.
-
-    It makes itself undumpable first, so no process of the agent's can open its fds (the
-    status pipe) or read its memory; it ignores SIGTERM, SIGINT and SIGHUP, so that when the
-    runner ends the run it outlives the agent long enough to report the agent's own exit
-    status (bwrap reports a signal as 128 + n, which an exit code could also be)."""
-    port, handoff, status = int(argv[0]), int(argv[1]), int(argv[2])
-    command = argv[4:]
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(1024)
-    with socket.socket(fileno=handoff) as channel:
-        socket.send_fds(channel, [b"L"], [listener.fileno()])
-    listener.close()
-    os.set_inheritable(status, False)
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_IGN)
-    pid = os.fork()
-    if pid == 0:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        try:
-            os.execvp(command[0], command)
-        except OSError as error:
-            os.write(2, f"sandbox: cannot run {command[0]}: {error}\n".encode())
-            os._exit(127)
-    os.write(status, f"started {pid}\n".encode())
-    while True:
-        try:
-            _, wait_status = os.waitpid(pid, 0)
-            break
-        except ChildProcessError:
-            return 0
-        except InterruptedError:
-            continue
-    if os.WIFSIGNALED(wait_status):
-        os.write(status, f"signal {os.WTERMSIG(wait_status)}\n".encode())
-        return 128 + os.WTERMSIG(wait_status)
-    code = os.waitstatus_to_exitcode(wait_status)
-    os.write(status, f"exit {code}\n".encode())
-    return code
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] != ["shim"]:
-        sys.exit("usage: sandbox.py shim PORT HANDOFF_FD STATUS_FD -- ARGV (run by the runner)")
-    sys.exit(shim_main(sys.argv[2:]))
