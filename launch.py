@@ -146,8 +146,8 @@ def launch_and_wait(
     watch = Watch(run, timeout, interrupt, label, plan is not None)
     oneshot = drive == "oneshot"
     argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
-    # The runner's own channels (witness.py): the one-shot stream comes through a pipe
-    # that a thread drains (so it never fills and stalls the agent), the resident
+    # The runner's own channels (witness.py): the one-shot stream comes through a socket
+    # pair that a thread drains (so it never fills and stalls the agent), the resident
     # daemon's messages over the socket; both are kept outside the run dir until the
     # agent's tree is gone.
     private = witness.private_dir()
