@@ -32,6 +32,7 @@ import contextlib
 import errno
 import os
 import platform
+import re
 import select
 import shutil
 import signal
@@ -211,12 +212,14 @@ class Plan:
 
 def install_dirs(executable: str, home: str, path_env: str | None) -> list[str]:
     """The dirs an executable needs to run: the install it belongs to (`install_root`) as
-    it is found and as its real path, a venv's root, and the interpreter of a script's
-    shebang likewise, found on the PATH the agent gets (`path_env`)."""
-    found = [executable]
-    interpreter = shebang_interpreter(executable, path_env)
-    if interpreter is not None:
-        found.append(interpreter)
+    it is found and as its real path, a venv's root, and for a script the interpreter of its
+    shebang (found on the PATH the agent gets, `path_env`) and the files it names by
+    absolute path (a wrapper's `exec /opt/node/bin/node /opt/agent/cli.js`), with theirs."""
+    found = [executable, *script_needs(executable, path_env)]
+    for named in found[1:]:
+        interpreter = shebang_interpreter(named, path_env)
+        if interpreter is not None:
+            found.append(interpreter)
     dirs = []
     for path in found:
         real = os.path.realpath(path)
@@ -227,6 +230,25 @@ def install_dirs(executable: str, home: str, path_env: str | None) -> list[str]:
         elif real != os.path.abspath(path):
             dirs.append(os.path.dirname(os.path.abspath(path)))
     return dirs
+
+
+# An absolute path in a script's text: up to a quote, a blank or shell punctuation.
+NAMED_PATH = re.compile(r"(?<![\w./-])/[^\s'\"$;|&<>()`]+")
+SCRIPT_BYTES = 64 * 1024
+
+
+def script_needs(path: str, path_env: str | None) -> list[str]:
+    """A script's interpreter and the existing files its text names by absolute path."""
+    interpreter = shebang_interpreter(path, path_env)
+    if interpreter is None:
+        return []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(SCRIPT_BYTES)
+    except OSError:
+        return [interpreter]
+    named = [match for match in NAMED_PATH.findall(text) if os.path.isfile(match)]
+    return list(dict.fromkeys([interpreter, *named]))
 
 
 def install_root(real_path: str, home: str) -> str | None:

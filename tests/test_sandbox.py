@@ -288,6 +288,19 @@ class BindsTest(unittest.TestCase):
             sandbox.install_root(node, "/nonexistent"), os.path.join(self.tmp, "opt/node")
         )
 
+    def test_a_wrapper_scripts_named_files_are_shown_with_their_installs(self):
+        self.make("opt/node/bin/node", "src/agent/package.json", "src/agent/dist/cli.js")
+        wrapper = os.path.join(self.tmp, "wrapper", "prime-agent")
+        os.makedirs(os.path.dirname(wrapper))
+        with open(wrapper, "w", encoding="utf-8") as handle:
+            handle.write(
+                f"#!/bin/sh\nexec {self.tmp}/opt/node/bin/node '{self.tmp}/src/agent/dist/cli.js'"
+                ' "$@"\n'
+            )
+        shown = sandbox.install_dirs(wrapper, "/nonexistent", "/usr/bin:/bin")
+        for install in ("wrapper", "opt/node", "src/agent"):
+            self.assertIn(os.path.join(self.tmp, install), shown)
+
     def test_the_users_home_is_never_shown_whole(self):
         self.make("home/bin/agent")
         agent = os.path.join(self.tmp, "home/bin/agent")
