@@ -47,7 +47,7 @@ from rules import triage
 from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_SIGNAL, EXIT_UNRESOLVED
 from scripted import check as scripted
 from scripted import model as scripted_model
-from shell import trials
+from shell import sandbox, trials
 from shell.agent_config import models_json_override, parse_models_json, set_provider
 from shell.cli import print_json, print_note
 from shell.launch import agent_version, launch_and_wait
@@ -141,6 +141,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="oneshot: the CLI's --mode json, which stops the worker (and aborts running "
         "children) when the parent first goes idle; resident: start the daemon, run the parent "
         "as a resident session and wait on the RLM quiescence barrier (default oneshot)",
+    )
+    parser.add_argument(
+        "--sandbox",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the agent and everything it starts in a bubblewrap sandbox: read-only but "
+        "for the run's own dirs, its own PID and network namespaces, no network but the "
+        "model proxy, only the environment the product needs (default: on when bwrap works "
+        "here, else off with a note; --sandbox where it does not is exit 2; --no-sandbox: "
+        "off)",
     )
     parser.add_argument(
         "--baseline",
@@ -366,6 +376,8 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
         overrides += ["--grace", str(args.grace)]
     if args.upstream:
         overrides += ["--upstream", args.upstream]
+    if args.sandbox is not None:
+        overrides.append("--sandbox" if args.sandbox else "--no-sandbox")
     for worker, count in args.inject_failure:
         overrides += ["--inject-failure", f"{worker}:{count}"]
     interrupted = trials.run_trials(set_dir, stored, overrides, args.jobs, interrupt)
@@ -482,6 +494,15 @@ def _run(
     if missing:
         # Said before a run dir is made: nothing is left behind.
         return _not_run(base, None, *missing)
+    available = sandbox.availability() if args.sandbox is not False else None
+    if args.sandbox and not available.usable:
+        print_note(f"runner.py: --sandbox: {available.problem}")
+        result = dict(base, status="invalid_invocation", resolved=False, exit_code=EXIT_INVALID)
+        result["reasons"] = [{"code": "sandbox_unavailable", "message": available.problem}]
+        return _emit(result, None)
+    sandboxed = available is not None and available.usable
+    if available is not None and not sandboxed:
+        print_note(f"runner.py: note: running without a sandbox: {available.problem}")
     try:
         run = RunDir.at(run_dir) if run_dir else RunDir.create(args.out, fixture.name)
     except OSError as error:
@@ -502,6 +523,25 @@ def _run(
         env["PI_OFFLINE"] = "1"
     if trial:
         env[trials.TRIAL_ENV] = str(trial["index"])
+    plan = None
+    if sandboxed:
+        env = sandbox.agent_env(env, _models_json_key_names(run))
+        plan = sandbox.Plan(
+            available.bwrap,
+            sandbox.plan_binds(
+                agent_bin=agent_bin,
+                env=env,
+                run_root=run.root,
+                writable=run.sandbox_writable(),
+                home=os.path.expanduser("~"),
+            ),
+        )
+    base["sandbox"] = {
+        "enabled": sandboxed,
+        "bwrap": available.bwrap if available else None,
+        **({"binds": plan.binds.to_json()} if plan else {}),
+        **({} if sandboxed else {"why_not": available.problem if available else "--no-sandbox"}),
+    }
     task = trials.baseline_task(fixture) if args.baseline else fixture.task
     version = agent_version(agent_bin, env, run.repo)
     base["simulated"] = base["simulated"] or "simulated" in (version or "")
@@ -546,10 +586,15 @@ def _run(
                 args.grace,
                 fixture.artifact,
                 label,
+                proxy=proxy,
+                plan=plan,
             )
     except ProxyError as error:
         run.cleanup_tmp()
         return _not_run(base, run, "model_proxy_unavailable", str(error))
+    except sandbox.SandboxError as error:
+        run.cleanup_tmp()
+        return _not_run(base, run, "sandbox_start_failed", str(error))
     except OSError as error:
         run.cleanup_tmp()
         return _not_run(base, run, "agent_exec_failed", str(error))
@@ -655,6 +700,7 @@ def _write_witness(run: RunDir, args, proxy: RecordingProxy, outcome: dict) -> d
         "drive": args.drive,
         "proxy": bool(proxy.routes),
         "observer": outcome["observer"],
+        "processes": outcome["processes"],
     }
     digest = write_witness(
         run.paths.witness,
@@ -829,6 +875,17 @@ def _mark(passed: bool) -> str:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _models_json_key_names(run: RunDir) -> tuple[str, ...]:
+    """The variables the run's models.json names as a provider's apiKey: the sandboxed
+    agent gets them too (sandbox.agent_env)."""
+    path = os.path.join(run.agent_home, "models.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return sandbox.models_json_key_names(parse_models_json(handle.read()))
+    except (OSError, ValueError):
+        return ()
 
 
 def _agent_config_dir(explicit: str | None) -> str:

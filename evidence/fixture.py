@@ -94,9 +94,9 @@ def harness_texts(fixture: Fixture) -> tuple[str, ...]:
     """Every text the harness itself writes into a run for the agent to see: the task prompt
     (task.txt, when the fixture has one), the single-agent prompt of --baseline (fixtures/tasks.py),
     each shard's file, worker and question, and the fixture's name (the run repo's commit
-    message, rundir.py). What else the runner's processes show the agent holds no number of
-    DISTINCTIVE_FLOOR or more: the proxy's HTTP statuses (proxy.py), and the test doubles'
-    shard positions and sleep seconds (scripted_model.py, simulated/)."""
+    message, shell/rundir.py). What else the runner's processes show the agent holds no number of
+    DISTINCTIVE_FLOOR or more: the proxy's HTTP statuses (shell/proxy.py), and the test doubles'
+    shard positions and sleep seconds (scripted/model.py, simulated/)."""
     shards = [tasks.Shard(shard.file, None, shard.question) for shard in fixture.shards]
     return (
         *((fixture.task,) if fixture.task is not None else ()),

@@ -180,6 +180,39 @@ def _future_dated(r: _Run) -> Iterator[Failure]:
             yield Failure(detail, child_id, r.path(path), line)
 
 
+def _callers(r: _Run) -> Iterator[Failure]:
+    """Every model call came from a process of the product's own, as the runner judged the
+    caller of each connection to its proxy (shell/callers.py): not a kernel, nor anything a cell
+    started."""
+    for call in r.witness.model_calls if r.witness else ():
+        caller = call.get("caller")
+        if isinstance(caller, dict) and caller.get("product") is False:
+            yield Failure(
+                f"model call {call.get('seq')} came from pid {caller.get('pid')} "
+                f"({caller.get('exe')}): {caller.get('reason')}",
+                file="witness.jsonl",
+            )
+
+
+def _stream_writers(r: _Run) -> Iterator[Failure]:
+    """Every byte of the one-shot stream was written by the CLI the runner started: the
+    kernel names the writer of each piece that reaches the runner's end of its socket."""
+    if r.witness is None:
+        return
+    processes = r.witness.header.get("processes")
+    cli = processes.get("initial_pid") if isinstance(processes, dict) else None
+    for channel in r.witness.channels:
+        if channel.get("file") != "stdout.jsonl" or not isinstance(channel.get("writers"), list):
+            continue
+        for writer in channel["writers"]:
+            if isinstance(writer, dict) and writer.get("pid") != cli:
+                yield Failure(
+                    f"pid {writer.get('pid')} wrote {writer.get('bytes')} bytes of the stream; "
+                    f"the CLI is pid {cli}",
+                    file="stdout.jsonl",
+                )
+
+
 # (name in the verdict, reason code, sentence, check), in verdict order.
 CHECKS: tuple[tuple[str, str, str, Callable[[_Run], Iterator[Failure]]], ...] = (
     (
@@ -219,6 +252,19 @@ CHECKS: tuple[tuple[str, str, str, Callable[[_Run], Iterator[Failure]]], ...] = 
         "future_dated_record",
         "a ledger record, child header or reply claims a time after the runner had seen it",
         _future_dated,
+    ),
+    (
+        "callers",
+        "foreign_model_call",
+        "a model call came from a process that is not the product's own (a kernel, or a "
+        "process a cell started)",
+        _callers,
+    ),
+    (
+        "stream_writers",
+        "foreign_stream_writer",
+        "a process other than the one-shot CLI wrote into its event stream",
+        _stream_writers,
     ),
 )
 MESSAGES = {code: sentence for _, code, sentence, _ in CHECKS}

@@ -15,8 +15,8 @@ import signal
 import subprocess
 import time
 
-from shell import daemon, procs
-from shell.observer import Channel, Observer, drain, private_dir
+from shell import callers, daemon, procs, sandbox
+from shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
 from shell.resident import drive_resident
 from shell.rundir import RunDir
 from shell.watch import Interrupt, Watch
@@ -75,44 +75,67 @@ def launch_and_wait(
     grace: float | None = None,
     artifact: str | None = None,
     label: str = "",
+    proxy=None,
+    plan: sandbox.Plan | None = None,
 ) -> dict:
     """Launch the agent, wait for it to end or be ended, end every process it left; `label`
-    ("trial 3/10") heads the progress lines."""
+    ("trial 3/10") heads the progress lines. With a sandbox `plan` the agent runs in it and
+    `proxy` (the recording proxy) serves it there; with `proxy`, each connection's caller is
+    judged (shell/callers.py)."""
     procs.become_subreaper()
-    watch = Watch(run, timeout, interrupt, label)
+    watch = Watch(run, timeout, interrupt, label, plan is not None)
     oneshot = drive == "oneshot"
     argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
-    # The runner's own channels (shell/observer.py): the one-shot stream comes through a pipe
-    # that a thread drains (so it never fills and stalls the agent), the resident
+    # The runner's own channels (shell/observer.py): the one-shot stream comes through a socket
+    # pair that a thread drains (so it never fills and stalls the agent), the resident
     # daemon's messages over the socket; both are kept outside the run dir until the
     # agent's tree is gone.
     private = private_dir()
     stream = Channel(private, "stdout.jsonl")
     wire = Channel(private, "daemon-wire.jsonl")
     observer = Observer(run.paths, artifact).start()
-    drained = None
+    # The agent's stdout (one-shot: the stream; resident: the daemon's, to a file) and its
+    # stderr are socket pairs the runner drains (observer.stream_socket): a socket cannot be
+    # opened through /proc/<pid>/fd, as a pipe or a file of the run dir could.
+    (out, out_end), (err, err_end) = stream_socket(), stream_socket()
+    started = None
     try:
-        with (
-            # One-shot: stdout is the stream's pipe; the daemon's goes to a file.
-            contextlib.nullcontext() if oneshot else open(run.daemon_stdout, "wb") as out,
-            open(run.stderr, "wb") as err,
-        ):
+        if plan is None:
             # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
             process = subprocess.Popen(
                 argv,
                 cwd=run.repo,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if oneshot else out,
-                stderr=err,
+                stdout=out_end,
+                stderr=err_end,
                 start_new_session=True,
             )
+        else:
+            started = sandbox.start(
+                argv, plan, port=proxy.port, cwd=run.repo, env=env, stdout=out_end, stderr=err_end
+            )
+            process = started.process
+            proxy.serve(started.listener)
     except BaseException:
         observer.stop()
         shutil.rmtree(private, ignore_errors=True)
+        out_end.close()
+        err_end.close()
+        out.close()
+        # What bwrap said before it gave up is the only word on why (the result names it).
+        drain_socket(err, FileSink(run.stderr)).join(timeout=5)
         raise
-    if oneshot:
-        drained = drain(process.stdout, stream)
+    finally:
+        out_end.close()
+        err_end.close()
+    processes = _run_processes(process, started)
+    if proxy is not None:
+        proxy.attribute(processes)
+    drains = [
+        drain_socket(out, stream if oneshot else FileSink(run.daemon_stdout)),
+        drain_socket(err, FileSink(run.stderr)),
+    ]
     resident: dict | None = None
     try:
         if oneshot:
@@ -124,11 +147,18 @@ def launch_and_wait(
     finally:
         wall = round(time.monotonic() - watch.started, 3)
         stopped = process.poll() is None
-        cleanup = end_run(run, process, grace)
-        # The tree is gone: whatever holds the pipe's write end is gone with it.
-        if drained is not None:
+        cleanup = end_run(run, process, grace, in_sandbox=started is not None)
+        # The tree is gone: whatever held the sockets' other ends is gone with it.
+        for drained in drains:
             drained.join(timeout=10.0)
         observer.stop()
+        processes.stop()
+        exit_code = process.returncode
+        if started is not None:
+            # bwrap says 128 + n for a signal; the shim knows which it was.
+            told = started.status.exit_status()
+            started.status.close()
+            exit_code = exit_code if told is None else told
         channels = [stream.publish(run.stdout)] if oneshot or stream.bytes else []
         if not oneshot:
             channels.append(wire.publish(run.wire))
@@ -139,7 +169,8 @@ def launch_and_wait(
         "channels": channels,
         "sightings": observer.sightings(),
         "observer": {"poll_s": observer.interval, "polls": observer.polls},
-        "exit_code": process.returncode,
+        "processes": processes.summary(),
+        "exit_code": exit_code,
         "timed_out": watch.timed_out,
         "interrupted": interrupt.signum,
         "wall_time_s": wall,
@@ -147,22 +178,64 @@ def launch_and_wait(
         "resident": resident,
         # Only an agent that failed on its own has its last words quoted; one the
         # runner ended (timeout, interrupt) exits by the runner's signal.
-        "stderr_tail": stderr_tail(run.stderr) if process.returncode and not stopped else None,
+        "stderr_tail": stderr_tail(run.stderr) if exit_code and not stopped else None,
     }
 
 
-def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) -> dict:
+class FileSink:
+    """A file of the run dir the runner writes what a drained socket brings (stderr, the
+    daemon's stdout)."""
+
+    def __init__(self, path: str):
+        self._file = open(path, "wb", buffering=0)  # noqa: SIM115 - closed at the end
+
+    def write(self, data: bytes, writer: int | None = None) -> None:
+        self._file.write(data)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _run_processes(
+    process: subprocess.Popen, started: sandbox.Started | None
+) -> callers.RunProcesses:
+    """The run's process tree as shell/callers.py judges it. Unsandboxed, it hangs from the runner
+    (a subreaper: what detaches lands here); sandboxed, from the sandbox's init (bwrap's
+    child, where what detaches lands) and the shim, whose child is the agent."""
+    if started is None:
+        return callers.RunProcesses((os.getpid(),), process.pid).start()
+    inside = started.status.agent_pid(sandbox.START_TIMEOUT_S)
+    # Inside, bwrap's init is pid 1 and the shim, its first child, pid 2.
+    by_inside = {
+        procs.namespace_pid(pid): pid
+        for pid in procs.descendants(process.pid, procs.process_table())
+    }
+    init, shim, initial = (by_inside.get(ns, -1) for ns in (1, 2, inside))
+    return callers.RunProcesses((init, shim), initial, network_of=init).start()
+
+
+def end_run(
+    run: RunDir, process: subprocess.Popen, grace: float | None = None, in_sandbox: bool = False
+) -> dict:
     """Shut the daemon down over its own socket, then end everything still running.
 
     `grace`, when given, replaces SHUTDOWN_ANSWER_S (down to MIN_ANSWER_S), SETTLE_S and
-    TERM_GRACE_S."""
+    TERM_GRACE_S. `in_sandbox`: the daemon's pids are the sandbox's; `sandbox_pids` in the
+    record maps the pids here to those, for every process of the run seen while ending it."""
     answer, settle, term = (
         (SHUTDOWN_ANSWER_S, SETTLE_S, TERM_GRACE_S)
         if grace is None
         else (max(grace, MIN_ANSWER_S), grace, grace)
     )
+    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+    inside: dict[int, int] = {}
+    if in_sandbox:
+        _note_inside(procs.run_processes(process.pid, *marker), inside)
     shutdown = daemon.shutdown_daemon(run.socket, answer)
     supervisor = shutdown.get("supervisor_pid")
+    if in_sandbox and supervisor:
+        supervisor = next((pid for pid, ns in inside.items() if ns == supervisor), None)
+        shutdown["supervisor_host_pid"] = supervisor
     if shutdown.get("success") and supervisor == process.pid:
         # The resident drive's daemon is our own child: let Popen reap it.
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -170,7 +243,6 @@ def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) 
         shutdown["exited"] = process.poll() is not None
     elif shutdown.get("success") and supervisor:
         shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
-    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
     owned = {process.pid: process}  # reaped by Popen, which keeps its exit status
     if shutdown.get("success"):
         # A forced shutdown ends every worker and kernel (§2); give them a moment
@@ -183,6 +255,8 @@ def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) 
             remaining.add(process.pid)
         if not remaining:
             break
+        if in_sandbox:
+            _note_inside(remaining, inside)
         rounds.append(procs.end_processes(remaining, term, owned))
     process.poll()
     if process.returncode is not None:
@@ -195,7 +269,19 @@ def end_run(run: RunDir, process: subprocess.Popen, grace: float | None = None) 
         "killed": sorted({pid for item in rounds for pid in item["killed"]}),
         "leaked_processes": len(leaked),
         "leaked_pids": leaked,
+        **(
+            {"sandbox_pids": {str(pid): ns for pid, ns in sorted(inside.items())}}
+            if in_sandbox
+            else {}
+        ),
     }
+
+
+def _note_inside(pids, inside: dict[int, int]) -> None:
+    for pid in pids:
+        ns = procs.namespace_pid(pid)
+        if ns is not None:
+            inside.setdefault(pid, ns)
 
 
 def stderr_tail(path: str) -> str | None:

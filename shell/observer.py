@@ -25,6 +25,8 @@ import hashlib
 import json
 import os
 import shutil
+import socket
+import struct
 import tempfile
 import threading
 import time
@@ -55,15 +57,18 @@ class Channel:
         self._hash = hashlib.sha256()
         self.bytes = 0
         self.lines = 0
+        self.writers: dict[int, int] = {}  # bytes by the pid that wrote them, when known
         self._lock = threading.Lock()
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, writer: int | None = None) -> None:
         with self._lock:
             self._file.write(data)
             self._file.flush()
             self._hash.update(data)
             self.bytes += len(data)
             self.lines += data.count(b"\n")
+            if writer is not None:
+                self.writers[writer] = self.writers.get(writer, 0) + len(data)
 
     def write_text(self, text: str) -> None:
         self.write(text.encode("utf-8", errors="surrogatepass"))
@@ -83,28 +88,50 @@ class Channel:
         self.close()
         shutil.copyfile(self.path, target)
         published = file_digest(target)
-        return {
+        record = {
             "file": os.path.basename(target),
             "sha256": self.digest(),
             "bytes": self.bytes,
             "lines": self.lines,
             "intact": published == self.digest(),
         }
+        if self.writers:
+            record["writers"] = [
+                {"pid": pid, "bytes": count} for pid, count in sorted(self.writers.items())
+            ]
+        return record
 
 
-def drain(pipe, channel: Channel) -> threading.Thread:
-    """A thread that reads `pipe` to its end into `channel` (a pipe that is read never
-    fills, so the agent is never stalled by it)."""
+def stream_socket() -> tuple[socket.socket, socket.socket]:
+    """The one-shot CLI's stdout (and the agent's other output): a socket pair instead of a
+    pipe. The kernel tells the runner's end which process wrote each piece (SO_PASSCRED),
+    and no other process can open it through /proc/<pid>/fd/1, as it could a pipe. Returns
+    (the runner's end, the agent's)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    ours.shutdown(socket.SHUT_WR)
+    return ours, theirs
+
+
+def drain_socket(sock: socket.socket, channel) -> threading.Thread:
+    """`drain` for a `stream_socket`, into a `Channel` (or anything with its `write` and
+    `close`): each piece is noted with the pid that wrote it (the kernel never joins two
+    writers' bytes in one read)."""
+    space = socket.CMSG_SPACE(struct.calcsize("iII"))
 
     def run() -> None:
         with contextlib.suppress(OSError, ValueError):
             while True:
-                data = pipe.read1(65536) if hasattr(pipe, "read1") else pipe.read(65536)
+                data, ancillary, _, _ = sock.recvmsg(65536, space)
                 if not data:
                     break
-                channel.write(data)
-        with contextlib.suppress(OSError):
-            pipe.close()
+                writer = None
+                for level, kind, payload in ancillary:
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                        writer = struct.unpack("iII", payload[: struct.calcsize("iII")])[0]
+                channel.write(data, writer)
+        sock.close()
+        channel.close()
 
     thread = threading.Thread(target=run, name="stdout-drain", daemon=True)
     thread.start()

@@ -66,6 +66,20 @@ def _stat(pid: int) -> ProcessInfo | None:
         return None
 
 
+def namespace_pid(pid: int) -> int | None:
+    """The pid a process has inside the PID namespace it lives in (a sandbox's), or None
+    when that is this one's (`NSpid` of /proc/<pid>/status)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"NSpid:"):
+                    pids = line.split()[1:]
+                    return int(pids[-1]) if len(pids) > 1 else None
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def alive(pid: int) -> bool:
     """Running or stopped; a zombie has already exited."""
     info = _stat(pid)

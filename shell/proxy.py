@@ -85,6 +85,7 @@ UPSTREAM_UNREACHABLE = "upstream_unreachable"  # no connection; answered 502
 UPSTREAM_TIMEOUT = "upstream_timeout"  # no answer, or a stall, within the read timeout
 UPSTREAM_RESET = "upstream_reset"  # the upstream closed or broke the connection early
 CLIENT_GONE = "client_gone"  # the product stopped reading; the upstream call is dropped
+FOREIGN_CALLER = "foreign_caller"  # not a process of the product's (shell/callers.py); answered 403
 PROXY_ERROR = "proxy_error"  # a fault of the proxy's own while relaying
 
 
@@ -111,6 +112,8 @@ class ModelCall:
     bytes_out: int
     error: str | None
     injected: bool
+    # The process that made the call, when the runner tells them apart (shell/callers.py).
+    caller: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -336,12 +339,32 @@ class RecordingProxy:
         self._open: set[socket.socket] = set()  # client and upstream sockets in use
         self._ssl_context: ssl.SSLContext | None = None  # made at the first https upstream
         self._server = _Server(self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
+        self._servers = [self._server]
+        self._threads = [self._serving(self._server)]
+        self.callers = None  # callers.RunProcesses, once the agent's processes are known
+
+    def _serving(self, server: _Server) -> threading.Thread:
+        return threading.Thread(
+            target=server.serve_forever,
             kwargs={"poll_interval": SHUTDOWN_POLL_S},
             name="recording-proxy",
             daemon=True,
         )
+
+    def serve(self, listener: socket.socket) -> None:
+        """Serve a listening socket made elsewhere too: the sandbox's (shell/sandbox.py), bound on
+        its own loopback at this proxy's port, so `url()` is the same inside."""
+        server = _Server(self, listener)
+        thread = self._serving(server)
+        with self._lock:
+            self._servers.append(server)
+            self._threads.append(thread)
+        thread.start()
+
+    def attribute(self, callers) -> None:
+        """From now on, judge the caller of each new connection (callers.RunProcesses) and
+        refuse one that is not the product's own process."""
+        self.callers = callers
 
     @property
     def port(self) -> int:
@@ -352,16 +375,17 @@ class RecordingProxy:
         return f"http://127.0.0.1:{self.port}/{route}"
 
     def start(self) -> RecordingProxy:
-        self._thread.start()
+        self._threads[0].start()
         return self
 
     def stop(self) -> None:
         """Stops serving, breaks every connection still open, and returns once each request
         in flight has been recorded: after it, `records()` is final."""
-        if self._thread.is_alive():
-            self._server.shutdown()
-            self._thread.join()
-        self._server.server_close()
+        for server, thread in zip(self._servers, self._threads, strict=True):
+            if thread.is_alive():
+                server.shutdown()
+                thread.join()
+            server.server_close()
         with self._lock:
             sockets, self._open = list(self._open), set()
             idle, self._idle = [c for cs in self._idle.values() for c in cs], {}
@@ -517,8 +541,12 @@ class _Server(ThreadingHTTPServer):
     # A thousand children may call at once (socketserver's default backlog is 5).
     request_queue_size = 1024
 
-    def __init__(self, proxy: RecordingProxy):
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, proxy: RecordingProxy, listener: socket.socket | None = None):
+        super().__init__(("127.0.0.1", 0), _Handler, bind_and_activate=listener is None)
+        if listener is not None:
+            self.socket.close()
+            self.socket = listener
+            self.server_address = listener.getsockname()
         self.proxy = proxy
 
 
@@ -534,6 +562,9 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.server.proxy._track(self.connection, True)
+        # Who is at the other end, asked while it still holds the connection (shell/callers.py).
+        callers = self.server.proxy.callers
+        self.caller = callers.identify(self.connection) if callers is not None else None
 
     def finish(self) -> None:
         self.server.proxy._track(self.connection, False)
@@ -553,7 +584,7 @@ class _Handler(BaseHTTPRequestHandler):
             "path": target, "api": api_of(target), "model": None, "started": round(started, 6),
             "first_byte_s": None, "status": None, "session": None, "depth": None,
             "response_id": None, "usage": None, "bytes_in": 0, "bytes_out": 0, "error": None,
-            "injected": False,
+            "injected": False, "caller": self.caller.to_json() if self.caller else None,
         }  # fmt: skip
         try:
             self._serve(call, clock)
@@ -574,6 +605,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._own(call, clock, 400, BAD_REQUEST, "unreadable request body")
         facts = request_facts(body) if body else RequestFacts()
         call.update(bytes_in=len(body), model=facts.model, session=facts.session, depth=facts.depth)
+        if self.caller is not None and not self.caller.product:
+            self.close_connection = True
+            return self._own(call, clock, 403, FOREIGN_CALLER, "not a process of the product's")
         upstream = proxy.routes.get(call["route"])
         if upstream is None:
             return self._own(call, clock, 404, UNKNOWN_ROUTE, f"no route {call['route']!r}")

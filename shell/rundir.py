@@ -130,6 +130,23 @@ class RunDir:
         if not fits_a_socket(self.socket):
             self.socket = os.path.join(self.short_tmp, os.path.basename(self.paths.socket))
 
+    def sandbox_writable(self) -> list[str]:
+        """Ready the run for a sandbox (shell/sandbox.py), where only the returned dirs are
+        writable: the repo, the sessions and the product's session-artifacts beside them
+        (made now: the run dir itself is not writable inside, §3), the agent home, HOME and
+        TMPDIR. The daemon socket moves into TMPDIR, the one of them the product binds
+        sockets in anyway (§2)."""
+        os.makedirs(self.session_artifacts, exist_ok=True)
+        self.socket = os.path.join(self.tmp, os.path.basename(self.paths.socket))
+        return [
+            self.repo,
+            self.sessions,
+            self.session_artifacts,
+            self.agent_home,
+            self.home,
+            self.tmp,
+        ]
+
     def _commit_repo(self, fixture_name: str) -> None:
         env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
         env.update(

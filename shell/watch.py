@@ -37,11 +37,18 @@ class Interrupt:
 class Watch:
     """Timeout, interrupt and progress, checked while the agent runs."""
 
-    def __init__(self, run: RunDir, timeout: float, interrupt: Interrupt, label: str = ""):
+    def __init__(
+        self,
+        run: RunDir,
+        timeout: float,
+        interrupt: Interrupt,
+        label: str = "",
+        sandboxed: bool = False,
+    ):
         self.started = time.monotonic()
         self.deadline = self.started + timeout
         self.interrupt = interrupt
-        self.progress = Progress(run, timeout, label)
+        self.progress = Progress(run, timeout, label, sandboxed)
         self.timed_out = False
         self._last_report = self.started
 
@@ -65,10 +72,11 @@ class Progress:
     """Spawns and replies seen so far, read incrementally, printed to stderr with the time
     elapsed of the run's timeout (and in a run set, headed by the trial: its label)."""
 
-    def __init__(self, run: RunDir, timeout: float, label: str = ""):
+    def __init__(self, run: RunDir, timeout: float, label: str = "", sandboxed: bool = False):
         self.run = run
         self.timeout = timeout
         self.head = f"{label}: " if label else ""
+        self.where = "sandboxed" if sandboxed else "not sandboxed"
         self.offsets: dict[str, int] = {}
         self.spawns = 0
         self.replies = 0
@@ -89,7 +97,7 @@ class Progress:
         word = f"{ended} after" if ended else "running"
         print_note(
             f"runner.py: {self.head}{word} {elapsed:.0f}s of {self.timeout:g}s: "
-            f"{self.spawns} spawns, {self.replies} replies"
+            f"{self.spawns} spawns, {self.replies} replies ({self.where})"
         )
 
     def _count_new(self, path: str, needle: bytes) -> int:

@@ -6,6 +6,7 @@ harness to find and end.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -101,3 +102,22 @@ def escape() -> None:
         os.execve(sys.executable, [sys.executable, "-c", code], {})
 
     log(f"escaped pid={detach(body)}")
+
+
+BREAKOUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "breakout.py")
+
+
+def breakout(model_url: str, report: str, env: Mapping[str, str], cwd: str) -> None:
+    """Runs the breakout cell (simulated/breakout.py) as a real cell runs: in a process below
+    the kernel, which the product starts and which is another program than the product
+    (the kernel Python); a shell plays it here (`; exit` keeps it from exec-ing the cell)."""
+    target = {"cli_pid": os.getpid(), "model": model_url, "report": report}
+    subprocess.run(
+        ["/bin/sh", "-c", '"$0" "$@"; exit $?', sys.executable, BREAKOUT, json.dumps(target)],
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )

@@ -47,7 +47,7 @@ from simulated.cells import (
     sibling_spawn_cell,
     spawn_cell,
 )
-from simulated.processes import escape, hang, hold_files
+from simulated.processes import breakout, escape, hang, hold_files
 from simulated.product import (
     PROVIDER,
     Attribution,
@@ -81,6 +81,7 @@ JITTER_ENV = "SIMULATED_JITTER_MS"  # each child waits up to this long before it
 # The single-agent prompt of runner.py --baseline says this; the parent then answers every
 # shard itself, from the files, whatever its behaviour (nop still does nothing).
 SINGLE_AGENT = "Do not spawn subagents"
+BREAKOUT_REPORT = "breakout-report.json"
 BEHAVIOURS = {
     "oracle": "one child per shard, every child replies, the index is written from the replies",
     "nop": "answers with one text message; no children, no index",
@@ -121,6 +122,11 @@ BEHAVIOURS = {
     "expression, so the kernel shows only the receipt",
     "peek-first": "as oracle, but each child first prints the first lines of its shard and the "
     "first line of another shard, then answers in a second cell",
+    "breakout": "as oracle, then a cell (a process below a kernel that is another program) "
+    "tries every way out of its run: the user's home and /tmp, other services on 127.0.0.1, "
+    "the runner's process and environment, the CLI's stream and memory, and the model proxy, "
+    "itself and from a detached process; it reports what it managed in "
+    "<repo>/breakout-report.json",
 }
 
 RLM_MAX_DEPTH = 1  # the product's default max depth: only the root spawns (contract §9)
@@ -239,6 +245,10 @@ class Run:
             escape()
         elif self.behaviour == "hold-files":
             hold_files()
+        elif self.behaviour == "breakout" and self.model_endpoint is not None:
+            endpoint = self.model_endpoint
+            url = f"http://{endpoint.host}:{endpoint.port}{endpoint.path}"
+            breakout(url, os.path.join(self.cwd, BREAKOUT_REPORT), self.env, self.cwd)
 
     def play(self, shards: list[Shard], prompt: str) -> None:
         if self.behaviour == "nop":

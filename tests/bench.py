@@ -585,7 +585,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(args[1], encoding="utf-8") as handle:
             measure_floor(json.load(handle))
         return 0
-    parser = argparse.ArgumentParser(prog="tests/bench.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument(
         "--scales",
         type=_scales,

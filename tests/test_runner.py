@@ -24,7 +24,7 @@ from evidence.witness import Witness
 from rules import triage
 from scripted import check as scripted
 from scripted.model import SCRIPTS
-from shell import launch, regrade, rundir
+from shell import launch, procs, regrade, rundir
 from shell.watch import Progress
 from tests.builders import RunBuilder
 
@@ -61,6 +61,28 @@ def parent_pid(pid: int) -> int:
 def logged_pids(run_dir: str, what: str) -> list[int]:
     with open(os.path.join(run_dir, "stderr.txt"), encoding="utf-8", errors="replace") as handle:
         return [int(pid) for pid in re.findall(rf"{what} pid=(\d+)", handle.read())]
+
+
+def host_pid(result: dict, logged: int) -> int:
+    """A pid the agent logged, as the runner sees it: in a sandbox the agent logs its pid in
+    there, and the cleanup record maps the run's processes' pids here to those."""
+    inside = result["cleanup"].get("sandbox_pids")
+    if inside is None:
+        return logged
+    (pid,) = [int(host) for host, ns in inside.items() if ns == logged]
+    return pid
+
+
+def live_host_pid(runner_pid: int, logged: int) -> int:
+    """The same while the run runs: the runner's descendant that has the logged pid in its
+    sandbox (unsandboxed, the logged pid itself)."""
+    below = procs.descendants(runner_pid, procs.process_table())
+    found = [pid for pid in below if procs.namespace_pid(pid) == logged]
+    return found[0] if found else logged
+
+
+def logged_host_pids(result: dict, what: str) -> list[int]:
+    return [host_pid(result, pid) for pid in logged_pids(result["run_dir"], what)]
 
 
 class RunnerTestCase(unittest.TestCase):
@@ -150,7 +172,9 @@ class ResolvedRunTest(RunnerTestCase):
         shutdown = result["cleanup"]["daemon_shutdown"]
         self.assertTrue(shutdown["success"])
         self.assertTrue(shutdown["exited"])
-        self.assertTrue(process_gone(shutdown["supervisor_pid"]))
+        self.assertTrue(
+            process_gone(shutdown.get("supervisor_host_pid", shutdown["supervisor_pid"]))
+        )
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
         self.assertEqual(result["cleanup"]["killed"], [])
 
@@ -679,19 +703,18 @@ class HygieneTest(RunnerTestCase):
         self.assertIn(b"; reasons: timeout, ", done.stderr)
         self.assertRegex(done.stderr, rb"runner\.py: timed out after \d+s of 1s: 8 spawns")
         self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
-        run = self.run_dir(result)
-        grandchildren = logged_pids(run, "grandchild")
+        grandchildren = logged_host_pids(result, "grandchild")
         self.assertEqual(len(grandchildren), 1)
         # The grandchild ignores SIGTERM: only SIGKILL ended it.
         self.assertIn(grandchildren[0], result["cleanup"]["killed"])
-        for pid in grandchildren + logged_pids(run, "supervisor"):
+        for pid in grandchildren + logged_host_pids(result, "supervisor"):
             self.assertTrue(process_gone(pid), pid)
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_process_that_escapes_by_setsid_and_an_empty_environment_is_ended(self):
         done, result = self.run_runner("simulated/escape", JSON_EVENTS, *GRACE)
         self.assertEqual(done.returncode, 0)
-        (escaped,) = logged_pids(self.run_dir(result), "escaped")
+        (escaped,) = logged_host_pids(result, "escaped")
         self.assertTrue(process_gone(escaped))
         self.assertIn(escaped, result["cleanup"]["killed"])
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
@@ -717,7 +740,7 @@ class HygieneTest(RunnerTestCase):
             self.assertLess(time.monotonic(), deadline, "the agent never started")
             time.sleep(0.05)
         (grandchild,) = logged_pids(glob.glob(os.path.join(self.out, "*"))[0], "grandchild")
-        parent = parent_pid(grandchild)
+        parent = parent_pid(live_host_pid(runner.pid, grandchild))
         runner.send_signal(signum)
         out, _ = runner.communicate(timeout=60)
         return runner, json.loads(out), parent
@@ -735,8 +758,8 @@ class HygieneTest(RunnerTestCase):
         with open(os.path.join(run, "result.json"), encoding="utf-8") as handle:
             self.assertEqual(json.load(handle), result)
         cleanup = result["cleanup"]
-        (grandchild,) = logged_pids(run, "grandchild")
-        (supervisor,) = logged_pids(run, DAEMON_LOGGED_AS[drive])
+        (grandchild,) = logged_host_pids(result, "grandchild")
+        (supervisor,) = logged_host_pids(result, DAEMON_LOGGED_AS[drive])
         for pid in (grandchild, supervisor, parent):
             self.assertTrue(process_gone(pid), pid)
         self.assertEqual(cleanup["leaked_processes"], 0)
@@ -745,7 +768,11 @@ class HygieneTest(RunnerTestCase):
         shutdown = cleanup["daemon_shutdown"]
         self.assertIs(shutdown.get("success"), True, shutdown)
         self.assertIs(shutdown.get("exited"), True, shutdown)
-        self.assertEqual(shutdown.get("supervisor_pid"), supervisor, shutdown)
+        self.assertEqual(
+            shutdown.get("supervisor_host_pid", shutdown.get("supervisor_pid")),
+            supervisor,
+            shutdown,
+        )
         self.assertNotIn(supervisor, cleanup["terminated"])
         self.assertNotIn(supervisor, cleanup["killed"])
         # TERM first, then KILL after the grace: the grandchild ignores SIGTERM, so it got
@@ -763,7 +790,7 @@ class HygieneTest(RunnerTestCase):
     def test_grandchild_holding_the_output_files_open_is_ended(self):
         done, result = self.run_runner("simulated/hold-files", JSON_EVENTS, *GRACE)
         self.assertEqual(done.returncode, 0, result["reasons"])
-        (holder,) = logged_pids(self.run_dir(result), "holding")
+        (holder,) = logged_host_pids(result, "holding")
         self.assertIn(holder, result["cleanup"]["killed"])
         self.assertTrue(process_gone(holder))
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
@@ -975,8 +1002,7 @@ class ResidentDriveTest(RunnerTestCase):
         self.assertEqual(done.returncode, 1)
         self.assertEqual(self.codes(result)[0], "timeout")
         self.assertTrue(result["resident"]["admitted"])
-        run = self.run_dir(result)
-        for pid in logged_pids(run, "grandchild") + logged_pids(run, "daemon"):
+        for pid in logged_host_pids(result, "grandchild") + logged_host_pids(result, "daemon"):
             self.assertTrue(process_gone(pid), pid)
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
@@ -995,7 +1021,7 @@ class ResidentDriveTest(RunnerTestCase):
         self.assertEqual(self.codes(result)[0], "timeout")
         self.assertFalse(result["resident"]["admitted"])
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-        (pid,) = logged_pids(self.run_dir(result), "silent")
+        (pid,) = logged_host_pids(result, "silent")
         self.assertTrue(process_gone(pid))
 
     def test_daemon_too_old_for_the_barrier_is_refused_with_exit_3(self):
@@ -1408,14 +1434,16 @@ class ProgressTest(unittest.TestCase):
     def test_progress_lines_give_the_elapsed_time_of_the_timeout_and_the_trial(self):
         err = io.StringIO()
         with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stderr(err):
-            progress = Progress(rundir.RunDir(tmp), 30.0, "trial 2/5")
+            progress = Progress(rundir.RunDir(tmp), 30.0, "trial 2/5", sandboxed=True)
             progress.report(12.4)
             progress.report(30.2, ended="timed out")
+            Progress(rundir.RunDir(tmp), 30.0).report(1.0)
         self.assertEqual(
             err.getvalue().splitlines(),
             [
-                "runner.py: trial 2/5: running 12s of 30s: 0 spawns, 0 replies",
-                "runner.py: trial 2/5: timed out after 30s of 30s: 0 spawns, 0 replies",
+                "runner.py: trial 2/5: running 12s of 30s: 0 spawns, 0 replies (sandboxed)",
+                "runner.py: trial 2/5: timed out after 30s of 30s: 0 spawns, 0 replies (sandboxed)",
+                "runner.py: running 1s of 30s: 0 spawns, 0 replies (not sandboxed)",
             ],
         )
 

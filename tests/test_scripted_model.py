@@ -24,6 +24,7 @@ import tempfile
 import threading
 import unittest
 from types import SimpleNamespace
+from unittest import mock
 
 from evidence.artifacts import collect
 from evidence.fixture import load_manifest
@@ -389,6 +390,30 @@ class ParentScriptTest(unittest.TestCase):
         self.assertEqual([name for name, _ in rlm.attempts], workers + workers)
         self.assertEqual([h.name for h in namespace["handles"]], workers)
 
+    def test_forge_call_calls_the_model_itself_first_then_fans_out(self):
+        turn = decide(read_request(parent_body("forge-call", [])))
+        self.assertEqual(turn.decision, "forge_calls")
+        compile(turn.code, "forge cell", "exec")
+        later = [assistant(turn.text, turn.code), tool("HTTP 403\ndetached: HTTP 403\n")]
+        self.assertEqual(decide(read_request(parent_body("forge-call", later))).decision,
+                         "spawn_children")  # fmt: skip
+
+    def test_the_forged_call_is_a_childs_call_to_the_runs_model(self):
+        # What a forger needs: a request the proxy would record for a child's conversation.
+        with tempfile.TemporaryDirectory() as home:
+            log = os.path.join(home, "model-log.jsonl")
+            with ScriptedModelServer(log) as server:
+                scripted_model.write_models_json(home, server.base_url)
+                with (
+                    contextlib.redirect_stdout(io.StringIO()) as out,
+                    mock.patch.dict(os.environ, {"PRIME_AGENT_CODING_AGENT_DIR": home}),
+                ):
+                    exec(scripted_model.FORGED_CALL, {})
+            with open(log, encoding="utf-8") as handle:
+                (logged,) = [json.loads(line) for line in handle]
+        self.assertIn("HTTP 200", out.getvalue())
+        self.assertEqual((logged["conversation_log"], logged["depth"]), ("/forged/child.jsonl", 1))
+
     def test_parent_polls_while_children_run(self):
         later = [*spawned(), assistant("waiting", scripted_model.POLL_CELL), tool("RUNNING=3\n")]
         turn = decide(read_request(parent_body("fanout", later)))
@@ -675,6 +700,16 @@ class ContractCheckTest(unittest.TestCase):
                     self.assertEqual(caught["contract_check"], "pass")
                     missed = scripted.contract_check(script, drive, result(True))
                     self.assertEqual(missed["contract_check"], "fail")
+
+    def test_the_forgery_wants_foreign_model_call_under_both_drives(self):
+        for drive in ("oneshot", "resident"):
+            with self.subTest(drive=drive):
+                caught = result(False, ["foreign_model_call"])
+                self.assertEqual(
+                    scripted.contract_check("forge-call", drive, caught)["contract_check"], "pass"
+                )
+                missed = scripted.contract_check("forge-call", drive, result(True))
+                self.assertEqual(missed["contract_check"], "fail")
 
     def test_an_unexpected_reason_fails(self):
         check = scripted.contract_check(

@@ -9,6 +9,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -92,14 +94,13 @@ class ChannelTest(unittest.TestCase):
         self.private = observer.private_dir()
         self.addCleanup(shutil.rmtree, self.private, True)
 
-    def test_a_drained_pipe_is_published_with_the_digest_of_what_came_through(self):
+    def test_a_drained_stream_is_published_with_the_digest_of_what_came_through(self):
         channel = observer.Channel(self.private, "stdout.jsonl")
-        read_end, write_end = os.pipe()
-        with os.fdopen(read_end, "rb") as reader:
-            thread = observer.drain(reader, channel)
-            with os.fdopen(write_end, "wb") as writer:
-                writer.write(b'{"type":"session"}\n' * 1000)
-            thread.join(timeout=10)
+        ours, theirs = observer.stream_socket()
+        thread = observer.drain_socket(ours, channel)
+        with theirs:
+            theirs.sendall(b'{"type":"session"}\n' * 1000)
+        thread.join(timeout=10)
         target = os.path.join(self.dir, "stdout.jsonl")
         with open(target, "w") as handle:
             handle.write("what the agent wrote there\n")  # replaced by the publish
@@ -108,6 +109,22 @@ class ChannelTest(unittest.TestCase):
         self.assertEqual(published["sha256"], expected)
         self.assertEqual(witness.file_digest(target), expected)
         self.assertEqual((published["lines"], published["intact"]), (1000, True))
+
+    def test_each_writer_of_a_stream_is_named_by_its_pid(self):
+        channel = observer.Channel(self.private, "stdout.jsonl")
+        ours, theirs = observer.stream_socket()
+        thread = observer.drain_socket(ours, channel)
+        with theirs:
+            theirs.sendall(b"mine\n")
+            other = subprocess.Popen(
+                [sys.executable, "-c", "import os; os.write(1, b'theirs' * 1000)"], stdout=theirs
+            )
+            other.wait()
+            theirs.sendall(b"mine again\n")
+        thread.join(timeout=10)
+        published = channel.publish(os.path.join(self.dir, "stdout.jsonl"))
+        writers = {writer["pid"]: writer["bytes"] for writer in published["writers"]}
+        self.assertEqual(writers, {os.getpid(): 16, other.pid: 6000})
 
     def test_a_private_copy_changed_behind_the_runners_back_is_not_intact(self):
         channel = observer.Channel(self.private, "daemon-wire.jsonl")
@@ -202,13 +219,15 @@ class WitnessedRunTest(unittest.TestCase):
                         )
         return calls
 
-    def witness(self, sightings=None, calls=None, proxy: bool = True) -> str:
+    def witness(
+        self, sightings=None, calls=None, proxy: bool = True, header=None, channels=()
+    ) -> str:
         return observer.write_witness(
             self.paths.witness,
-            header={"proxy": proxy},
+            header={"proxy": proxy, **(header or {})},
             model_calls=self.model_calls() if calls is None else calls,
             sightings=self.sightings() if sightings is None else sightings,
-            channels=[],
+            channels=list(channels),
         )
 
     def verdict(self, digest: str | None):
@@ -232,6 +251,57 @@ class WitnessedRunTest(unittest.TestCase):
         self.assertTrue(verdict.resolved)
         self.assertFalse(verdict.witness["witnessed"])
         self.assertIn("unwitnessed", [w.code for w in verdict.warnings])
+
+    # --- who made the calls and wrote the stream (shell/callers.py, observer.drain_socket) ---------
+
+    def product_calls(self) -> list[dict]:
+        caller = {"pid": 41, "ns_pid": 5, "exe": "/opt/node", "product": True, "reason": None}
+        return [{**call, "caller": caller} for call in self.model_calls()]
+
+    def test_calls_each_from_a_process_of_the_products_pass(self):
+        self.honest_run()
+        verdict = self.verdict(self.witness(calls=self.product_calls()))
+        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
+
+    def test_a_call_from_a_kernel_fails_though_the_proxy_refused_it(self):
+        # The live forgery: a cell asks for real response ids for a conversation it writes.
+        self.honest_run()
+        forged = {
+            "status": 403,
+            "session": "/forged/child.jsonl",
+            "response_id": None,
+            "error": "foreign_caller",
+            "caller": {
+                "pid": 88,
+                "ns_pid": 12,
+                "exe": "/usr/bin/python3.11",
+                "product": False,
+                "reason": "process 88 on its way up ran /usr/bin/python3.11",
+            },
+        }
+        verdict = self.verdict(self.witness(calls=[*self.product_calls(), forged]))
+        self.assertEqual(self.codes(verdict), ["foreign_model_call"])
+        self.assertIn("/usr/bin/python3.11", verdict.reasons[0].message)
+
+    def stream_channel(self, *writers: int) -> dict:
+        return {
+            "file": "stdout.jsonl",
+            "writers": [{"pid": pid, "bytes": 100} for pid in writers],
+        }
+
+    def test_a_stream_only_the_cli_wrote_passes(self):
+        self.honest_run()
+        header = {"processes": {"initial_pid": 4242, "product_exe": "/opt/node"}}
+        digest = self.witness(header=header, channels=[self.stream_channel(4242)])
+        self.assertTrue(self.verdict(digest).resolved)
+
+    def test_a_stream_another_process_wrote_into_fails(self):
+        self.honest_run()
+        header = {"processes": {"initial_pid": 4242, "product_exe": "/opt/node"}}
+        digest = self.witness(header=header, channels=[self.stream_channel(4242, 4300)])
+        verdict = self.verdict(digest)
+        self.assertEqual(self.codes(verdict), ["foreign_stream_writer"])
+        self.assertIn("pid 4300", verdict.reasons[0].message)
 
     # --- the witness itself ------------------------------------------------------
 

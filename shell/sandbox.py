@@ -1,0 +1,516 @@
+"""The agent's sandbox: bubblewrap namespaces the agent and everything it starts run in
+(docs/witness.md#the-sandbox).
+
+Everything the product runs — the CLI or the daemon, its workers, its kernels, every cell
+the model writes — runs as the invoking user. `bwrap` (Debian package `bubblewrap`) gives
+it, without a container daemon, a view of the machine where:
+
+- the file system is read-only but for the run's own agent-writable dirs (`Binds`); the
+  user's home, the system /tmp and the rest of the run dir are not there at all;
+- it has its own PID namespace: the runner, its proxy and its observer do not exist in it;
+- it has its own network namespace, holding a loopback and nothing else. The recording
+  proxy still serves it: the first process in the sandbox (the shim, shell/sandbox_shim.py, the
+  harness's own code) binds a TCP socket on the sandbox's 127.0.0.1 at the proxy's port and
+  hands the listening socket over to the runner before it starts the agent, so the proxy,
+  in the runner's process, accepts the product's calls on it directly (no relay process
+  the agent could reach);
+- it gets the environment the product needs (`agent_env`), not the user's whole shell;
+- a seccomp filter refuses ptrace and reading or writing another process's memory, and
+  /proc is read-only, so a cell cannot take over a process of the product's to make its
+  calls (shell/callers.py tells the product's calls from anyone else's).
+
+`availability` probes once whether bwrap runs here (missing, or a kernel that refuses
+unprivileged user namespaces); the runner falls back to an unsandboxed run when it does
+not, unless `--sandbox` was asked for.
+
+The shim, which runs inside, is shell/sandbox_shim.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import platform
+import re
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PROBE_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 30.0  # for the shim to hand the proxy's socket over
+SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_shim.py")
+
+# The system, read-only. /bin, /lib and the rest are symlinks into /usr on a merged-/usr
+# system (Debian since 12) and are made the same links inside; else bound read-only too.
+SYSTEM_DIRS = ("/usr", "/etc", "/opt")
+USR_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+# The environment the agent gets (`agent_env`): its provider keys by the names the product
+# reads them (packages/ai/src/env-api-keys.ts `getApiKeyEnvVars`, and the project and location
+# of google-vertex, the account and gateway of cloudflare), what a process needs to run, the
+# product's own variables and the harness's. Nothing else of the user's shell.
+PROVIDER_KEYS = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_OAUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "PRIME_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_CLOUD_API_KEY",
+    "GOOGLE_CLOUD_PROJECT",
+    "GCLOUD_PROJECT",
+    "GOOGLE_CLOUD_LOCATION",
+    "GROQ_API_KEY",
+    "CEREBRAS_API_KEY",
+    "XAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "AI_GATEWAY_API_KEY",
+    "ZAI_API_KEY",
+    "MISTRAL_API_KEY",
+    "MINIMAX_API_KEY",
+    "MINIMAX_CN_API_KEY",
+    "MOONSHOT_API_KEY",
+    "HF_TOKEN",
+    "FIREWORKS_API_KEY",
+    "OPENCODE_API_KEY",
+    "KIMI_API_KEY",
+    "CLOUDFLARE_API_KEY",
+    "CLOUDFLARE_ACCOUNT_ID",
+    "CLOUDFLARE_GATEWAY_ID",
+    "XIAOMI_API_KEY",
+    "XIAOMI_TOKEN_PLAN_CN_API_KEY",
+    "XIAOMI_TOKEN_PLAN_AMS_API_KEY",
+    "XIAOMI_TOKEN_PLAN_SGP_API_KEY",
+)
+PROCESS_ENV = ("PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "NO_COLOR")
+# LC_* locale; the product's (PRIME_AGENT_*, PI_*); the harness's (SWARM_FANOUT_TRIAL) and
+# the simulated stand-in's knobs (SIMULATED_*).
+ENV_PREFIXES = ("LC_", "PRIME_AGENT_", "PI_", "SWARM_FANOUT_", "SIMULATED_")
+
+
+# Every namespace (user, IPC, PID, network, UTS, cgroup where the kernel has them), and no
+# further user namespaces inside: a cell cannot give itself capabilities in one of its own.
+NAMESPACES = (
+    "--unshare-user",
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+)
+# No capabilities either (as root bwrap would keep them).
+PROBED = ("--disable-userns", "--cap-drop", "ALL")
+# Its own /proc, read-only (no process's memory opened for writing), /dev and /tmp.
+FRESH_MOUNTS = ("--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+
+
+@dataclass(frozen=True)
+class Availability:
+    bwrap: str | None
+    problem: str | None  # why no sandbox can run here; None when one can
+
+    @property
+    def usable(self) -> bool:
+        return self.problem is None
+
+
+def availability() -> Availability:
+    """Whether bwrap is here and the kernel lets it make the namespaces a run needs: one
+    quick try of an empty sandbox with the options a run uses (about 10 ms; a bwrap older
+    than 0.8 lacks --disable-userns)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Availability(None, "bwrap is not installed (Debian/Ubuntu: apt install bubblewrap)")
+    try:
+        done = subprocess.run(
+            [bwrap, *NAMESPACES, *PROBED, "--ro-bind", "/", "/", *FRESH_MOUNTS, "true"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=PROBE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return Availability(bwrap, f"bwrap could not be run: {error}")
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = said[-1] if said else f"exit {done.returncode}"
+        return Availability(
+            bwrap,
+            f"the kernel refuses bwrap's namespaces ({why}); unprivileged user namespaces "
+            "may be off (sysctl kernel.unprivileged_userns_clone or "
+            "kernel.apparmor_restrict_unprivileged_userns)",
+        )
+    return Availability(bwrap, None)
+
+
+# --- the environment -------------------------------------------------------------------
+
+
+def agent_env(env: Mapping[str, str], key_names: tuple[str, ...] = ()) -> dict[str, str]:
+    """The run's environment (rundir.RunDir.agent_env) cut to what the product needs:
+    PROCESS_ENV, the provider keys, the product's, the harness's and the locale's variables,
+    and `key_names`: the variables the run's models.json names as a provider's apiKey."""
+    wanted = set(PROCESS_ENV) | set(PROVIDER_KEYS) | set(key_names)
+    return {
+        key: value for key, value in env.items() if key in wanted or key.startswith(ENV_PREFIXES)
+    }
+
+
+def models_json_key_names(config: object) -> tuple[str, ...]:
+    """The variables a models.json names as apiKey: the product reads such an apiKey from
+    the environment (its docs/models.md, "value resolution"). A `!command` apiKey runs
+    inside the sandbox, where what it asks (a keychain, an agent's socket) is not there."""
+    providers = config.get("providers") if isinstance(config, dict) else None
+    if not isinstance(providers, dict):
+        return ()
+    names = []
+    for entry in providers.values():
+        key = entry.get("apiKey") if isinstance(entry, dict) else None
+        if isinstance(key, str) and key.replace("_", "").isalnum() and key.upper() == key:
+            names.append(key)
+    return tuple(names)
+
+
+# --- what the sandbox shows ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Binds:
+    """What the agent sees of the machine, besides the system (SYSTEM_DIRS), a fresh /proc
+    (read-only), /dev (bwrap's minimal one), a /tmp of its own (empty, in memory) and the
+    shim (shell/sandbox_shim.py, read-only)."""
+
+    read_only: tuple[str, ...]  # the product's install, the interpreters, the kernel venv
+    # An empty dir inside, covering the run dir and, where no read-only dir is in it, the
+    # dir the run dir is in (other runs, a run set's other trials): the runner's alone.
+    hidden: str
+    writable: tuple[str, ...]  # the run's agent-writable dirs, under `hidden` or not
+
+    def to_json(self) -> dict:
+        return {
+            "read_only": list(self.read_only),
+            "hidden": self.hidden,
+            "writable": list(self.writable),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the agent of one run is sandboxed."""
+
+    bwrap: str
+    binds: Binds
+
+
+def install_dirs(executable: str, home: str, path_env: str | None) -> list[str]:
+    """The dirs an executable needs to run: the install it belongs to (`install_root`) as
+    it is found and as its real path, a venv's root, and for a script the interpreter of its
+    shebang (found on the PATH the agent gets, `path_env`) and the files it names by
+    absolute path (a wrapper's `exec /opt/node/bin/node /opt/agent/cli.js`), with theirs."""
+    found = [executable, *script_needs(executable, path_env)]
+    for named in found[1:]:
+        interpreter = shebang_interpreter(named, path_env)
+        if interpreter is not None:
+            found.append(interpreter)
+    dirs = []
+    for path in found:
+        real = os.path.realpath(path)
+        dirs.append(install_root(real, home) or real)
+        venv = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+        if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+            dirs.append(venv)
+        elif real != os.path.abspath(path):
+            dirs.append(os.path.dirname(os.path.abspath(path)))
+    return dirs
+
+
+# An absolute path in a script's text: up to a quote, a blank or shell punctuation.
+NAMED_PATH = re.compile(r"(?<![\w./-])/[^\s'\"$;|&<>()`]+")
+SCRIPT_BYTES = 64 * 1024
+
+
+def script_needs(path: str, path_env: str | None) -> list[str]:
+    """A script's interpreter and the existing files its text names by absolute path."""
+    interpreter = shebang_interpreter(path, path_env)
+    if interpreter is None:
+        return []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(SCRIPT_BYTES)
+    except OSError:
+        return [interpreter]
+    named = [match for match in NAMED_PATH.findall(text) if os.path.isfile(match)]
+    return list(dict.fromkeys([interpreter, *named]))
+
+
+def install_root(real_path: str, home: str) -> str | None:
+    """The install a file belongs to: the nearest dir above it with a package.json or
+    pyproject.toml (above every node_modules it is in: a package's dependencies may sit
+    beside it), else the prefix of a `<prefix>/bin/<file>` layout, else its own dir. Never
+    the user's home, an ancestor of it, or /: then its own dir, or when that is one of
+    them too, None (the file alone is shown)."""
+    here = os.path.dirname(real_path)
+    root = None
+    probe = here
+    while probe != os.path.dirname(probe):
+        if os.path.basename(probe) == "node_modules":
+            root = os.path.dirname(probe)
+        elif root is None and any(
+            os.path.isfile(os.path.join(probe, name)) for name in ("package.json", "pyproject.toml")
+        ):
+            root = probe
+        probe = os.path.dirname(probe)
+    if root is None:
+        root = os.path.dirname(here) if os.path.basename(here) == "bin" else here
+    for candidate in (root, here):
+        if candidate != os.path.dirname(candidate) and not is_within(home, candidate):
+            return candidate
+    return None
+
+
+def shebang_interpreter(path: str, path_env: str | None) -> str | None:
+    """The interpreter a script names on its first line (through `/usr/bin/env NAME`: NAME
+    on PATH), or None for a binary."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(512)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) == "env":
+        names = [word for word in words[1:] if not word.startswith("-")]
+        return shutil.which(names[0], path=path_env) if names else None
+    return words[0]
+
+
+def is_within(path: str, directory: str) -> bool:
+    path, directory = os.path.abspath(path), os.path.abspath(directory)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def plan_binds(
+    *, agent_bin: str, env: Mapping[str, str], run_root: str, writable: list[str], home: str
+) -> Binds:
+    """The binds of one run: the agent's install and interpreter, the kernel Python the
+    product is given (PRIME_AGENT_KERNEL_PYTHON or PRIME_AGENT_KERNEL_VENV), and the
+    interpreter this runner runs on, which runs the shim."""
+    wanted = install_dirs(agent_bin, home, env.get("PATH"))
+    kernel = env.get("PRIME_AGENT_KERNEL_PYTHON")
+    venv = env.get("PRIME_AGENT_KERNEL_VENV")
+    if venv and not kernel:
+        kernel = os.path.join(venv, "bin", "python")
+    if kernel and os.path.exists(kernel):
+        wanted += install_dirs(kernel, home, env.get("PATH"))
+    wanted += [sys.prefix, sys.base_prefix]
+    shown: list[str] = []
+    for path in sorted({os.path.abspath(item) for item in wanted if os.path.exists(item)}):
+        covered = any(is_within(path, done) for done in (*SYSTEM_DIRS, *USR_LINKS, *shown))
+        too_wide = os.path.isdir(path) and (is_within(home, path) or path == "/")
+        if not covered and not too_wide:
+            shown.append(path)
+    around = os.path.dirname(run_root)
+    keeps_installs = any(is_within(path, around) for path in shown) or is_within(home, around)
+    return Binds(tuple(shown), run_root if keeps_installs else around, tuple(writable))
+
+
+def bwrap_argv(bwrap: str, binds: Binds, cwd: str, seccomp_fd: int | None) -> list[str]:
+    """bwrap's options, up to the command. Later mounts cover earlier ones: the run root's
+    empty dir covers whatever a read-only install shows of it (a run dir under the
+    harness's own `runs/`), and the writable dirs are bound into it."""
+    argv = [bwrap, *NAMESPACES, *PROBED]
+    for path in SYSTEM_DIRS:
+        if os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    for path in USR_LINKS:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    argv += FRESH_MOUNTS
+    for path in binds.read_only:
+        argv += ["--ro-bind", path, path]
+    argv += ["--ro-bind", SHIM, SHIM, "--tmpfs", binds.hidden]
+    for path in binds.writable:
+        argv += ["--bind", path, path]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    return [*argv, "--chdir", cwd]
+
+
+# --- seccomp: no ptrace, no reading or writing another process's memory -------------------
+
+# (audit arch, syscall numbers of ptrace, process_vm_readv, process_vm_writev, pidfd_getfd)
+# from the kernel's syscall tables; x86_64's x32 ABI (numbers from 0x40000000) is refused whole.
+SECCOMP_ARCHES = {
+    "x86_64": (0xC000003E, (101, 310, 311, 438), True),
+    "aarch64": (0xC00000B7, (117, 270, 271, 438), False),
+}
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | errno.EPERM
+
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """The classic-BPF program bwrap loads (`--seccomp FD`): EPERM for the syscalls above and
+    for any other architecture's syscalls (a 32-bit syscall has other numbers); None on an
+    architecture not listed."""
+    known = SECCOMP_ARCHES.get(machine or platform.machine())
+    if known is None:
+        return None
+    arch, blocked, x32 = known
+    program: list[tuple[int, int, int, int]] = [
+        (_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ_K, 1, 0, arch),
+        (_RET_K, 0, 0, _EPERM),
+        (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+    ]
+    tests = [(_JGE_K, 0x40000000)] if x32 else []
+    tests += [(_JEQ_K, number) for number in blocked]
+    deny = len(program) + len(tests) + 1  # after the tests and the allow
+    for code, k in tests:
+        program.append((code, deny - len(program) - 1, 0, k))
+    program += [(_RET_K, 0, 0, _ALLOW), (_RET_K, 0, 0, _EPERM)]
+    return b"".join(struct.pack("=HBBI", *insn) for insn in program)
+
+
+# --- a started sandbox -----------------------------------------------------------------------
+
+
+class SandboxError(OSError):
+    """The sandbox did not start: bwrap refused its options, or the shim never reported."""
+
+
+class StatusPipe:
+    """The read end of the shim's status pipe: `started <pid>` once the agent is forked
+    (its pid inside), then `exit <code>` or `signal <n>`."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.words: list[str] = []
+
+    def read(self, wait: float = 0.0) -> list[str]:
+        """What the shim wrote so far, waiting up to `wait` for anything new."""
+        if self.fd >= 0 and select.select([self.fd], [], [], wait)[0]:
+            while select.select([self.fd], [], [], 0)[0]:
+                data = os.read(self.fd, 4096)
+                if not data:
+                    break
+                self.words += data.decode("ascii", "replace").split()
+        return self.words
+
+    def said(self, kind: str) -> int | None:
+        pairs = zip(self.words[::2], self.words[1::2], strict=False)
+        return next((int(value) for key, value in pairs if key == kind), None)
+
+    def agent_pid(self, wait: float) -> int | None:
+        """The agent's pid inside the sandbox, once the shim has started it."""
+        deadline = time.monotonic() + wait
+        while self.said("started") is None and time.monotonic() < deadline:
+            if not self.read(max(0.0, deadline - time.monotonic())):
+                break
+        return self.said("started")
+
+    def exit_status(self) -> int | None:
+        """The agent's own exit status, in Popen's convention (negative: the signal that
+        ended it); None when the shim never said."""
+        self.read()
+        code, signum = self.said("exit"), self.said("signal")
+        return code if code is not None else (-signum if signum is not None else None)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+@dataclass(frozen=True)
+class Started:
+    """A running sandbox: bwrap (the runner's child), the proxy's listening socket in the
+    sandbox's network, and the shim's status pipe."""
+
+    process: subprocess.Popen
+    listener: socket.socket
+    status: StatusPipe
+
+
+def start(
+    argv: list[str],
+    plan: Plan,
+    *,
+    port: int,
+    cwd: str,
+    env: dict,
+    stdout,
+    stderr,
+) -> Started:
+    """Start `argv` in a sandbox; returns once the shim has handed over the socket the proxy
+    serves the sandbox on. Raises SandboxError when it does not come."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    status_read, status_write = os.pipe()
+    program = seccomp_filter()
+    seccomp = os.memfd_create("seccomp", 0) if program is not None else None
+    if seccomp is not None:
+        os.write(seccomp, program)
+        os.lseek(seccomp, 0, os.SEEK_SET)
+    # -I -S: the shim reads nothing of the environment's Python settings or site.
+    shim = [sys.executable, "-I", "-S", SHIM, str(port), str(theirs.fileno())]
+    command = [*bwrap_argv(plan.bwrap, plan.binds, cwd, seccomp), "--", *shim]
+    command += [str(status_write), "--"]
+    passed = [theirs.fileno(), status_write, *([seccomp] if seccomp is not None else [])]
+    try:
+        process = subprocess.Popen(
+            [*command, *argv],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            pass_fds=passed,
+            start_new_session=True,
+        )
+    finally:
+        theirs.close()
+        os.close(status_write)
+        if seccomp is not None:
+            os.close(seccomp)
+    try:
+        listener = _receive_listener(ours, process)
+    except BaseException:
+        os.close(status_read)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+    finally:
+        ours.close()
+    return Started(process, listener, StatusPipe(status_read))
+
+
+def _receive_listener(ours: socket.socket, process: subprocess.Popen) -> socket.socket:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    ours.settimeout(0.1)
+    while time.monotonic() < deadline:
+        try:
+            _, fds, _, _ = socket.recv_fds(ours, 16, 1)
+        except TimeoutError:
+            if process.poll() is not None:
+                break
+            continue
+        if fds:
+            return socket.socket(fileno=fds[0])
+        break
+    raise SandboxError(
+        errno.ECHILD,
+        f"the sandbox did not start (bwrap exit {process.poll()}; its stderr is in stderr.txt)",
+    )

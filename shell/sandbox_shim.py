@@ -1,0 +1,70 @@
+"""The shim: the sandbox's first process, the harness's own code (shell/sandbox.py starts it).
+
+    python -I -S shell/sandbox_shim.py PORT HANDOFF_FD STATUS_FD -- ARGV
+
+It hands the runner the proxy's listening socket on the sandbox's own loopback, then runs
+the agent and reports how it ended. Stdlib only: it runs on the runner's interpreter with
+nothing of the harness on its path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import sys
+
+PR_SET_DUMPABLE = 4
+IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def main(argv: list[str]) -> int:
+    """Bind 127.0.0.1:PORT here, send the listening socket over HANDOFF_FD (SCM_RIGHTS),
+    fork the agent (ARGV) and write `started <pid>`, then `exit <code>` or `signal <n>`, on
+    STATUS_FD.
+
+    It makes itself undumpable first, so no process of the agent's can open its fds (the
+    status pipe) or read its memory; it ignores SIGTERM, SIGINT and SIGHUP, so that when the
+    runner ends the run it outlives the agent long enough to report the agent's own exit
+    status (bwrap reports a signal as 128 + n, which an exit code could also be)."""
+    port, handoff, status = int(argv[0]), int(argv[1]), int(argv[2])
+    command = argv[4:]
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(1024)
+    with socket.socket(fileno=handoff) as channel:
+        socket.send_fds(channel, [b"L"], [listener.fileno()])
+    listener.close()
+    os.set_inheritable(status, False)
+    for signum in IGNORED:
+        signal.signal(signum, signal.SIG_IGN)
+    pid = os.fork()
+    if pid == 0:
+        for signum in IGNORED:
+            signal.signal(signum, signal.SIG_DFL)
+        try:
+            os.execvp(command[0], command)
+        except OSError as error:
+            os.write(2, f"sandbox: cannot run {command[0]}: {error}\n".encode())
+            os._exit(127)
+    os.write(status, f"started {pid}\n".encode())
+    while True:
+        try:
+            _, wait_status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(wait_status):
+        os.write(status, f"signal {os.WTERMSIG(wait_status)}\n".encode())
+        return 128 + os.WTERMSIG(wait_status)
+    code = os.waitstatus_to_exitcode(wait_status)
+    os.write(status, f"exit {code}\n".encode())
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
