@@ -403,7 +403,9 @@ class ParentScriptTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as home:
             log = os.path.join(home, "model-log.jsonl")
             with ScriptedModelServer(log) as server:
-                scripted_model.write_models_json(home, server.base_url)
+                set_provider(
+                    home, scripted_model.PROVIDER, scripted_model.provider_entry(server.base_url)
+                )
                 with (
                     contextlib.redirect_stdout(io.StringIO()) as out,
                     mock.patch.dict(os.environ, {"PRIME_AGENT_CODING_AGENT_DIR": home}),

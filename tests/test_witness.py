@@ -252,7 +252,7 @@ class WitnessedRunTest(unittest.TestCase):
         self.assertFalse(verdict.witness["witnessed"])
         self.assertIn("unwitnessed", [w.code for w in verdict.warnings])
 
-    # --- who made the calls and wrote the stream (shell/callers.py, observer.drain_socket) ---------
+    # --- who made the calls and wrote the stream (shell/callers.py, observer.drain_socket) ---
 
     def product_calls(self) -> list[dict]:
         caller = {"pid": 41, "ns_pid": 5, "exe": "/opt/node", "product": True, "reason": None}
