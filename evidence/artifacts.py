@@ -71,6 +71,7 @@ class Stream:
     turns: int
     usage: Usage
     first_error: str | None
+    # Its lines that hold an object or were skipped unread as looking like one (`STREAM_WANTED`).
     events: int
     findings: tuple[Finding, ...]
     # What the stream showed, to hold against the root transcript (rules/witness_checks.py):
@@ -357,6 +358,20 @@ def _header(path: str, findings: list[Finding]) -> dict | None:
     return header
 
 
+# The stream's records `read_stream` reads (beside its header, line 1): an assistant's
+# `message_end`, `tool_execution_start` and `rlm_child_update`. The rest of the stream
+# (message deltas, tool output, turn and agent ends repeating whole messages: nine
+# tenths of its bytes) is skipped unread (evidence/jsonl.py `_wanted_lines`); a reader of
+# another record type adds its type here. A line is read when it holds every string of a
+# group: pieces of a value will do (a line holding the value holds them), and pieces with
+# few distinct letters are found faster (bytes.find skips ahead on a letter not in them).
+STREAM_WANTED = (
+    (b"message_end", b"assistant"),
+    (b"tool_", b"_start"),  # tool_execution_start
+    (b"rlm_child_update",),
+)
+
+
 def read_stream(path: str) -> Stream | None:
     """Count LLM calls on stdout: one assistant `message_end` each (§7 "Counting")."""
     if not os.path.lexists(path):
@@ -369,7 +384,7 @@ def read_stream(path: str) -> Stream | None:
     response_ids: list[str] = []
     tool_call_ids: list[str] = []
     child_ids: set[str] = set()
-    for line in iter_objects(path, findings):
+    for line in iter_objects(path, findings, wanted=STREAM_WANTED):
         events += 1
         record = line.record
         kind = record.get("type")

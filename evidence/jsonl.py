@@ -16,6 +16,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 # A child's reply is capped at 16 384 chars (contract §9), but tool results can
@@ -44,6 +45,13 @@ class Finding:
 # (text, start, end, line number) -> a record for text[start:end], or None.
 Shortcut = Callable[[str, int, int, int], Any]
 
+# Groups of byte strings: a line is wanted when it holds every one of some group.
+Wanted = tuple[tuple[bytes, ...], ...]
+# The record of a line skipped unread (see `iter_objects`): it has no fields.
+UNREAD: Any = MappingProxyType({})
+# Set only by tests/test_prefilter.py, to hold the reading that skips lines to the plain one.
+PARSE_EVERY_LINE = False
+
 
 class Line(NamedTuple):
     """One decoded JSON object; `torn` marks a final line with no newline.
@@ -65,6 +73,7 @@ def iter_objects(
     max_line_bytes: int = MAX_LINE_BYTES,
     label: str | None = None,
     shortcut: Shortcut | None = None,
+    wanted: Wanted | None = None,
 ) -> Iterator[Line]:
     """Yield every line of a JSONL file that decodes to a JSON object.
 
@@ -82,8 +91,14 @@ def iter_objects(
     `text[start:end]`, newline excluded) and may return what to yield as the
     line's record instead of parsing it; it must return None for any line it
     cannot vouch is a JSON object.
+
+    `wanted`, when given, lets a caller that needs only some records skip the rest
+    unread (see `_wanted_lines`): such a line yields `UNREAD` as its record, and is
+    neither decoded nor parsed, so nothing about it is a finding.
     """
     name = label or path
+    if PARSE_EVERY_LINE:
+        wanted = None
     handle = open_regular(path, name, findings)
     if handle is None:
         return
@@ -128,7 +143,10 @@ def iter_objects(
                 too_long = len(block) - tail_start > max_line_bytes
                 if too_long:
                     block = block[:tail_start]
-            number = yield from _block_lines(block, number, name, findings, shortcut)
+            if wanted is None:
+                number = yield from _block_lines(block, number, name, findings, shortcut)
+            else:
+                number = yield from _wanted_lines(block, number, name, findings, wanted)
             if ended and not too_long:
                 return
             if too_long:
@@ -195,6 +213,87 @@ def _block_lines(
             if line is not None:
                 yield line
         pos = newline + 1
+    return number
+
+
+# What a line that may be skipped unread looks like: one JSON object on its line, as
+# the product writes them, with nothing before its first key or after its last brace.
+_OBJECT_START = b'{"'
+_CLOSE = 0x7D  # }
+# A `\u` escape that spells an ASCII character: a line with one could hold a wanted
+# marker escaped, and is read.
+_ASCII_ESCAPE = b"\\u00"
+# A line's first backslashes are looked at one by one (most lines have none or a few,
+# and memchr finds them at memory speed); past these the line is searched for the escape.
+_BACKSLASHES_LOOKED_AT = 8
+
+
+def _ascii_escape_in(block: bytes, start: int, end: int) -> bool:
+    """Whether `block[start:end]` holds a `\\u00XX` escape: its first backslashes are
+    found by memchr and looked at, and past a few the rest is searched for the escape."""
+    find = block.find
+    escape = find(b"\\", start, end)
+    for _ in range(_BACKSLASHES_LOOKED_AT):
+        if escape < 0:
+            return False
+        if block.startswith(_ASCII_ESCAPE, escape):
+            return True
+        # `\\` is one escape: the next backslash is no escape's start.
+        escape = find(b"\\", escape + 2, end)
+    return escape >= 0 and find(_ASCII_ESCAPE, escape, end) >= 0
+
+
+def _wanted_lines(block: bytes, number: int, name: str, findings: list[Finding], wanted: Wanted):
+    """`_block_lines` for a caller that needs only the records whose line holds every
+    byte string of one group of `wanted`: every other line is skipped unread.
+
+    Markers are ASCII letters, digits and `_`, and the caller asks for the values it
+    needs (`message_end`, `assistant`), not for keys. Why a skipped line can hold no
+    wanted record: a JSON string's decoded characters are its raw bytes but for
+    escapes, and of the escapes only `\\u00XX` decodes to a letter, digit or `_`; so a
+    line with no such escape holds a value such as `message_end` only if it holds its
+    bytes. The test is conclusive whatever the order, spacing or repetition of keys.
+
+    What is still read and reported as today: the file's first line, its torn last
+    line, a line that does not start with `{"` and end with `}` (blank lines, garbage,
+    NUL bytes, a value that is no object), and every line of a block that is not valid
+    UTF-8 (the block goes the plain way). What is no longer checked: that a skipped
+    line, which looks like an object and is valid UTF-8, is well-formed JSON.
+    """
+    if not block.isascii():
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return (yield from _block_lines(block, number, name, findings, None))
+    find = block.find
+    new = tuple.__new__
+    length = len(block)
+    pos = 0
+    while pos < length:
+        newline = find(b"\n", pos)
+        end = length if newline < 0 else newline
+        read = (
+            number == 0
+            or newline < 0
+            or not block.startswith(_OBJECT_START, pos)
+            or block[end - 1] != _CLOSE
+        )
+        if not read:
+            read = _ascii_escape_in(block, pos, end)
+        if not read:
+            for group in wanted:
+                for marker in group:
+                    if find(marker, pos, end) < 0:
+                        break
+                else:
+                    read = True
+                    break
+        if read:
+            number = yield from _block_lines(block[pos : end + 1], number, name, findings, None)
+        else:
+            number += 1
+            yield new(Line, (number, UNREAD, False))
+        pos = end + 1
     return number
 
 

@@ -1,0 +1,216 @@
+"""The fast path (stream lines skipped unread, numbers found without tokenising) and the
+plain path (every line parsed, every text tokenised) give the same verdict bytes.
+
+The plain path is forced by `jsonl.PARSE_EVERY_LINE` and the plain tokenizer. Runs are
+the captured `main` run with lines put where a byte-level pre-filter could go wrong: a
+wanted value spelled with `\\u00XX` escapes, keys repeated or out of the product's order,
+markers in a longer token, a marker right after a block boundary, backslashes before an
+escape, and numbers of the answer in tool results inside longer tokens, escaped, and
+across the reader's block boundary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import tempfile
+import unittest
+from unittest import mock
+
+from evidence import artifacts, jsonl, transcripts
+from evidence.artifacts import collect, read_stream
+from evidence.fixture import load_manifest
+from evidence.number_tokens import numbers_in
+from scorer import score
+from tests.test_real_runs import materialize
+
+SEED = 20261203
+CASES = 24
+BLOCK = 256 * 1024  # evidence/jsonl.py `_CHUNK`
+
+# Stream lines, valid JSON each; `{n}` is a case-unique number.
+STREAM_LINES = (
+    # A wanted type spelled with escapes: only the escape test can catch these.
+    '{{"type":"message\\u005fend","message":{{"role":"\\u0061ssistant",'
+    '"responseId":"resp-esc-{n}","usage":{{"input":{n},"totalTokens":{n}}}}}}}',
+    '{{"type":"message\\u005Fend","message":{{"role":"assistant","responseId":"resp-up-{n}"}}}}',
+    '{{"type":"tool\\u005fexecution\\u005fstart","toolCallId":"call-esc-{n}"}}',
+    '{{"type":"rlm\\u005fchild\\u005fupdate","child":{{"id":"sub-{n:08x}"}}}}',
+    # A repeated key: the last one counts.
+    '{{"type":"message_update","message":{{"role":"toolResult","role":"assistant",'
+    '"responseId":"resp-dup-{n}"}},"type":"message_end"}}',
+    # The product's key order reversed, and spaces between tokens.
+    '{{"message":{{"responseId":"resp-rev-{n}","role":"assistant"}},"type":"message_end"}}',
+    '{{ "type" : "tool_execution_start" , "toolCallId" : "call-sp-{n}" }}',
+    # Markers inside longer tokens, and an escaped backslash before `u0061`: no escape.
+    '{{"type":"message_update","delta":"xmessage_endx assistants tool_y_start"}}',
+    '{{"type":"message_update","delta":"\\\\u0061ssistant message_end {n}"}}',
+    # Many backslashes, then the escape (past the ones looked at one by one).
+    '{{"type":"message_end","pad":"' + "\\\\" * 12 + '","message":{{"role":"\\u0061ssistant",'
+    '"responseId":"resp-bs-{n}"}}}}',
+    # A tool result's end that names the assistant: read, and not a turn.
+    '{{"type":"message_end","message":{{"role":"toolResult","content":"assistant {n}"}}}}',
+)
+
+
+def _padding_line(size: int) -> str:
+    return json.dumps({"type": "message_update", "delta": "y" * size}, separators=(",", ":"))
+
+
+def _tool_result(call_id: str, text: str, escaped: bool) -> str:
+    record = {
+        "type": "message",
+        "id": f"odd-{call_id}",
+        "timestamp": "2026-12-02T11:20:00.000Z",
+        "message": {
+            "role": "toolResult",
+            "toolCallId": call_id,
+            "toolName": "ipython",
+            "content": [{"type": "text", "text": text}],
+            "isError": False,
+        },
+    }
+    line = json.dumps(record, separators=(",", ":"))
+    if escaped:
+        # Every digit of the text as a `\u00XX` escape: the same JSON string.
+        head, _, tail = line.partition('"text":"')
+        body, _, rest = tail.partition('"')
+        body = "".join(f"\\u{ord(c):04x}" if c.isdigit() else c for c in body)
+        line = f'{head}"text":"{body}"{rest}'
+    return line
+
+
+def _mutate_stream(path: str, rng: random.Random) -> None:
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    lines.pop()  # the final newline
+    for _ in range(rng.randint(2, 8)):
+        template = rng.choice(STREAM_LINES)
+        lines.insert(rng.randint(1, len(lines)), template.format(n=rng.randint(1, 99_999)))
+    if rng.random() < 0.5:
+        # A wanted line starts right at (or just past) the reader's block boundary.
+        at = rng.randint(1, len(lines))
+        before = sum(len(line) + 1 for line in lines[:at])
+        pad = max(0, BLOCK - before - len('{"type":"message_update","delta":""}') - 1)
+        lines[at:at] = [_padding_line(pad + rng.choice((0, 1, 7))), STREAM_LINES[0].format(n=7)]
+    torn = rng.random() < 0.3
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + ("" if torn else "\n"))
+
+
+def _mutate_transcript(path: str, numbers: list[int], rng: random.Random) -> None:
+    """Tool results with the answer's numbers in odd places, appended to a transcript."""
+    with open(path, encoding="utf-8") as handle:
+        size = len(handle.read().encode())
+    added = []
+    for index in range(rng.randint(1, 4)):
+        number = rng.choice(numbers)
+        spot = rng.choice(
+            (
+                f"count={number}",
+                f"x{number}y",  # inside a longer token: no number
+                f"{number:,}.",
+                f"v{number}",
+                f"0{number}",
+                f"({number})",
+                f"{number}.5",
+                f"-{number}",
+            )
+        )
+        text = rng.choice(("", "z" * rng.randint(0, 300))) + spot
+        if rng.random() < 0.3:
+            # The number right at the reader's next block boundary.
+            text = "w" * max(0, BLOCK - size - 200) + " " + spot
+        added.append(_tool_result(f"odd-{index}", text, escaped=rng.random() < 0.4))
+        size += len(added[-1]) + 1
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("\n".join(added) + "\n")
+
+
+def _plain_interest(text: str, interest: frozenset[int]) -> frozenset[int]:
+    return frozenset(numbers_in(text) & interest) if interest else frozenset()
+
+
+def _verdict_and_run(run_dir: str, plain: bool) -> tuple[str, artifacts.RunArtifacts]:
+    fixture = load_manifest(run_dir)
+    finder = _plain_interest if plain else transcripts.of_interest
+    with (
+        mock.patch.object(jsonl, "PARSE_EVERY_LINE", plain),
+        mock.patch.object(transcripts, "of_interest", finder),
+        mock.patch.object(artifacts, "of_interest", finder),
+    ):
+        run = collect(run_dir, fixture.artifact)
+    # `events` counts skipped lines too; every other field must agree.
+    run = dataclasses.replace(run, stream=dataclasses.replace(run.stream, events=0))
+    return json.dumps(score(fixture, run).to_json()), run
+
+
+class FastPathAgreesWithPlainPathTest(unittest.TestCase):
+    def test_generated_runs_with_hits_in_odd_places_score_alike(self):
+        rng = random.Random(SEED)
+        changed_stream = derived = 0
+        for case in range(CASES):
+            with self.subTest(case=case), tempfile.TemporaryDirectory() as tmp:
+                run_dir = materialize("main", tmp)
+                before = read_stream(os.path.join(run_dir, "stdout.jsonl"))
+                _mutate_stream(os.path.join(run_dir, "stdout.jsonl"), rng)
+                fixture = load_manifest(run_dir)
+                run = collect(run_dir, fixture.artifact)
+                numbers = sorted(numbers_in(run.artifact_text or ""))
+                self.assertTrue(numbers)
+                child = rng.choice(run.children).transcripts[0]
+                _mutate_transcript(child.path, numbers, rng)
+                fast = _verdict_and_run(run_dir, plain=False)
+                plain = _verdict_and_run(run_dir, plain=True)
+                self.assertEqual(fast[1].stream, plain[1].stream)
+                self.assertEqual(fast[1].parent, plain[1].parent)
+                self.assertEqual(fast[1], plain[1])
+                self.assertEqual(fast[0], plain[0])
+                changed_stream += dataclasses.replace(before, events=0) != plain[1].stream
+                after = {t.path: t for c in plain[1].children for t in c.transcripts}[child.path]
+                derived += after.derived_numbers != child.derived_numbers
+        # The inserted lines did change what the stream shows, and a child derived
+        # numbers in the odd tool results: the test has teeth.
+        self.assertGreater(changed_stream, CASES // 2)
+        self.assertGreater(derived, CASES // 2)
+
+
+class SkippedLineTest(unittest.TestCase):
+    def lines(self, text: str) -> tuple[list, list]:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "stdout.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            findings: list = []
+            read = list(jsonl.iter_objects(path, findings, wanted=artifacts.STREAM_WANTED))
+        return read, findings
+
+    def test_escaped_wanted_value_is_read(self):
+        read, _ = self.lines('{"type":"session"}\n{"type":"message\\u005fend","x":1}\n')
+        self.assertEqual(read[1].record, {"type": "message_end", "x": 1})
+
+    def test_unwanted_line_is_skipped_unread(self):
+        read, findings = self.lines('{"type":"session"}\n{"type":"agent_end","x":1}\n')
+        self.assertIs(read[1].record, jsonl.UNREAD)
+        self.assertEqual(findings, [])
+
+    def test_garbage_nul_bytes_and_torn_tail_are_still_findings(self):
+        _, findings = self.lines('{"type":"session"}\n\x00\x00\nnot json\n{"type":"agent_e')
+        self.assertEqual(
+            [(f.line, f.code) for f in findings],
+            [(2, "malformed_json"), (3, "malformed_json"), (4, "torn_tail")],
+        )
+
+    def test_malformed_line_that_looks_like_an_unwanted_object_is_not_checked(self):
+        # The documented cost of skipping (docs/rubric.md "Findings"): not a finding.
+        _, findings = self.lines('{"type":"session"}\n{"type":"agent_end",oops}\n')
+        self.assertEqual(findings, [])
+        with mock.patch.object(jsonl, "PARSE_EVERY_LINE", True):
+            _, plain = self.lines('{"type":"session"}\n{"type":"agent_end",oops}\n')
+        self.assertEqual([f.code for f in plain], ["malformed_json"])
+
+
+if __name__ == "__main__":
+    unittest.main()
