@@ -59,6 +59,25 @@ def _padding_line(size: int) -> str:
     return json.dumps({"type": "message_update", "delta": "y" * size}, separators=(",", ":"))
 
 
+def _tool_call(call_id: str) -> str:
+    """The child's call whose result follows: code without a number, so what its result
+    shows is the session's own work (docs/rubric.md "Provenance")."""
+    record = {
+        "type": "message",
+        "id": f"call-{call_id}",
+        "timestamp": "2026-12-02T11:19:59.000Z",
+        "message": {
+            "role": "assistant",
+            "content": [
+                {"type": "toolCall", "id": call_id, "name": "ipython",
+                 "arguments": {"code": "print(data)"}},
+            ],
+            "stopReason": "toolUse",
+        },
+    }  # fmt: skip
+    return json.dumps(record, separators=(",", ":"))
+
+
 def _tool_result(call_id: str, text: str, escaped: bool) -> str:
     record = {
         "type": "message",
@@ -123,8 +142,9 @@ def _mutate_transcript(path: str, numbers: list[int], rng: random.Random) -> Non
         if rng.random() < 0.3:
             # The number right at the reader's next block boundary.
             text = "w" * max(0, BLOCK - size - 200) + " " + spot
+        added.append(_tool_call(f"odd-{index}"))
         added.append(_tool_result(f"odd-{index}", text, escaped=rng.random() < 0.4))
-        size += len(added[-1]) + 1
+        size += len(added[-2]) + len(added[-1]) + 2
     with open(path, "a", encoding="utf-8") as handle:
         handle.write("\n".join(added) + "\n")
 
@@ -170,11 +190,16 @@ class FastPathAgreesWithPlainPathTest(unittest.TestCase):
                 self.assertEqual(fast[0], plain[0])
                 changed_stream += dataclasses.replace(before, events=0) != plain[1].stream
                 after = {t.path: t for c in plain[1].children for t in c.transcripts}[child.path]
-                derived += after.derived_numbers != child.derived_numbers
+                derived += _shown(after) != _shown(child)
         # The inserted lines did change what the stream shows, and a child derived
         # numbers in the odd tool results: the test has teeth.
         self.assertGreater(changed_stream, CASES // 2)
         self.assertGreater(derived, CASES // 2)
+
+
+def _shown(transcript) -> frozenset[int]:
+    """Every number of interest the session's own calls showed (what it could derive)."""
+    return frozenset().union(*(call.shown for call in transcript.call_facts))
 
 
 class SkippedLineTest(unittest.TestCase):
