@@ -19,7 +19,6 @@ import socket
 import struct
 import tempfile
 import threading
-import time
 import unittest
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -487,10 +486,10 @@ class UpstreamFailureTest(ProxyTest):
             handler.wfile.write(b"%x\r\n%s\r\n" % (len(CHAT_SSE[0]), CHAT_SSE[0]))
             upstream.release.wait(WAIT_S)
 
+        # The recorded cause says which ended the stream: the proxy's read timeout, not the
+        # upstream letting go (which happens only at cleanup).
         upstream, recorder = self.serve(reply, read_timeout=0.2)
-        began = time.monotonic()
         self.assert_cut_short(recorder, proxy.UPSTREAM_TIMEOUT)
-        self.assertLess(time.monotonic() - began, WAIT_S / 2)
 
     def test_no_answer_at_all_is_a_502_within_the_read_timeout(self):
         upstream, recorder = self.serve(lambda handler: upstream.release.wait(WAIT_S), 0.2)
