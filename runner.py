@@ -49,7 +49,7 @@ from scripted import check as scripted
 from scripted import model as scripted_model
 from shell import trials
 from shell.agent_config import models_json_override, parse_models_json, set_provider
-from shell.cli import print_json, print_note
+from shell.cli import did_you_mean, print_json, print_note
 from shell.launch import agent_version, launch_and_wait
 from shell.observer import write_witness
 from shell.proxy import RecordingProxy
@@ -59,6 +59,8 @@ from shell.watch import Interrupt
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
 DRIVES = ("oneshot", "resident")
 SIMULATED_PROVIDER = "simulated"  # the bundled stand-in's models (simulated/agent.py)
+# The providers the harness serves itself, suggested with the built-in ones for a typo.
+HARNESS_PROVIDERS = (SIMULATED_PROVIDER, scripted_model.PROVIDER)
 # The calls --inject-failure fails by default: enough to make a child fail outright, as the
 # product retries (3 tries of a request, 4 attempts of a message: docs/product-contract.md §5,
 # the captured child-fail run's 12 requests for 4 failed messages).
@@ -201,7 +203,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"the following arguments are required: --{flag}")
     script = _script(args.model or "")
     if script is not None and script not in scripted_model.SCRIPTS:
-        parser.error(f"no script {script!r}; scripts: {', '.join(scripted_model.SCRIPTS)}")
+        hint = did_you_mean(script, scripted_model.SCRIPTS, f"{scripted_model.PROVIDER}/")
+        parser.error(f"no script {script!r}; {hint}scripts: {', '.join(scripted_model.SCRIPTS)}")
     if script is not None and args.baseline:
         parser.error(
             "--baseline with a scripted model checks nothing: the scripts' expected outcomes "
@@ -626,7 +629,12 @@ def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy
                 with open(path, encoding="utf-8") as handle:
                     user = parse_models_json(handle.read())
             config, upstream = models_json_override(
-                user, provider, "http://127.0.0.1/", upstream=args.upstream, model_id=model_id
+                user,
+                provider,
+                "http://127.0.0.1/",
+                upstream=args.upstream,
+                model_id=model_id,
+                also_known=HARNESS_PROVIDERS,
             )
             # The route is the upstream's host: the product sends some fields only when
             # the baseUrl names it (OpenRouter's and Vercel's routing, OpenAI's

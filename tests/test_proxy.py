@@ -642,8 +642,22 @@ class ModelsJsonOverrideTest(unittest.TestCase):
         self.assertEqual(upstream, "http://127.0.0.1:9/x")
 
     def test_an_unknown_provider_without_a_base_url_is_a_clear_error(self):
-        with self.assertRaisesRegex(ValueError, "'my-llm'.*not built in"):
+        with self.assertRaisesRegex(ValueError, "'my-llm'.*not built in") as raised:
             models_json_override({"providers": {}}, "my-llm", PROXY_URL)
+        self.assertIn("--upstream URL", str(raised.exception))
+        self.assertNotIn("did you mean", str(raised.exception))
+
+    def test_an_unknown_provider_is_told_the_closest_known_one(self):
+        user = {"providers": {"my-llm": {"baseUrl": "http://127.0.0.1:9/v1"}}}
+        for typo, closest, also in (
+            ("openaj", "openai", ()),
+            ("my-lmm", "my-llm", ()),
+            ("simulatd", "simulated", ("simulated", "scripted")),
+        ):
+            with self.subTest(typo=typo):
+                with self.assertRaises(ValueError) as raised:
+                    models_json_override(user, typo, PROXY_URL, also_known=also)
+                self.assertIn(f"did you mean {closest}?", str(raised.exception))
 
     def test_providers_the_proxy_cannot_witness_or_place_are_refused(self):
         for provider, model_id, says in (

@@ -312,6 +312,11 @@ class StderrTailTest(unittest.TestCase):
         )
         self.assertIsNone(self.said("\n \n"))
 
+    def test_a_long_line_is_cut_at_a_word_and_says_so(self):
+        said = self.said("unknown; choose one of " + ", ".join(["behaviour"] * 80) + "\n")
+        self.assertTrue(said.endswith("behaviour, … (cut; the whole of it in stderr.txt)"), said)
+        self.assertLessEqual(len(said), launch.STDERR_TAIL_CHARS + 50)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -16,6 +16,7 @@ import unittest
 from unittest import mock
 
 import runner
+from scripted.model import SCRIPTS
 from shell import regrade
 from tests.runner_case import (
     GRACE,
@@ -66,6 +67,10 @@ class AgentErrorTest(RunnerTestCase):
         self.assertEqual(self.codes(result), ["agent_exited"])
         self.assertIn('unknown model "simulated/orcale"', result["reasons"][0]["message"])
         self.assertIn(b"agent_exited: the agent exited 1 before any model call", done.stderr)
+        # The agent's suggestion and its whole list reach the verdict line uncut.
+        last = done.stderr.decode().splitlines()[-1]
+        self.assertIn("did you mean simulated/oracle?", last)
+        self.assertIn("peek-first; not scored as the model's failure", last)
 
     def test_a_regrade_of_an_agent_error_exits_3_with_the_verdict_of_its_result(self):
         _, result = self.run_failing_agent()
@@ -149,6 +154,14 @@ class ScriptedModelTest(RunnerTestCase):
         )
         self.assertEqual(done.returncode, 2)
         self.assertIn(b"no script 'no-such-script'", done.stderr)
+        self.assertNotIn(b"did you mean", done.stderr)
+
+    def test_a_typo_of_a_script_names_the_closest_and_every_script(self):
+        done = subprocess.run(self.runner_argv("scripted/fanot"), env=self.env, capture_output=True)
+        self.assertEqual(done.returncode, 2)
+        said = done.stderr.decode()
+        self.assertIn("no script 'fanot'; did you mean scripted/fanout?", said)
+        self.assertIn("scripts: " + ", ".join(SCRIPTS), said)
 
     def test_a_scripted_baseline_is_a_usage_error(self):
         argv = self.runner_argv("scripted/no-spawn", JSON_EVENTS, "--baseline")
@@ -345,6 +358,17 @@ class InvalidInputTest(RunnerTestCase):
         result = json.loads(done.stdout)
         self.assertEqual(self.codes(result), ["model_proxy_unavailable"])
         self.assertIn("anthropc", result["reasons"][0]["message"])
+        self.assertIn("did you mean anthropic?", result["reasons"][0]["message"])
+
+    def test_a_typo_of_the_simulated_provider_suggests_it_and_names_upstream(self):
+        done = subprocess.run(
+            self.runner_argv("simulatd/oracle"), env=self.env, capture_output=True
+        )
+        self.assertEqual(done.returncode, 3)
+        message = json.loads(done.stdout)["reasons"][0]["message"]
+        self.assertIn("did you mean simulated?", message)
+        self.assertIn("--upstream URL", message)
+        self.assertIn("scripted, simulated", message)
 
     def test_a_malformed_inject_failure_is_a_usage_error(self):
         for bad in ("worker-events-01:0", "worker-events-01:x", ":2"):

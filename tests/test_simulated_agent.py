@@ -22,6 +22,7 @@ from pathlib import Path
 
 from scripted.model import ScriptedModelServer
 from shell.proxy import RecordingProxy
+from simulated.run import BEHAVIOURS
 from tests.simulated_case import (
     AGENT,
     CHILD_FAIL_CAPTURE,
@@ -107,6 +108,22 @@ class CommandLineTest(SimulatedAgentCase):
         self.assertEqual(run.process.returncode, 1)
         self.assertIn("simulated/telepathy", run.stderr())
         self.assertFalse(run.socket.exists())
+
+    def test_a_typo_of_a_behaviour_names_the_closest_and_every_behaviour(self):
+        done = self.run_cli("--mode", "json", "--model", "simulated/oracel", "--", "task")
+        self.assertEqual(done.returncode, 1)
+        (line,) = done.stderr.splitlines()
+        self.assertIn("did you mean simulated/oracle?", line)
+        named = line.split(": ")[-1].split(", ")
+        self.assertEqual(named, list(BEHAVIOURS))
+        # Short enough for a harness that keeps 500 characters of an agent's last line.
+        self.assertLess(len(line), 500)
+
+    def test_a_name_close_to_none_gets_no_suggestion(self):
+        done = self.run_cli("--mode", "json", "--model", "simulated/telepathy", "--", "task")
+        self.assertEqual(done.returncode, 1)
+        self.assertNotIn("did you mean", done.stderr)
+        self.assertIn("peek-first", done.stderr)
 
     def test_unknown_provider_exits_1(self):
         done = self.run_cli("--mode", "json", "--model", "fake/oracle", "--", "task")
