@@ -27,6 +27,7 @@ import collections
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -376,6 +377,8 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
     summary_file = os.path.join(set_dir, runsets.SUMMARY_FILE)
     text, summary_file = _store(summary, summary_file, "summary_file_error")
     print_note(f"runner.py: {set_summary_line(summary, summary_file)}")
+    for line in set_next_steps(summary, set_dir, _resume_flags(args)):
+        print_note(f"runner.py: {line}")
     print_json(text)
     return summary["exit_code"]
 
@@ -398,6 +401,43 @@ def set_summary_line(summary: dict, summary_file: str | None) -> str:
     if summary_file:
         parts.append(f"summary in {_near(summary_file)}")
     return "; ".join(parts)
+
+
+def command(program: str, *words: str) -> str:
+    """A command line to copy: the documented way to run the harness's programs."""
+    return " ".join(["uv run --locked python", program, *(shlex.quote(word) for word in words)])
+
+
+def evidence_hint(run_dir: str) -> str:
+    """What to do after a run that did not resolve: read its evidence page."""
+    return f"why, criterion by criterion: {command('report.py', _near(run_dir))}"
+
+
+def set_next_steps(summary: dict, set_dir: str, resume_flags: list[str]) -> list[str]:
+    """What to do after a run set: carry on when trials are left to run (interrupted, killed
+    or errored: a resume runs them), and read its report."""
+    steps = []
+    left = sum(1 for trial in summary["trials"] if not trial["scored"])
+    if left:
+        why = "interrupted; " if summary["exit_code"] in EXIT_SIGNAL.values() else ""
+        steps.append(
+            f"{why}{left} of {summary['trials_planned']} trials not done, to run them: "
+            + command("runner.py", "--resume", _near(set_dir), *resume_flags)
+        )
+    steps.append(f"its report: {command('report.py', _near(set_dir))}")
+    return steps
+
+
+def _resume_flags(args: argparse.Namespace) -> list[str]:
+    """The flags a run set was given that run-set.json does not keep, for its resume."""
+    flags = ["--jobs", str(args.jobs)] if args.jobs > 1 else []
+    if args.grace is not None:
+        flags += ["--grace", str(args.grace)]
+    if args.upstream:
+        flags += ["--upstream", args.upstream]
+    for worker, count in args.inject_failure:
+        flags += ["--inject-failure", f"{worker}:{count}"]
+    return flags
 
 
 def _near(path: str) -> str:
@@ -783,6 +823,8 @@ def _emit(result: dict, run: RunDir | None, label: str = "") -> int:
     if result.get("status") in ("scored", "agent_error"):
         head = f"{label}: " if label else ""
         print_note(f"runner.py: {head}{summary_line(result, where)}")
+        if not result["resolved"] and run is not None:
+            print_note(f"runner.py: {head}{evidence_hint(run.root)}")
     print_json(text)
     return result["exit_code"]
 

@@ -268,6 +268,50 @@ class SummaryLineTest(unittest.TestCase):
         )
 
 
+class NextStepTest(unittest.TestCase):
+    """What the last stderr lines say to do next: copyable commands, paths near the cwd."""
+
+    def summary(self, exit_code: int, *scored: bool) -> dict:
+        trials = [{"index": n, "scored": done} for n, done in enumerate(scored, 1)]
+        return {"trials": trials, "trials_planned": len(trials), "exit_code": exit_code}
+
+    def test_a_run_that_did_not_resolve_is_pointed_at_its_evidence_page(self):
+        self.assertEqual(
+            runner.evidence_hint(os.path.join(os.getcwd(), "runs", "json-events-x")),
+            "why, criterion by criterion: uv run --locked python report.py runs/json-events-x",
+        )
+
+    def test_an_interrupted_run_set_names_its_resume_command_and_its_report(self):
+        steps = runner.set_next_steps(self.summary(130, True, False, False), "/data/runs/a b", [])
+        self.assertEqual(
+            steps,
+            [
+                "interrupted; 2 of 3 trials not done, to run them: "
+                "uv run --locked python runner.py --resume '/data/runs/a b'",
+                "its report: uv run --locked python report.py '/data/runs/a b'",
+            ],
+        )
+
+    def test_errored_trials_are_left_to_a_resume_and_a_finished_set_only_to_its_report(self):
+        (resume, _) = runner.set_next_steps(self.summary(3, True, False), "/s", ["--jobs", "2"])
+        self.assertEqual(
+            resume,
+            "1 of 2 trials not done, to run them: "
+            "uv run --locked python runner.py --resume /s --jobs 2",
+        )
+        self.assertEqual(
+            runner.set_next_steps(self.summary(1, True, True), "/s", []),
+            ["its report: uv run --locked python report.py /s"],
+        )
+
+    def test_a_resume_is_given_the_flags_run_set_json_does_not_keep(self):
+        kept = ["--jobs", "2", "--grace", "0.1", "--upstream", "http://127.0.0.1:9"]
+        given = ["--fixture", "f", "--model", "simulated/oracle", "--trials", "3"]
+        args = runner.parse_args([*given, *kept, "--inject-failure", "w-1"])
+        injected = ["--inject-failure", f"w-1:{runner.INJECTED_CALLS}"]
+        self.assertEqual(runner._resume_flags(args), [*kept, *injected])
+
+
 class ProgressTest(unittest.TestCase):
     def test_progress_lines_give_the_elapsed_time_of_the_timeout_and_the_trial(self):
         err = io.StringIO()

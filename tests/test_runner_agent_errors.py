@@ -57,9 +57,12 @@ class AgentErrorTest(RunnerTestCase):
         self.assertEqual(result["agent"]["first_error"], NO_KEY)
         # What it left is still scored and kept, apart from the result's reasons.
         self.assertIn("parent_transcript_missing", self.codes(result["verdict"]))
-        last = done.stderr.decode().splitlines()[-1]
+        *_, last, hint = done.stderr.decode().splitlines()
         self.assertTrue(last.startswith("runner.py: agent error (exit 3): agent_exited: "), last)
         self.assertIn(NO_KEY, last)
+        command = "runner.py: why, criterion by criterion: uv run --locked python report.py "
+        self.assertTrue(hint.startswith(command), hint)
+        self.assertTrue(hint.endswith(os.path.basename(self.run_dir(result))), hint)
 
     def test_a_misspelt_simulated_model_is_an_agent_error(self):
         done, result = self.run_runner("simulated/orcale")
@@ -68,7 +71,7 @@ class AgentErrorTest(RunnerTestCase):
         self.assertIn('unknown model "simulated/orcale"', result["reasons"][0]["message"])
         self.assertIn(b"agent_exited: the agent exited 1 before any model call", done.stderr)
         # The agent's suggestion and its whole list reach the verdict line uncut.
-        last = done.stderr.decode().splitlines()[-1]
+        last = done.stderr.decode().splitlines()[-2]
         self.assertIn("did you mean simulated/oracle?", last)
         self.assertIn("peek-first; not scored as the model's failure", last)
 

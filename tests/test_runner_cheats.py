@@ -4,6 +4,7 @@ criterion it cheats, and the honest variants of the provenance rules resolve.
 
 from __future__ import annotations
 
+import os
 import unittest
 
 from scripted import check as scripted
@@ -22,8 +23,12 @@ class CheatTest(RunnerTestCase):
         self.assertEqual(result["status"], "scored")
         self.assertEqual(sorted(set(self.codes(result))), sorted(expected_codes))
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-        summary = done.stderr.decode().splitlines()[-1]
+        *_, summary, hint = done.stderr.decode().splitlines()
         self.assertIn("NOT resolved (exit 1)", summary)
+        # What to do next: the run's evidence page.
+        self.assertTrue(
+            hint.endswith(f"report.py runs/{os.path.basename(result['run_dir'])}"), hint
+        )
         for code in expected_codes:
             self.assertIn(code, summary)
         return result

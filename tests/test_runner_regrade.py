@@ -160,6 +160,7 @@ class RegradeTest(unittest.TestCase):
         self.assertRegex(self.stderr, progress)
         last = self.stderr.splitlines()[-1]
         self.assertTrue(last.startswith("runner.py: trial 1/2: resolved (exit 0); "), last)
+        self.assertNotIn("report.py", self.stderr, "a resolved run needs no next step")
 
 
 if __name__ == "__main__":

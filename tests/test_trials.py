@@ -45,10 +45,12 @@ class TrialsTest(RunSetCase):
         self.assertEqual(config["agent_version"], "prime-agent 0.8.0 (simulated)")
         self.assertEqual(len(config["fixture_digest"]), 64)
         self.assertIn(b"trial 3/3 finished", done.stderr)
-        last = done.stderr.decode().splitlines()[-1]
+        *_, last, report = done.stderr.decode().splitlines()
         head = f"runner.py: run set: {resolved}/3 scored trials resolved ({resolved / 3:.0%}, "
         self.assertTrue(last.startswith(head), last)
         self.assertTrue(last.endswith(os.path.join(os.path.basename(set_dir), "summary.json")))
+        near = os.path.relpath(os.path.realpath(set_dir), os.path.realpath(self.tmp))
+        self.assertEqual(report, f"runner.py: its report: uv run --locked python report.py {near}")
         # --jobs 2: the first two trials ran at the same time.
         first, second = results["trial-1"], results["trial-2"]
         self.assertLess(first["started_at"], second["finished_at"])

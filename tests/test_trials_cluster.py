@@ -91,7 +91,7 @@ class BatchSchedulerTest(RunSetCase):
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         self.addCleanup(runner.wait, 60)
         ledgers = [os.path.join(set_dir, f"trial-{n}", "agent-home", "rlm-ledger") for n in (1, 2)]
@@ -100,7 +100,8 @@ class BatchSchedulerTest(RunSetCase):
             self.assertLess(time.monotonic(), deadline, "the hanging trials never spawned")
             time.sleep(0.05)
         runner.send_signal(signal.SIGTERM)
-        summary = json.loads(runner.communicate(timeout=60)[0])
+        out, err = runner.communicate(timeout=60)
+        summary = json.loads(out)
         self.assertEqual((runner.returncode, summary["exit_code"]), (143, 143))
         results = self.trial_results(set_dir)
         self.assertEqual(sorted(results), ["trial-1", "trial-2"])
@@ -110,6 +111,17 @@ class BatchSchedulerTest(RunSetCase):
         self.assertEqual(summary["failures"]["interrupted"], 2)
         self.assertEqual(summary["failures"]["not_run"], 1)
         self.assertEqual(summary["trials_scored"], 0)
+        # What to do next: the resume command, with the flags run-set.json does not keep.
+        *_, resume, report = err.decode().splitlines()
+        resume_command = f"runner.py --resume {set_dir} --jobs 2 --grace 0.1"
+        self.assertTrue(
+            resume.endswith(
+                f"3 of 3 trials not done, to run them: uv run --locked python {resume_command}"
+            ),
+            resume,
+        )
+        self.assertIn("interrupted; ", resume)
+        self.assertTrue(report.endswith(f"report.py {set_dir}"), report)
 
 
 if __name__ == "__main__":
