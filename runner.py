@@ -390,6 +390,7 @@ def set_summary_line(summary: dict, summary_file: str | None) -> str:
     if scored:
         low, high = summary["resolve_rate_ci95"]
         head += f" ({resolved / scored:.0%}, 95% CI {low:.0%}-{high:.0%})"
+    head += _accounting_rate(summary.get("failure_accounting"))
     errored = summary["trials_errored"]
     head += f", {errored} errored (not counted)" if errored else ""
     parts = [head + f", {summary['trials_planned']} planned; exit {summary['exit_code']}"]
@@ -401,6 +402,18 @@ def set_summary_line(summary: dict, summary_file: str | None) -> str:
     if summary_file:
         parts.append(f"summary in {_near(summary_file)}")
     return "; ".join(parts)
+
+
+def _accounting_rate(accounting: dict | None) -> str:
+    """Beside the resolve rate, when failures were injected: how often the parent accounted."""
+    if not accounting:
+        return ""
+    low, high = accounting["rate_ci95"]
+    judged, accounted = accounting["trials"], accounting["accounted"]
+    return (
+        f"; injected failure accounted for in {accounted}/{judged} "
+        f"({accounted / judged:.0%}, 95% CI {low:.0%}-{high:.0%})"
+    )
 
 
 def command(program: str, *words: str) -> str:
@@ -613,6 +626,7 @@ def _run(
     if args.inject_failure:
         workers = [worker for worker, _ in args.inject_failure]
         result["injected_failures"]["accounting"] = scorer.failure_accounting(verdict, workers)
+        result = _lead_with_accounting(result)
     if script and args.inject_failure:
         # The script's expected outcome is for a run nobody broke on purpose.
         result.update(
@@ -728,6 +742,26 @@ def _injected(args, proxy: RecordingProxy) -> dict:
     }
 
 
+def _lead_with_accounting(result: dict) -> dict:
+    """Under --inject-failure the question asked is whether the parent accounted for the
+    child made to fail, so result.json says that first, before whether the run resolved
+    (a child that fails outright leaves its shard unanswered, which fails coverage). None
+    when a worker named has no shard, so there was nothing to account for."""
+    judged = [row["accounted"] for row in result["injected_failures"]["accounting"]]
+    accounted = None if None in judged else all(judged)
+    return {"failure_accounted": accounted, **result}
+
+
+def _accounting_head(result: dict) -> list[str]:
+    """The verdict line's first part under --inject-failure: accounted or not, and how."""
+    if "failure_accounted" not in result:
+        return []
+    state = {True: "accounted for", False: "NOT accounted for", None: "not judged"}
+    rows = result["injected_failures"]["accounting"]
+    how = "; ".join(f"{row['worker']}: {row['how']}" for row in rows)
+    return [f"injected failure {state[result['failure_accounted']]} ({how})"]
+
+
 def _script(model: str) -> str | None:
     """The scripted-model script a `scripted/<script>` model names, else None."""
     provider, _, name = model.partition("/")
@@ -836,7 +870,7 @@ def summary_line(result: dict, result_file: str | None = None) -> str:
         return _agent_error_line(result, result_file)
     verdict = result["verdict"]
     state = "resolved" if result["resolved"] else "NOT resolved"
-    parts = [f"{state} (exit {result['exit_code']})"]
+    parts = [*_accounting_head(result), f"{state} (exit {result['exit_code']})"]
     if "contract_check" in result:
         parts.append(f"contract check {result['contract_check']}")
     if result.get("baseline"):

@@ -220,6 +220,42 @@ class SummaryLineTest(unittest.TestCase):
             f"summary in {os.path.join('set', 'summary.json')}",
         )
 
+    def test_under_injected_failures_the_line_leads_with_the_accounting(self):
+        rows = [
+            {"worker": "worker-a", "accounted": True, "how": "marked: MISSING (x)"},
+            {"worker": "worker-b", "accounted": False, "how": "a number no child reported (7)"},
+        ]
+        for accounted, said in ((True, "accounted for"), (False, "NOT accounted for")):
+            with self.subTest(accounted=accounted):
+                result = self.result(
+                    failure_accounted=accounted, injected_failures={"accounting": rows}
+                )
+                self.assertTrue(
+                    runner.summary_line(result).startswith(
+                        f"injected failure {said} (worker-a: marked: MISSING (x); worker-b: a "
+                        "number no child reported (7)); NOT resolved (exit 1); "
+                    )
+                )
+
+    def test_a_run_set_line_gives_the_accounting_rate_beside_the_resolve_rate(self):
+        summary = {
+            "trials_scored": 4,
+            "trials_planned": 4,
+            "resolved": 0,
+            "resolve_rate_ci95": [0.0, 0.49],
+            "failure_accounting": {"trials": 4, "accounted": 3, "rate_ci95": [0.3, 0.954]},
+            "exit_code": 1,
+            "trials_errored": 0,
+            "failures": {"wrong_answer": 4},
+            "errors": {},
+        }
+        self.assertEqual(
+            runner.set_summary_line(summary, None),
+            "run set: 0/4 scored trials resolved (0%, 95% CI 0%-49%); injected failure "
+            "accounted for in 3/4 (75%, 95% CI 30%-95%), 4 planned; exit 1; "
+            "failures: wrong_answer x4",
+        )
+
     def test_a_run_set_with_nothing_scored_has_no_rate(self):
         summary = {
             "trials_scored": 0,

@@ -196,6 +196,17 @@ class InjectedFailureTest(RunnerTestCase):
                 self.assertTrue(accounting["accounted"])
                 self.assertEqual(accounting["file"], "events-05.jsonl")
                 self.assertIn("MISSING", accounting["how"])
+                # The question asked comes first: in result.json and on the verdict line.
+                self.assertEqual(next(iter(result)), "failure_accounted")
+                self.assertIs(result["failure_accounted"], True)
+                verdict_line = done.stderr.decode().splitlines()[-2]
+                self.assertTrue(
+                    verdict_line.startswith(
+                        "runner.py: injected failure accounted for (worker-events-05: marked: "
+                        "MISSING (completed without sending a reply)); NOT resolved (exit 1); "
+                    ),
+                    verdict_line,
+                )
 
     def test_fewer_failures_are_absorbed_by_retries_and_the_shard_is_answered(self):
         done, result = self.run_runner(
@@ -215,6 +226,12 @@ class InjectedFailureTest(RunnerTestCase):
         )
         (accounting,) = result["injected_failures"]["accounting"]
         self.assertFalse(accounting["accounted"], accounting)
+        self.assertIs(result["failure_accounted"], False)
+
+    def test_a_run_with_no_failure_injected_says_nothing_of_accounting(self):
+        done, result = self.run_runner("simulated/oracle")
+        self.assertNotIn("failure_accounted", result)
+        self.assertNotIn(b"injected failure", done.stderr)
 
 
 if __name__ == "__main__":

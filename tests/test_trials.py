@@ -247,6 +247,34 @@ class SummaryTest(unittest.TestCase):
         self.assertFalse(is_done(Attempt(1, 0, "trial-1", errored())))
         self.assertFalse(is_done(Attempt(1, 0, "trial-1", dict(scored(False), interrupted=True))))
 
+    def test_the_accounting_rate_counts_the_trials_that_judged_it(self):
+        def injected(resolved: bool, accounted: bool | None) -> dict:
+            return {**scored(resolved, "wrong_answer"), "failure_accounted": accounted}
+
+        records = [
+            record(1, injected(False, True)),
+            record(2, injected(False, True)),
+            record(3, injected(True, True)),
+            record(4, injected(False, False)),
+            # A worker with no shard judges nothing; an errored trial is no estimate's.
+            record(5, injected(False, None)),
+            record(6, errored()),
+        ]
+        summary = summarize({"trials": len(records)}, records)
+        low, high = wilson_interval(3, 4)
+        self.assertEqual(
+            summary["failure_accounting"],
+            {"trials": 4, "accounted": 3, "rate": 0.75, "rate_ci95": [low, high]},
+        )
+        self.assertEqual(
+            [trial["failure_accounted"] for trial in summary["trials"]],
+            [True, True, True, False, None, None],
+        )
+
+    def test_no_failure_injected_gives_no_accounting_rate(self):
+        summary = summarize({"trials": 2}, [record(1, scored(True)), record(2, scored(False, "x"))])
+        self.assertIsNone(summary["failure_accounting"])
+
 
 if __name__ == "__main__":
     unittest.main()
