@@ -66,7 +66,7 @@ HARNESS_PROVIDERS = (SIMULATED_PROVIDER, scripted_model.PROVIDER)
 # product retries (3 tries of a request, 4 attempts of a message: docs/product-contract.md §5,
 # the captured child-fail run's 12 requests for 4 failed messages).
 INJECTED_CALLS = 12
-DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot"}
+DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot", "trials": 1}
 # The bundled stand-in, named to a user whose prime-agent is not on PATH.
 STAND_IN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "simulated", "agent.py")
 
@@ -154,9 +154,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--trials",
         type=int,
-        default=1,
         help="run K independent trials as a run set runs/<run-id>/trial-<n>/ and print its "
-        "summary (default 1: one run, as without the flag)",
+        "summary (default 1: one run, as without the flag); a stored run set keeps its own K, "
+        "and another K given to it is refused",
     )
     parser.add_argument(
         "--jobs", type=int, default=1, help="trials of a run set run at once (default 1)"
@@ -171,8 +171,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--trial-index",
         type=int,
         metavar="N",
-        help="run exactly trial N (1..K) of --run-set and print its result, for a batch "
-        "scheduler; a trial already done prints its stored result",
+        help="run exactly trial N (1..K, counted from 1) of --run-set and print its result, for "
+        "a batch scheduler (a zero-based array index: pass it plus 1); a trial already done "
+        "prints its stored result",
     )
     parser.add_argument(
         "--resume",
@@ -190,7 +191,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.inject_failure = [_injection(item) for item in args.inject_failure]
     except ValueError as error:
         parser.error(str(error))
-    if args.trials < 1 or args.jobs < 1:
+    if (args.trials is not None and args.trials < 1) or args.jobs < 1:
         parser.error("--trials and --jobs must be at least 1")
     if args.trial_index is not None and not args.run_set:
         parser.error("--trial-index needs --run-set")
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run_set(args, interrupt, args.resume)
         if args.trial_index is not None:
             return _trial_of_set(args, interrupt)
-        if args.run_set or args.trials > 1:
+        if args.run_set or (args.trials or 1) > 1:
             return _run_set(args, interrupt, args.run_set)
         return _run(_with_defaults(args, {}), interrupt)
 
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
 def _with_defaults(args: argparse.Namespace, stored: dict) -> argparse.Namespace:
     """Flags given win, then the stored run set's values, then the defaults."""
     values = dict(vars(args))
-    for key in ("fixture", "model", "drive", "timeout", "agent_bin", "agent_config"):
+    for key in ("fixture", "model", "drive", "timeout", "agent_bin", "agent_config", "trials"):
         if values.get(key) is None:
             values[key] = stored.get(key, DEFAULTS.get(key))
     values["baseline"] = bool(values.get("baseline") or stored.get("baseline"))
@@ -262,6 +263,7 @@ def _set_config(args: argparse.Namespace, fixture: Fixture, set_dir: str) -> dic
 
 def _matched(args: argparse.Namespace, stored: dict | None) -> tuple[argparse.Namespace, Fixture]:
     """The resolved flags and the fixture; raises RunSetError for a fixture that changed."""
+    given_trials = args.trials
     args = _with_defaults(args, _stored_flags(stored))
     try:
         fixture = load_fixture(args.fixture)
@@ -275,7 +277,7 @@ def _matched(args: argparse.Namespace, stored: dict | None) -> tuple[argparse.Na
             "drive": args.drive,
             "baseline": args.baseline,
         }
-        differences = runsets.mismatches(stored, wanted)
+        differences = runsets.mismatches(stored, wanted) + _trials_differ(given_trials, stored)
         if differences:
             raise runsets.RunSetError(
                 "the run set was made with other settings: " + "; ".join(differences)
@@ -283,10 +285,31 @@ def _matched(args: argparse.Namespace, stored: dict | None) -> tuple[argparse.Na
     return args, fixture
 
 
+def _trials_differ(given: int | None, stored: dict) -> list[str]:
+    """A --trials given to a stored run set must be its own K: every task of a batch array
+    gets the same command, so another K is a script that changed, said, not ignored."""
+    if given is None or given == stored.get("trials"):
+        return []
+    return [f"trials: stored {stored.get('trials')!r}, now {given!r}"]
+
+
+def _trial_index_refusal(index: int, trials: int) -> str | None:
+    """Why --trial-index cannot be trial of K, said before anything is written."""
+    if 1 <= index <= trials:
+        return None
+    refusal = f"--trial-index {index} is outside 1..{trials}"
+    if index == 0:
+        refusal += (
+            ": trials count from 1; a zero-based array index (Slurm --array=0-N, Kubernetes' "
+            "JOB_COMPLETION_INDEX) is passed as --trial-index $((INDEX + 1))"
+        )
+    return refusal
+
+
 def _stored_flags(stored: dict | None) -> dict:
     if stored is None:
         return {}
-    flags = {key: stored.get(key) for key in ("model", "drive", "baseline", "timeout")}
+    flags = {key: stored.get(key) for key in ("model", "drive", "baseline", "timeout", "trials")}
     flags.update(
         fixture=stored["fixture"]["path"],
         agent_bin=stored.get("agent_bin"),
@@ -465,6 +488,10 @@ def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
     try:
         stored = runsets.load_config(set_dir)
         resolved, fixture = _matched(args, stored)
+        # Before anything is written: a refused index must not leave a run set behind.
+        refusal = _trial_index_refusal(args.trial_index, (stored or vars(resolved))["trials"])
+        if refusal:
+            raise runsets.RunSetError(refusal)
         if stored is None:
             _, missing = find_agent(resolved.agent_bin)
             if missing:
@@ -472,10 +499,6 @@ def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
                 return _agent_missing(missing[1])
             stored = trials.store_config(set_dir, _set_config(resolved, fixture, set_dir))
             resolved, fixture = _matched(args, stored)
-        if not 1 <= args.trial_index <= stored["trials"]:
-            raise runsets.RunSetError(
-                f"--trial-index {args.trial_index} is outside 1..{stored['trials']}"
-            )
     except (runsets.RunSetError, OSError) as error:
         return _refuse(f"cannot run trial {args.trial_index} of {set_dir}: {error}")
     found = runsets.attempts(set_dir)

@@ -27,6 +27,7 @@ FIRST = (
     "test_runner_cheats",
     "test_bad_inputs",
     "test_trials_cluster",
+    "test_cluster_files",
     "test_simulated_agent",
     "test_runner_agent_errors",
     "test_simulated_resident",

@@ -123,6 +123,37 @@ class BatchSchedulerTest(RunSetCase):
         self.assertIn("interrupted; ", resume)
         self.assertTrue(report.endswith(f"report.py {set_dir}"), report)
 
+    def test_a_zero_based_index_is_refused_before_anything_is_written(self):
+        set_dir = os.path.join(self.tmp, "set")
+        done, _ = self.runner("--trials", "6", "--run-set", set_dir, "--trial-index", "0")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(b"--trial-index 0 is outside 1..6", done.stderr)
+        self.assertIn(b"--trial-index $((INDEX + 1))", done.stderr)
+        self.assertFalse(os.path.exists(set_dir))
+        # One past the end is refused as early, and a stored set's K is the bound.
+        done, _ = self.runner("--trials", "6", "--run-set", set_dir, "--trial-index", "7")
+        self.assertEqual((done.returncode, os.path.exists(set_dir)), (2, False))
+        self.runner("--trials", "2", "--run-set", set_dir, "--trial-index", "1")
+        done, _ = self.runner("--run-set", set_dir, "--trial-index", "0", model=None, fixture=None)
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(sorted(os.listdir(set_dir)), ["run-set.json", "trial-1"])
+
+    def test_a_trials_that_disagrees_with_the_stored_set_is_refused_with_the_difference(self):
+        set_dir = os.path.join(self.tmp, "set")
+        self.runner("--trials", "2", "--run-set", set_dir, "--trial-index", "1")
+        done, _ = self.runner("--trials", "5", "--run-set", set_dir, "--trial-index", "2")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(b"trials: stored 2, now 5", done.stderr)
+        done, _ = self.runner("--trials", "5", "--resume", set_dir, model=None, fixture=None)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(b"trials: stored 2, now 5", done.stderr)
+        self.assertEqual(sorted(os.listdir(set_dir)), ["run-set.json", "trial-1"])
+        # The same K, or none, is the set's own.
+        done, result = self.runner("--trials", "2", "--run-set", set_dir, "--trial-index", "2")
+        self.assertEqual(result["trial"]["index"], 2)
+        done, summary = self.runner("--resume", set_dir, model=None, fixture=None)
+        self.assertEqual(summary["trials_scored"], 2)
+
 
 if __name__ == "__main__":
     unittest.main()
