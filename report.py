@@ -256,6 +256,7 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
     )  # fmt: skip
     blocks += [Heading(2, "Results"), Table(headers, tuple(rows), tuple(tones))]
     blocks += _across_fixtures(ordered)
+    blocks += _failure_accounting(ordered)
     blocks += _reasons(ordered)
     blocks.append(Heading(2, "Trials"))
     blocks.append(
@@ -307,6 +308,37 @@ def _across_fixtures(sets: list[RunSetView]) -> list:
         return []
     headers = ("model", "drive", "kind", "fixtures", "mean pass^k (k=1..min n)")
     return [Heading(2, "Across fixtures"), Table(headers, tuple(rows))]
+
+
+def _failure_accounting(sets: list[RunSetView]) -> list:
+    """For run sets with --inject-failure: how often the parent accounted for the child made
+    to fail, beside the resolve rate (a child that fails outright fails coverage)."""
+    judged = [(item, item.summary.get("failure_accounting")) for item in sets]
+    judged = [(item, accounting) for item, accounting in judged if accounting]
+    if not judged:
+        return []
+    rows = []
+    for item, accounting in judged:
+        low, high = accounting["rate_ci95"]
+        rows.append(
+            (
+                Cell(", ".join(item.key)),
+                Cell(f"{accounting['accounted']}/{accounting['trials']}"),
+                Cell(fmt(accounting["rate"]), numeric=True),
+                Cell(f"{fmt(low)} to {fmt(high)}"),
+                Cell(fmt(item.summary["resolve_rate"]), numeric=True),
+            )
+        )
+    headers = ("run set", "accounted", "rate", "95% CI", "resolve rate")
+    return [
+        Heading(2, "Injected failures"),
+        Paragraph(
+            "Run sets with --inject-failure: trials whose parent accounted for the child made "
+            "to fail (an answer after a retry, a line marking the shard missing, or the number "
+            "its child worked out; not an invented one), with the 95% Wilson interval."
+        ),
+        Table(headers, tuple(rows)),
+    ]
 
 
 def _reasons(sets: list[RunSetView]) -> list:

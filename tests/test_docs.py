@@ -227,6 +227,19 @@ class ReadmeIsAGuide(unittest.TestCase):
         self.assertEqual(gone, [], "the README's layout names modules that do not exist")
 
 
+class TestingPageTest(unittest.TestCase):
+    def test_the_testing_page_names_every_test_module(self):
+        page = section(read(os.path.join("docs", "testing.md")), "## What each module covers")
+        named = set(re.findall(r"`(test_\w+)`", "\n".join(page)))
+        modules = {
+            name[:-3]
+            for name in os.listdir(os.path.join(ROOT, "tests"))
+            if name.startswith("test_") and name.endswith(".py")
+        }
+        self.assertEqual(sorted(modules - named), [], "test modules docs/testing.md leaves out")
+        self.assertEqual(sorted(named - modules), [], "docs/testing.md names no such module")
+
+
 class ReasonCodesAreDocumented(unittest.TestCase):
     """Reason codes are API: every code the scorer can give, and every warning, is in
     docs/rubric.md."""

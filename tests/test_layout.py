@@ -12,12 +12,19 @@ them: only runner.py, the composition root, starts the scripted model in its own
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
+import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 from pathlib import Path
+from unittest import mock
+
+from tests import __main__ as suite
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "simulated" / "agent.py"
@@ -304,12 +311,46 @@ class SuiteRunnerTest(unittest.TestCase):
     def test_named_modules_run_and_are_totalled(self):
         done = self.run_tests("test_stats", "test_jsonl")
         self.assertEqual(done.returncode, 0, done.stdout[-2000:])
-        self.assertIn("==== tests.test_jsonl", done.stdout)
-        # Each module's own count, then the total of them last.
-        *each, ran = (int(n) for n in re.findall(r"^Ran (\d+) tests", done.stdout, re.M))
-        self.assertEqual(len(each), 2)
-        self.assertEqual(ran, sum(each))
+        # Each module's result line with its count and time, then the total of them last.
+        each = re.findall(r"^tests\.(test_\w+): OK, (\d+) tests, [0-9.]+ s$", done.stdout, re.M)
+        self.assertEqual(sorted(name for name, _ in each), ["test_jsonl", "test_stats"])
+        (ran,) = (int(n) for n in re.findall(r"^Ran (\d+) tests", done.stdout, re.M))
+        self.assertEqual(ran, sum(int(n) for _, n in each))
         self.assertTrue(done.stdout.rstrip().endswith(f"{ran} passed, 0 failed"))
+
+    def test_verbose_prints_each_modules_whole_output_under_its_result_line(self):
+        done = self.run_tests("-v", "test_jsonl")
+        self.assertEqual(done.returncode, 0, done.stdout[-2000:])
+        self.assertRegex(done.stdout, r"(?m)^==== tests\.test_jsonl: OK, 6 tests, [0-9.]+ s$")
+        self.assertRegex(done.stdout, r"(?m)^test_\w+ \(tests\.test_jsonl\.\w+\.test_\w+\)")
+
+    def test_a_module_is_printed_the_moment_it_ends_not_in_the_order_it_started(self):
+        """The first module submitted (test_stats) waits until the second (test_jsonl) has been
+        printed: printing in submission order would wait on it for ever, and the watchdog
+        would let it finish first."""
+        second_printed = threading.Event()
+
+        class Terminal(io.StringIO):
+            def write(self, text: str) -> int:
+                if text.startswith("tests.test_jsonl:"):
+                    second_printed.set()
+                return super().write(text)
+
+        def run(module: str, verbose: bool) -> tuple[str, int, str, float]:
+            if module == "test_stats":
+                second_printed.wait(timeout=30)
+            return module, 0, "Ran 1 test in 0.001s\n\nOK\n", 0.0
+
+        terminal = Terminal()
+        with (
+            mock.patch.object(suite, "run", run),
+            mock.patch.dict(os.environ, {"SWARM_FANOUT_TEST_JOBS": "2"}),
+            contextlib.redirect_stdout(terminal),
+        ):
+            code = suite.main(["test_stats", "test_jsonl"])
+        self.assertEqual(code, 0)
+        printed = re.findall(r"^tests\.(test_\w+):", terminal.getvalue(), re.M)
+        self.assertEqual(printed, ["test_jsonl", "test_stats"])
 
     def test_an_unknown_module_is_refused(self):
         done = self.run_tests("test_no_such_module")

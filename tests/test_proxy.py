@@ -19,7 +19,6 @@ import socket
 import struct
 import tempfile
 import threading
-import time
 import unittest
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -487,10 +486,10 @@ class UpstreamFailureTest(ProxyTest):
             handler.wfile.write(b"%x\r\n%s\r\n" % (len(CHAT_SSE[0]), CHAT_SSE[0]))
             upstream.release.wait(WAIT_S)
 
+        # The recorded cause says which ended the stream: the proxy's read timeout, not the
+        # upstream letting go (which happens only at cleanup).
         upstream, recorder = self.serve(reply, read_timeout=0.2)
-        began = time.monotonic()
         self.assert_cut_short(recorder, proxy.UPSTREAM_TIMEOUT)
-        self.assertLess(time.monotonic() - began, WAIT_S / 2)
 
     def test_no_answer_at_all_is_a_502_within_the_read_timeout(self):
         upstream, recorder = self.serve(lambda handler: upstream.release.wait(WAIT_S), 0.2)
@@ -643,8 +642,22 @@ class ModelsJsonOverrideTest(unittest.TestCase):
         self.assertEqual(upstream, "http://127.0.0.1:9/x")
 
     def test_an_unknown_provider_without_a_base_url_is_a_clear_error(self):
-        with self.assertRaisesRegex(ValueError, "'my-llm'.*not built in"):
+        with self.assertRaisesRegex(ValueError, "'my-llm'.*not built in") as raised:
             models_json_override({"providers": {}}, "my-llm", PROXY_URL)
+        self.assertIn("--upstream URL", str(raised.exception))
+        self.assertNotIn("did you mean", str(raised.exception))
+
+    def test_an_unknown_provider_is_told_the_closest_known_one(self):
+        user = {"providers": {"my-llm": {"baseUrl": "http://127.0.0.1:9/v1"}}}
+        for typo, closest, also in (
+            ("openaj", "openai", ()),
+            ("my-lmm", "my-llm", ()),
+            ("simulatd", "simulated", ("simulated", "scripted")),
+        ):
+            with self.subTest(typo=typo):
+                with self.assertRaises(ValueError) as raised:
+                    models_json_override(user, typo, PROXY_URL, also_known=also)
+                self.assertIn(f"did you mean {closest}?", str(raised.exception))
 
     def test_providers_the_proxy_cannot_witness_or_place_are_refused(self):
         for provider, model_id, says in (

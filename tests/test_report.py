@@ -13,6 +13,7 @@ import sys
 import tempfile
 import unittest
 from html.parser import HTMLParser
+from typing import ClassVar
 
 import report
 from reporting.render import (
@@ -381,6 +382,39 @@ class AgentErrorTest(unittest.TestCase):
         html = render_html(report.build_report([view], "/r"), "t")
         self.assertIn("Errored trials by code", html)
         self.assertIn('<td class="nw">agent_exited</td><td class="n nw error">1</td>', html)
+
+
+class FailureAccountingTest(unittest.TestCase):
+    """Run sets with --inject-failure: the accounting rate beside the resolve rate."""
+
+    config: ClassVar[dict] = {
+        "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
+        "baseline": False, "fixture_digest": "d", "trials": 4,
+    }  # fmt: skip
+
+    def markdown(self, *accounted: bool | None) -> str:
+        verdict = {"efficiency": {"total_tokens": 1000, "total_turns": 4}}
+        results = [
+            {"status": "scored", "resolved": False, "verdict": verdict,
+             "reasons": [{"code": "wrong_answer"}],
+             **({} if value is None else {"failure_accounted": value})}
+            for value in accounted
+        ]  # fmt: skip
+        records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
+        summary = summarize(self.config, records)
+        views = tuple(
+            report.TrialView(row["index"], row["dir"], row, None) for row in summary["trials"]
+        )
+        view = report.RunSetView("/r/set", self.config, summary, views)
+        return render_markdown(report.build_report([view], "/r"))
+
+    def test_the_report_gives_the_accounting_rate_beside_the_resolve_rate(self):
+        text = self.markdown(True, True, True, False)
+        self.assertIn("## Injected failures", text)
+        self.assertIn("| small, m/x, oneshot, fan-out | 3/4 | 0.75 | 0.30 to 0.95 | 0 |", text)
+
+    def test_a_report_with_no_failure_injected_has_no_such_section(self):
+        self.assertNotIn("Injected failures", self.markdown(None, None))
 
 
 class CompareTestTest(unittest.TestCase):

@@ -25,7 +25,7 @@ from unittest import mock
 import runner
 from shell import callers, sandbox
 from simulated.run import BEHAVIOURS
-from tests.test_runner import GRACE, JSON_EVENTS, RunnerTestCase
+from tests.runner_case import GRACE, JSON_EVENTS, RunnerTestCase
 
 AVAILABLE = sandbox.availability()
 needs_bwrap = unittest.skipUnless(AVAILABLE.usable, f"no sandbox here: {AVAILABLE.problem}")

@@ -9,11 +9,6 @@ import io
 import json
 import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
-import time
 import unittest
 from typing import ClassVar
 from unittest import mock
@@ -24,56 +19,7 @@ from evidence.runsets import Attempt, is_done
 from reporting.stats import wilson_interval
 from reporting.summary import TrialRecord, summarize
 from shell.trials import baseline_task
-from tests.test_runner import RunnerTestCase
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNNER = os.path.join(ROOT, "runner.py")
-SIMULATED = os.path.join(ROOT, "simulated", "agent.py")
-JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
-# The simulated agent's token counts follow the length of the text it writes, run dir paths
-# included, so a retry dir's longer name shows in them: they are left out with the timings.
-TIMING_KEYS = ("wall_time_s", "created_at", "parallelism", "tokens")
-
-
-def without_timings(value):
-    """The summary with wall times, creation times, timing-derived numbers and tokens left out."""
-    if isinstance(value, dict):
-        return {k: without_timings(v) for k, v in value.items() if k not in TIMING_KEYS}
-    if isinstance(value, list):
-        return [without_timings(item) for item in value]
-    return value
-
-
-class RunSetCase(RunnerTestCase):
-    def setUp(self) -> None:
-        super().setUp()
-        self.env.update(SIMULATED_FLAKY_SEED="11", SIMULATED_FLAKY_P="0.5")
-
-    def runner(self, *args: str, model: str | None = "simulated/flaky", fixture=JSON_EVENTS):
-        argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED]
-        argv += ["--out", self.out, "--agent-config", self.agent_config]
-        if model:
-            argv += ["--model", model]
-        if fixture:
-            argv += ["--fixture", fixture]
-        done = subprocess.run(
-            [*argv, *args],
-            cwd=self.tmp,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=120,
-        )
-        return done, json.loads(done.stdout) if done.stdout.strip() else None
-
-    def trial_results(self, set_dir: str) -> dict[str, dict]:
-        found = {}
-        for name in sorted(os.listdir(set_dir)):
-            path = os.path.join(set_dir, name, "result.json")
-            if os.path.exists(path):
-                with open(path, encoding="utf-8") as handle:
-                    found[name] = json.load(handle)
-        return found
+from tests.runner_case import JSON_EVENTS, SIMULATED, RunSetCase
 
 
 class TrialsTest(RunSetCase):
@@ -99,10 +45,12 @@ class TrialsTest(RunSetCase):
         self.assertEqual(config["agent_version"], "prime-agent 0.8.0 (simulated)")
         self.assertEqual(len(config["fixture_digest"]), 64)
         self.assertIn(b"trial 3/3 finished", done.stderr)
-        last = done.stderr.decode().splitlines()[-1]
+        *_, last, report = done.stderr.decode().splitlines()
         head = f"runner.py: run set: {resolved}/3 scored trials resolved ({resolved / 3:.0%}, "
         self.assertTrue(last.startswith(head), last)
         self.assertTrue(last.endswith(os.path.join(os.path.basename(set_dir), "summary.json")))
+        near = os.path.relpath(os.path.realpath(set_dir), os.path.realpath(self.tmp))
+        self.assertEqual(report, f"runner.py: its report: uv run --locked python report.py {near}")
         # --jobs 2: the first two trials ran at the same time.
         first, second = results["trial-1"], results["trial-2"]
         self.assertLess(first["started_at"], second["finished_at"])
@@ -161,100 +109,6 @@ class TrialsTest(RunSetCase):
                 # Each trial's own daemon answered on its own socket, and was shut down.
                 self.assertTrue(os.path.exists(os.path.join(set_dir, name, "daemon-wire.jsonl")))
                 self.assertTrue(result["cleanup"]["daemon_shutdown"]["success"])
-
-    def test_resume_after_a_killed_trial_gives_the_uninterrupted_summary(self):
-        _, uninterrupted = self.runner(
-            "--trials", "3", "--jobs", "3", "--run-set", os.path.join(self.tmp, "a")
-        )
-        set_dir = os.path.join(self.tmp, "b")
-        for index in ("1", "3"):
-            self.runner("--trials", "3", "--run-set", set_dir, "--trial-index", index)
-        # What a trial killed mid-run leaves: its dir, some of the agent's files, no result.
-        os.makedirs(os.path.join(set_dir, "trial-2", "sessions"))
-        done, resumed = self.runner("--resume", set_dir, model=None, fixture=None)
-        self.assertEqual(
-            sorted(self.trial_results(set_dir)), ["trial-1", "trial-2-retry1", "trial-3"]
-        )
-        self.assertTrue(os.path.isdir(os.path.join(set_dir, "trial-2", "sessions")))
-        self.assertEqual(resumed["trials"][1]["dir"], "trial-2-retry1")
-        self.assertEqual(resumed["trials"][1]["attempts"], 2)
-        for summary in (uninterrupted, resumed):
-            for trial in summary["trials"]:
-                trial.pop("dir"), trial.pop("attempts")
-            summary["run_set"].pop("jobs")
-        self.assertEqual(without_timings(resumed), without_timings(uninterrupted))
-        self.assertIn(b"trial 2/3 started", done.stderr)
-        self.assertNotIn(b"trial 1/3 started", done.stderr)
-
-    def test_resume_refuses_a_changed_fixture_and_another_model(self):
-        fixture = os.path.join(self.tmp, "fixture")
-        shutil.copytree(JSON_EVENTS, fixture)
-        set_dir = os.path.join(self.tmp, "set")
-        self.runner("--trials", "2", "--run-set", set_dir, "--trial-index", "1", fixture=fixture)
-        done, _ = self.runner("--resume", set_dir, model="simulated/oracle", fixture=None)
-        self.assertEqual(done.returncode, 2)
-        self.assertIn(b"model: stored 'simulated/flaky', now 'simulated/oracle'", done.stderr)
-        with open(os.path.join(fixture, "shards", "events-01.jsonl"), "a", encoding="utf-8") as f:
-            f.write("\n")
-        done, summary = self.runner("--resume", set_dir, model=None, fixture=None)
-        self.assertEqual(done.returncode, 2)
-        self.assertIsNone(summary)
-        self.assertIn(b"fixture_digest: stored", done.stderr)
-        self.assertEqual(sorted(os.listdir(set_dir)), ["run-set.json", "trial-1"])
-
-    def test_trial_index_runs_exactly_that_trial_and_once(self):
-        set_dir = os.path.join(self.tmp, "set")
-        done, result = self.runner("--trials", "3", "--run-set", set_dir, "--trial-index", "2")
-        self.assertIn(done.returncode, (0, 1))
-        self.assertEqual(result["trial"], {"index": 2, "run_set": os.path.realpath(set_dir)})
-        self.assertEqual(sorted(os.listdir(set_dir)), ["run-set.json", "trial-2"])
-        again, stored = self.runner(
-            "--run-set", set_dir, "--trial-index", "2", model=None, fixture=None
-        )
-        self.assertEqual((again.returncode, stored), (done.returncode, result))
-        self.assertEqual(sorted(os.listdir(set_dir)), ["run-set.json", "trial-2"])
-        refused, _ = self.runner(
-            "--run-set", set_dir, "--trial-index", "4", model=None, fixture=None
-        )
-        self.assertEqual(refused.returncode, 2)
-
-    def test_sigterm_ends_the_running_trials_starts_no_more_and_still_summarizes(self):
-        set_dir = os.path.join(self.tmp, "set")
-        argv = [
-            sys.executable,
-            RUNNER,
-            "--agent-bin",
-            SIMULATED,
-            "--agent-config",
-            self.agent_config,
-        ]
-        argv += ["--fixture", JSON_EVENTS, "--model", "simulated/hang", "--timeout", "60"]
-        # The hanging trials' grandchildren ignore SIGTERM: each trial waits out its grace.
-        argv += ["--grace", "0.1"]
-        runner = subprocess.Popen(
-            [*argv, "--trials", "3", "--jobs", "2", "--run-set", set_dir],
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        self.addCleanup(runner.wait, 60)
-        ledgers = [os.path.join(set_dir, f"trial-{n}", "agent-home", "rlm-ledger") for n in (1, 2)]
-        deadline = time.monotonic() + 60
-        while not all(os.path.isdir(path) and os.listdir(path) for path in ledgers):
-            self.assertLess(time.monotonic(), deadline, "the hanging trials never spawned")
-            time.sleep(0.05)
-        runner.send_signal(signal.SIGTERM)
-        summary = json.loads(runner.communicate(timeout=60)[0])
-        self.assertEqual((runner.returncode, summary["exit_code"]), (143, 143))
-        results = self.trial_results(set_dir)
-        self.assertEqual(sorted(results), ["trial-1", "trial-2"])
-        for result in results.values():
-            self.assertTrue(result["interrupted"])
-            self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-        self.assertEqual(summary["failures"]["interrupted"], 2)
-        self.assertEqual(summary["failures"]["not_run"], 1)
-        self.assertEqual(summary["trials_scored"], 0)
 
     def test_a_summary_that_cannot_be_stored_is_still_printed_with_its_exit_code(self):
         real_write = runner.write_atomic
@@ -414,6 +268,34 @@ class SummaryTest(unittest.TestCase):
         self.assertTrue(is_done(Attempt(1, 0, "trial-1", scored(False))))
         self.assertFalse(is_done(Attempt(1, 0, "trial-1", errored())))
         self.assertFalse(is_done(Attempt(1, 0, "trial-1", dict(scored(False), interrupted=True))))
+
+    def test_the_accounting_rate_counts_the_trials_that_judged_it(self):
+        def injected(resolved: bool, accounted: bool | None) -> dict:
+            return {**scored(resolved, "wrong_answer"), "failure_accounted": accounted}
+
+        records = [
+            record(1, injected(False, True)),
+            record(2, injected(False, True)),
+            record(3, injected(True, True)),
+            record(4, injected(False, False)),
+            # A worker with no shard judges nothing; an errored trial is no estimate's.
+            record(5, injected(False, None)),
+            record(6, errored()),
+        ]
+        summary = summarize({"trials": len(records)}, records)
+        low, high = wilson_interval(3, 4)
+        self.assertEqual(
+            summary["failure_accounting"],
+            {"trials": 4, "accounted": 3, "rate": 0.75, "rate_ci95": [low, high]},
+        )
+        self.assertEqual(
+            [trial["failure_accounted"] for trial in summary["trials"]],
+            [True, True, True, False, None, None],
+        )
+
+    def test_no_failure_injected_gives_no_accounting_rate(self):
+        summary = summarize({"trials": 2}, [record(1, scored(True)), record(2, scored(False, "x"))])
+        self.assertIsNone(summary["failure_accounting"])
 
 
 if __name__ == "__main__":

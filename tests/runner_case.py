@@ -1,0 +1,165 @@
+"""What the end-to-end tests of runner.py share: paths, the simulated agent, a runner in a temp dir
+(`RunnerTestCase`), and reading the pids a run logged. Not a test module: `tests/test_runner*.py`
+import it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from shell import procs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNNER = os.path.join(ROOT, "runner.py")
+SIMULATED = os.path.join(ROOT, "simulated", "agent.py")
+JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
+CSV_METRICS = os.path.join(ROOT, "fixtures", "csv-metrics")
+# What the simulated agent logs its daemon's pid as, per drive: the one-shot CLI's detached
+# supervisor, or the resident drive's foreground daemon (the runner's own child).
+DAEMON_LOGGED_AS = {"oneshot": "supervisor", "resident": "daemon"}
+# --grace for the runs that leave a process behind which never exits on its own (it ignores
+# SIGTERM, or a daemon never answers): the run waits out the whole grace, once after the
+# daemon's shutdown and once between SIGTERM and SIGKILL, so the tests keep it short. A
+# daemon still gets 0.5 s to answer shutdown: the one that never answers costs that.
+GRACE = ("--grace", "0.1")
+
+
+def process_gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie waiting for its new parent to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def parent_pid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+def logged_pids(run_dir: str, what: str) -> list[int]:
+    with open(os.path.join(run_dir, "stderr.txt"), encoding="utf-8", errors="replace") as handle:
+        return [int(pid) for pid in re.findall(rf"{what} pid=(\d+)", handle.read())]
+
+
+def host_pid(result: dict, logged: int) -> int:
+    """A pid the agent logged, as the runner sees it: in a sandbox the agent logs its pid in
+    there, and the cleanup record maps the run's processes' pids here to those."""
+    inside = result["cleanup"].get("sandbox_pids")
+    if inside is None:
+        return logged
+    (pid,) = [int(host) for host, ns in inside.items() if ns == logged]
+    return pid
+
+
+def live_host_pid(runner_pid: int, logged: int) -> int:
+    """The same while the run runs: the runner's descendant that has the logged pid in its
+    sandbox (unsandboxed, the logged pid itself)."""
+    below = procs.descendants(runner_pid, procs.process_table())
+    found = [pid for pid in below if procs.namespace_pid(pid) == logged]
+    return found[0] if found else logged
+
+
+def logged_host_pids(result: dict, what: str) -> list[int]:
+    return [host_pid(result, pid) for pid in logged_pids(result["run_dir"], what)]
+
+
+class RunnerTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+        self.out = os.path.join(self.tmp, "runs")
+        # The user's real agent dir is never read: credentials come from here.
+        self.agent_config = os.path.join(self.tmp, "agent-config")
+        os.mkdir(self.agent_config)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_AGENT_")}
+
+    def runner_argv(self, model: str, fixture: str = JSON_EVENTS, *extra: str) -> list[str]:
+        return [
+            sys.executable,
+            RUNNER,
+            "--fixture",
+            fixture,
+            "--agent-bin",
+            SIMULATED,
+            "--model",
+            model,
+            "--out",
+            self.out,
+            "--agent-config",
+            self.agent_config,
+            *extra,
+        ]
+
+    def run_runner(self, model: str, fixture: str = JSON_EVENTS, *extra: str):
+        done = subprocess.run(
+            self.runner_argv(model, fixture, *extra),
+            cwd=self.tmp,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+        )
+        result = json.loads(done.stdout)
+        return done, result
+
+    def run_dir(self, result: dict) -> str:
+        return result["run_dir"]
+
+    def codes(self, result: dict) -> list[str]:
+        return [item["code"] for item in result["reasons"]]
+
+
+# The simulated agent's token counts follow the length of the text it writes, run dir paths
+# included, so a retry dir's longer name shows in them: they are left out with the timings.
+TIMING_KEYS = ("wall_time_s", "created_at", "parallelism", "tokens")
+
+
+def without_timings(value):
+    """The summary with wall times, creation times, timing-derived numbers and tokens left out."""
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if k not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [without_timings(item) for item in value]
+    return value
+
+
+class RunSetCase(RunnerTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.env.update(SIMULATED_FLAKY_SEED="11", SIMULATED_FLAKY_P="0.5")
+
+    def runner(self, *args: str, model: str | None = "simulated/flaky", fixture=JSON_EVENTS):
+        argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED]
+        argv += ["--out", self.out, "--agent-config", self.agent_config]
+        if model:
+            argv += ["--model", model]
+        if fixture:
+            argv += ["--fixture", fixture]
+        done = subprocess.run(
+            [*argv, *args],
+            cwd=self.tmp,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+        )
+        return done, json.loads(done.stdout) if done.stdout.strip() else None
+
+    def trial_results(self, set_dir: str) -> dict[str, dict]:
+        found = {}
+        for name in sorted(os.listdir(set_dir)):
+            path = os.path.join(set_dir, name, "result.json")
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as handle:
+                    found[name] = json.load(handle)
+        return found

@@ -1,0 +1,166 @@
+"""The batch-scheduler files in docs/cluster/ run as they stand: the sbatch file's array task
+and its chained summary, and the Kubernetes indexed Job's script and its summary Job, each
+run here as the scheduler would run it, with `uv` played by this interpreter and the
+simulated agent."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from tests.runner_case import JSON_EVENTS, ROOT, SIMULATED
+
+CLUSTER = os.path.join(ROOT, "docs", "cluster")
+SBATCH = os.path.join(CLUSTER, "run-set.sbatch")
+JOB = os.path.join(CLUSTER, "run-set-job.yaml")
+SUMMARY_JOB = os.path.join(CLUSTER, "run-set-summary-job.yaml")
+# `uv run --locked python ARGS` as the files write it, played by the interpreter running the
+# tests, so the files' commands run unchanged without uv on PATH.
+UV = f"""#!/bin/sh
+[ "$1 $2 $3" = "run --locked python" ] || exit 64
+shift 3
+exec {sys.executable} "$@"
+"""
+
+
+def read(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def block_script(manifest: str) -> str:
+    """The shell script of a Job's container: the `- |` block under `args:`."""
+    lines = manifest.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "- |") + 1
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    body = []
+    for line in lines[start:]:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        body.append(line[indent:])
+    return "\n".join(body)
+
+
+def job_env(manifest: str) -> dict[str, str]:
+    """The Job's `env:` list, name to value."""
+    pairs = re.findall(r"- name: (\w+)\n\s+value: (.+)", manifest)
+    return {name: value.strip().strip('"') for name, value in pairs}
+
+
+class ClusterFilesCase(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+        bin_dir = os.path.join(self.tmp, "bin")
+        os.mkdir(bin_dir)
+        shim = os.path.join(bin_dir, "uv")
+        with open(shim, "w", encoding="utf-8") as handle:
+            handle.write(UV)
+        os.chmod(shim, os.stat(shim).st_mode | stat.S_IXUSR)
+        config = os.path.join(self.tmp, "agent-config")
+        os.mkdir(config)
+        self.set_dir = os.path.join(self.tmp, "shared", "runs", "exp1")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_AGENT_")}
+        self.env.update(
+            PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+            PRIME_AGENT_CODING_AGENT_DIR=config,
+            RUN_SET=self.set_dir,
+            FIXTURE=JSON_EVENTS,
+            AGENT_BIN=SIMULATED,
+            MODEL="simulated/oracle",
+        )
+
+    def run_shell(self, argv: list[str], **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            argv,
+            cwd=ROOT,
+            env={**self.env, **env},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=300,
+        )
+
+    def results(self) -> dict[str, dict]:
+        found = {}
+        for name in sorted(os.listdir(self.set_dir)):
+            path = os.path.join(self.set_dir, name, "result.json")
+            if os.path.exists(path):
+                found[name] = json.loads(read(path))
+        return found
+
+
+class SbatchFileTest(ClusterFilesCase):
+    def test_the_array_size_the_trials_and_the_run_set_path_agree(self):
+        text = read(SBATCH)
+        (first, last) = re.search(r"#SBATCH --array=(\d+)-(\d+)", text).groups()
+        self.assertEqual(first, "0", "the common, zero-based habit")
+        self.assertIn(f"TRIALS={int(last) + 1}\n", text)
+        (default,) = set(re.findall(r"RUN_SET:-([^}]+)\}", text))
+        self.assertEqual(default, "/shared/runs/exp1")
+        self.assertIn("sbatch --dependency=afterany:", text)
+        self.assertNotIn("--dependency=afterok", text)
+
+    def test_array_tasks_then_the_chained_summary_fill_one_run_set(self):
+        if shutil.which("bash") is None:
+            self.skipTest("needs bash")
+        bash = shutil.which("bash")
+        for task in ("0", "5"):
+            done = self.run_shell([bash, SBATCH], SLURM_ARRAY_TASK_ID=task)
+            self.assertEqual(done.returncode, 0, done.stderr.decode()[-2000:])
+        self.assertEqual(sorted(self.results()), ["trial-1", "trial-6"])
+        # The summary step as the file's comment chains it, its --wrap command run as is.
+        wrap = re.search(r'--wrap "([^"]+)"', read(SBATCH)).group(1)
+        done = self.run_shell([bash, "-c", wrap])
+        self.assertEqual(done.returncode, 0, done.stderr.decode()[-2000:])
+        summary = json.loads(done.stdout)
+        self.assertEqual((summary["trials_scored"], summary["resolved"]), (6, 6))
+        self.assertEqual(len(self.results()), 6)
+
+    def test_an_unresolved_trial_is_the_tasks_exit_code(self):
+        done = self.run_shell(
+            [shutil.which("bash") or "bash", SBATCH],
+            SLURM_ARRAY_TASK_ID="2",
+            MODEL="simulated/fabricate",
+        )
+        self.assertEqual(done.returncode, 1)
+        self.assertEqual(self.results()["trial-3"]["exit_code"], 1)
+
+
+class KubernetesJobTest(ClusterFilesCase):
+    def test_completions_and_trials_agree_and_the_indexes_are_zero_based(self):
+        text = read(JOB)
+        completions = re.search(r"completions: (\d+)", text).group(1)
+        self.assertEqual(job_env(text)["TRIALS"], completions)
+        self.assertIn("completionMode: Indexed", text)
+        self.assertIn('"$((JOB_COMPLETION_INDEX + 1))"', block_script(text))
+        self.assertEqual(job_env(text)["RUN_SET"], job_env(read(SUMMARY_JOB))["RUN_SET"])
+
+    def test_indexed_pods_then_the_summary_job_fill_one_run_set(self):
+        script = block_script(read(JOB))
+        env = {**job_env(read(JOB)), **self.env, "TRIALS": "2"}
+        # An unresolved trial's pod succeeds: its outcome is in its result.json, and
+        # Kubernetes must not run it again.
+        unresolved = dict(env, JOB_COMPLETION_INDEX="0", MODEL="simulated/fabricate")
+        done = self.run_shell(["/bin/sh", "-c", script], **unresolved)
+        self.assertEqual(done.returncode, 0, done.stderr.decode()[-2000:])
+        self.assertEqual(self.results()["trial-1"]["exit_code"], 1)
+        # A refused invocation is a failure the Job sees.
+        refused = self.run_shell(["/bin/sh", "-c", script], **env, JOB_COMPLETION_INDEX="2")
+        self.assertEqual(refused.returncode, 2)
+        done = self.run_shell(["/bin/sh", "-c", block_script(read(SUMMARY_JOB))])
+        summary = json.loads(done.stdout)
+        # The run set keeps the model its first trial stored: both trials are fabricate's.
+        self.assertEqual((summary["trials_scored"], summary["resolved"]), (2, 0))
+        self.assertEqual(done.returncode, 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

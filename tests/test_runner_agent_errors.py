@@ -1,0 +1,412 @@
+"""End to end through runner.py: an agent that fails on its own, the scripted endpoint, and
+invalid input (missing or non-executable agent, broken fixtures, flags, closed pipes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+from unittest import mock
+
+import runner
+from scripted.model import SCRIPTS
+from shell import regrade
+from tests.runner_case import (
+    GRACE,
+    JSON_EVENTS,
+    ROOT,
+    RUNNER,
+    SIMULATED,
+    RunnerTestCase,
+)
+
+NO_KEY = "Error: No API key found for anthropic."
+
+
+class AgentErrorTest(RunnerTestCase):
+    """An agent that fails on its own before the model answers anything is an agent error:
+    exit 3 in its own words, not the model's failure (rules/triage.py)."""
+
+    def failing_agent(self) -> str:
+        """An agent that exits 1 at once, as the product does without credentials."""
+        agent = os.path.join(self.tmp, "failing-agent")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write(f"#!/bin/sh\necho '{NO_KEY}' >&2\nexit 1\n")
+        os.chmod(agent, 0o755)
+        return agent
+
+    def run_failing_agent(self) -> tuple[subprocess.CompletedProcess, dict]:
+        argv = self.runner_argv("anthropic/claude-sonnet-4-5")
+        argv[argv.index(SIMULATED)] = self.failing_agent()
+        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        return done, json.loads(done.stdout)
+
+    def test_an_agent_that_exits_1_at_once_is_an_agent_error_in_its_own_words(self):
+        done, result = self.run_failing_agent()
+        self.assertEqual((done.returncode, result["exit_code"]), (3, 3))
+        self.assertEqual((result["status"], result["resolved"]), ("agent_error", False))
+        message = f"the agent exited 1 before any model call was answered: {NO_KEY}"
+        self.assertEqual(result["reasons"], [{"code": "agent_exited", "message": message}])
+        self.assertEqual(result["agent"]["first_error"], NO_KEY)
+        # What it left is still scored and kept, apart from the result's reasons.
+        self.assertIn("parent_transcript_missing", self.codes(result["verdict"]))
+        *_, last, hint = done.stderr.decode().splitlines()
+        self.assertTrue(last.startswith("runner.py: agent error (exit 3): agent_exited: "), last)
+        self.assertIn(NO_KEY, last)
+        command = "runner.py: why, criterion by criterion: uv run --locked python report.py "
+        self.assertTrue(hint.startswith(command), hint)
+        self.assertTrue(hint.endswith(os.path.basename(self.run_dir(result))), hint)
+
+    def test_a_misspelt_simulated_model_is_an_agent_error(self):
+        done, result = self.run_runner("simulated/orcale")
+        self.assertEqual((done.returncode, result["status"]), (3, "agent_error"))
+        self.assertEqual(self.codes(result), ["agent_exited"])
+        self.assertIn('unknown model "simulated/orcale"', result["reasons"][0]["message"])
+        self.assertIn(b"agent_exited: the agent exited 1 before any model call", done.stderr)
+        # The agent's suggestion and its whole list reach the verdict line uncut.
+        last = done.stderr.decode().splitlines()[-2]
+        self.assertIn("did you mean simulated/oracle?", last)
+        self.assertIn("peek-first; not scored as the model's failure", last)
+
+    def test_a_regrade_of_an_agent_error_exits_3_with_the_verdict_of_its_result(self):
+        _, result = self.run_failing_agent()
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = regrade.main([result["run_dir"]])
+        self.assertEqual(code, 3)
+        self.assertEqual(out.getvalue(), json.dumps(result["verdict"], indent=2) + "\n")
+        self.assertIn("agent error (exit 3): agent_exited: ", err.getvalue())
+        self.assertIn(NO_KEY, err.getvalue())
+
+
+class ScriptedShardLimitTest(RunnerTestCase):
+    def test_a_script_refuses_a_fixture_of_more_than_19_shards(self):
+        # prime-agent v0.8.0 delivers at most 19 replies to a parent busy in one turn.
+        fixtures = os.path.join(self.tmp, "fixtures")
+        generator = os.path.join(ROOT, "fixtures", "generate.py")
+        for shards in ("20", "19"):
+            subprocess.run(
+                [
+                    *(sys.executable, generator, "--out", fixtures, "--shards", shards),
+                    *("--fixture", "json-events"),
+                ],
+                check=True,
+                capture_output=True,
+            )
+            done, result = self.run_runner(
+                "scripted/fanout", os.path.join(fixtures, "json-events"), "--timeout", "5"
+            )
+            if shards == "20":
+                self.assertEqual(done.returncode, 2)
+                self.assertEqual(result["status"], "invalid_invocation")
+                self.assertEqual(self.codes(result), ["too_many_shards_for_script"])
+                self.assertFalse(os.path.exists(self.out))
+            else:
+                # 19 shards are run: exit 3, not 2 (the simulated agent knows no scripted
+                # model and exits at once, an agent error).
+                self.assertEqual(result["status"], "agent_error")
+                self.assertEqual(done.returncode, 3)
+
+
+class ScriptedModelTest(RunnerTestCase):
+    """`--model scripted/<script>`: the runner serves the model to the installed agent."""
+
+    def test_scripted_endpoint_is_served_logged_and_checked(self):
+        agent = os.path.join(self.tmp, "calls-the-model")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write(CALLS_THE_MODEL)
+        os.chmod(agent, 0o755)
+        argv = self.runner_argv("scripted/fanout")
+        argv[argv.index(SIMULATED)] = agent
+        # A HOME with no kernel venv and no PRIME_AGENT_KERNEL_PYTHON: the runner warns.
+        env = {**self.env, "HOME": self.tmp}
+        done = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+        result = json.loads(done.stdout)
+        self.assertIn(b"runner.py: note: no kernel Python", done.stderr)
+        self.assertIsNone(result["agent"]["kernel_python"])
+        # The agent did no fan-out, so the product and the script disagree.
+        self.assertEqual(done.returncode, 1)
+        self.assertEqual(result["contract_check"], "fail")
+        self.assertIn("resolved is False, expected True", result["differences"])
+        run = self.run_dir(result)
+        with open(os.path.join(run, "agent-home", "models.json"), encoding="utf-8") as handle:
+            provider = json.load(handle)["providers"]["scripted"]
+        self.assertTrue(provider["baseUrl"].startswith("http://127.0.0.1:"))
+        self.assertIn("fanout", [model["id"] for model in provider["models"]])
+        with open(os.path.join(run, "model-log.jsonl"), encoding="utf-8") as handle:
+            (request,) = [json.loads(line) for line in handle]
+        self.assertEqual(request["http_status"], 200)
+        self.assertTrue(request["response_id"].startswith("chatcmpl-"))
+        with open(os.path.join(run, "stderr.txt"), encoding="utf-8") as handle:
+            stderr = handle.read()
+        self.assertIn(request["response_id"], stderr)
+        # The endpoint is local: the product runs offline, without metrics or update check.
+        for setting in ("PI_OFFLINE=1", "PRIME_AGENT_TELEMETRY=0", "PI_SKIP_VERSION_CHECK=1"):
+            self.assertIn(setting, stderr.splitlines())
+
+    def test_unknown_script_is_a_usage_error(self):
+        done = subprocess.run(
+            self.runner_argv("scripted/no-such-script"), env=self.env, capture_output=True
+        )
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(b"no script 'no-such-script'", done.stderr)
+        self.assertNotIn(b"did you mean", done.stderr)
+
+    def test_a_typo_of_a_script_names_the_closest_and_every_script(self):
+        done = subprocess.run(self.runner_argv("scripted/fanot"), env=self.env, capture_output=True)
+        self.assertEqual(done.returncode, 2)
+        said = done.stderr.decode()
+        self.assertIn("no script 'fanot'; did you mean scripted/fanout?", said)
+        self.assertIn("scripts: " + ", ".join(SCRIPTS), said)
+
+    def test_a_scripted_baseline_is_a_usage_error(self):
+        argv = self.runner_argv("scripted/no-spawn", JSON_EVENTS, "--baseline")
+        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(b"--baseline with a scripted model checks nothing", done.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
+
+# An agent that finds the scripted provider in its agent home and calls it once.
+CALLS_THE_MODEL = f"""#!{sys.executable}
+import json, os, sys, urllib.request
+if "--version" in sys.argv:
+    sys.exit(0)
+home = os.environ["PRIME_AGENT_CODING_AGENT_DIR"]
+with open(os.path.join(home, "models.json")) as handle:
+    base = json.load(handle)["providers"]["scripted"]["baseUrl"]
+body = {{"model": "fanout", "stream": False, "messages": [{{"role": "user", "content": "hi"}}]}}
+request = urllib.request.Request(base + "/chat/completions", json.dumps(body).encode(),
+                                 {{"Content-Type": "application/json"}})
+with urllib.request.urlopen(request, timeout=10) as response:
+    print(json.load(response)["id"], file=sys.stderr)
+for name in ("PI_OFFLINE", "PRIME_AGENT_TELEMETRY", "PI_SKIP_VERSION_CHECK"):
+    print(name + "=" + str(os.environ.get(name)), file=sys.stderr)
+"""
+
+
+class InvalidInputTest(RunnerTestCase):
+    def run_in_process(self, *argv: str, **env: str) -> tuple[int, str, str]:
+        """runner.main in this process, for the paths that end before a run dir is made."""
+        out, err = io.StringIO(), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, {**self.env, **env}, clear=True),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            code = runner.main(list(argv))
+        return code, out.getvalue(), err.getvalue()
+
+    def test_an_agent_not_on_path_names_the_stand_in_and_leaves_no_run_dir(self):
+        argv = self.runner_argv("anthropic/claude-sonnet-4-5")[2:]
+        del argv[argv.index("--agent-bin") : argv.index("--agent-bin") + 2]
+        empty = os.path.join(self.tmp, "empty-path")
+        os.mkdir(empty)
+        code, out, err = self.run_in_process(*argv, PATH=empty)
+        self.assertEqual(code, 3)
+        result = json.loads(out)
+        self.assertEqual(
+            (result["status"], self.codes(result)), ("agent_not_run", ["agent_not_found"])
+        )
+        message = result["reasons"][0]["message"]
+        self.assertTrue(
+            message.startswith("'prime-agent' is not on PATH; to try the harness "), message
+        )
+        self.assertIn("simulated/agent.py --model simulated/oracle", message)
+        self.assertIn(message, err)
+        self.assertNotIn("run_dir", result)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_an_agent_that_is_not_executable_says_so_and_leaves_no_run_dir(self):
+        agent = os.path.join(self.tmp, "agent-without-x")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write("#!/bin/sh\nexit 0\n")
+        argv = self.runner_argv("simulated/oracle")[2:]
+        argv[argv.index(SIMULATED)] = agent
+        code, out, _ = self.run_in_process(*argv)
+        self.assertEqual(code, 3)
+        result = json.loads(out)
+        self.assertEqual(self.codes(result), ["agent_not_executable"])
+        self.assertEqual(
+            result["reasons"][0]["message"], f"{agent!r} is not executable (chmod +x it)"
+        )
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_a_run_set_whose_agent_is_missing_makes_no_set_dir(self):
+        argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--trials", "2")[2:]
+        argv[argv.index(SIMULATED)] = os.path.join(self.tmp, "no-such-agent")
+        code, out, err = self.run_in_process(*argv)
+        self.assertEqual((code, out), (3, ""))
+        self.assertIn("the agent could not be run: ", err)
+        self.assertIn("no-such-agent' does not exist", err)
+        self.assertFalse(os.path.exists(self.out))
+
+    def run_with_a_closed_pipe(self, stream: str) -> subprocess.CompletedProcess:
+        """The oracle run with `stream` ("stdout" or "stderr") a pipe nobody reads;
+        the other is captured."""
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: write_end}
+        try:
+            return subprocess.run(
+                self.runner_argv("simulated/oracle"),
+                cwd=self.tmp,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                timeout=120,
+                **pipes,
+            )
+        finally:
+            os.close(write_end)
+
+    def test_a_reader_that_closed_stdout_early_gets_no_traceback_and_the_run_its_code(self):
+        # `runner.py ... | head -1`: the pipe is gone before the result is printed.
+        done = self.run_with_a_closed_pipe("stdout")
+        self.assertEqual(done.returncode, 0)
+        self.assertNotIn(b"Traceback", done.stderr)
+        (run_dir,) = glob.glob(os.path.join(self.out, "*"))
+        with open(os.path.join(run_dir, "result.json"), encoding="utf-8") as handle:
+            self.assertTrue(json.load(handle)["resolved"])
+
+    def test_a_closed_stderr_costs_only_the_lines_for_a_person(self):
+        # `runner.py ... 2>&1 | head -1`, with stdout kept: stderr is gone before the
+        # verdict line is printed.
+        done = self.run_with_a_closed_pipe("stderr")
+        self.assertEqual(done.returncode, 0)
+        self.assertTrue(json.loads(done.stdout)["resolved"])
+
+    def broken_fixture(self, mutate) -> str:
+        path = os.path.join(self.tmp, "broken")
+        shutil.copytree(JSON_EVENTS, path)
+        manifest = os.path.join(path, "fixture.json")
+        with open(manifest, encoding="utf-8") as handle:
+            data = json.load(handle)
+        text = mutate(data)
+        with open(manifest, "w", encoding="utf-8") as handle:
+            handle.write(text if isinstance(text, str) else json.dumps(data))
+        return path
+
+    def assert_invalid(self, mutate, detail: str) -> None:
+        done, result = self.run_runner("simulated/oracle", self.broken_fixture(mutate))
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(result["status"], "invalid_fixture")
+        self.assertEqual(result["reasons"][0]["code"], "invalid_fixture")
+        self.assertEqual(result["reasons"][0]["detail"], detail)
+        self.assertIn(b"invalid fixture", done.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_malformed_fixture_json_exits_2(self):
+        self.assert_invalid(lambda data: "{not json", "fixture_json_invalid")
+
+    def test_fixture_without_shards_key_exits_2(self):
+        self.assert_invalid(lambda data: data.pop("shards") and None, "fixture_key_missing")
+
+    def test_path_traversal_in_a_shard_name_exits_2(self):
+        self.assert_invalid(
+            lambda data: data["shards"][0].update(file="../../x"), "fixture_unsafe_path"
+        )
+
+    def test_non_integer_expected_answer_exits_2(self):
+        self.assert_invalid(
+            lambda data: data["shards"][0].update(expected="17"), "fixture_bad_value"
+        )
+
+    def test_duplicate_shard_file_exits_2(self):
+        self.assert_invalid(
+            lambda data: data["shards"][1].update(file=data["shards"][0]["file"]),
+            "fixture_duplicate_file",
+        )
+
+    def test_missing_shard_file_exits_2(self):
+        self.assert_invalid(
+            lambda data: data["shards"][0].update(file="absent.jsonl"), "fixture_shard_missing"
+        )
+
+    def test_agent_version_printed_on_stderr_is_recorded(self):
+        # The real CLI prints --version on stderr when stdin is not a terminal.
+        agent = os.path.join(self.tmp, "stderr-version-agent")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write('#!/bin/sh\n[ "$1" = --version ] && echo 0.8.0 >&2\nexit 0\n')
+        os.chmod(agent, 0o755)
+        argv = self.runner_argv("anthropic/claude-sonnet-4-5")
+        argv[argv.index(SIMULATED)] = agent
+        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        result = json.loads(done.stdout)
+        self.assertEqual(result["agent"]["version"], "0.8.0")
+        self.assertFalse(result["simulated"])
+
+    def test_help_documents_every_flag(self):
+        done = subprocess.run(
+            [sys.executable, RUNNER, "--help"], capture_output=True, text=True, timeout=60
+        )
+        self.assertEqual(done.returncode, 0)
+        flags = ("--fixture", "--model", "--timeout", "--agent-bin", "--out", "--agent-config")
+        for flag in (*flags, "--drive", "--grace", "--upstream", "--inject-failure"):
+            self.assertIn(flag, done.stdout)
+
+    def test_a_provider_the_proxy_cannot_reach_is_named_exit_3(self):
+        # No upstream for it in models.json or the product's catalog: a typo in the
+        # provider is caught before the agent starts, not scored as a model failure.
+        done = subprocess.run(
+            self.runner_argv("anthropc/claude-sonnet-4-5"), env=self.env, capture_output=True
+        )
+        self.assertEqual(done.returncode, 3)
+        result = json.loads(done.stdout)
+        self.assertEqual(self.codes(result), ["model_proxy_unavailable"])
+        self.assertIn("anthropc", result["reasons"][0]["message"])
+        self.assertIn("did you mean anthropic?", result["reasons"][0]["message"])
+
+    def test_a_typo_of_the_simulated_provider_suggests_it_and_names_upstream(self):
+        done = subprocess.run(
+            self.runner_argv("simulatd/oracle"), env=self.env, capture_output=True
+        )
+        self.assertEqual(done.returncode, 3)
+        message = json.loads(done.stdout)["reasons"][0]["message"]
+        self.assertIn("did you mean simulated?", message)
+        self.assertIn("--upstream URL", message)
+        self.assertIn("scripted, simulated", message)
+
+    def test_a_malformed_inject_failure_is_a_usage_error(self):
+        for bad in ("worker-events-01:0", "worker-events-01:x", ":2"):
+            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--inject-failure", bad)
+            done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+            self.assertEqual(done.returncode, 2, bad)
+            self.assertIn(b"--inject-failure", done.stderr)
+
+    def test_missing_required_flag_is_a_usage_error(self):
+        done = subprocess.run(
+            [sys.executable, RUNNER, "--model", "x/y"], capture_output=True, timeout=60
+        )
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(b"--fixture", done.stderr)
+
+
+class UnusableModelsJsonTest(RunnerTestCase):
+    def test_a_models_json_the_harness_cannot_extend_is_named_exit_3(self):
+        # A file that is JSON but no object of providers: named, never a traceback, for
+        # the stand-in's provider and the scripted model's alike.
+        config = os.path.join(self.tmp, "bad-config")
+        os.makedirs(config)
+        with open(os.path.join(config, "models.json"), "w", encoding="utf-8") as handle:
+            handle.write("[1, 2]")
+        for model in ("simulated/oracle", "scripted/fanout"):
+            with self.subTest(model=model):
+                argv = self.runner_argv(model, JSON_EVENTS, *GRACE)
+                argv[argv.index("--agent-config") + 1] = config
+                done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+                self.assertNotIn(b"Traceback", done.stderr)
+                self.assertEqual(done.returncode, 3)
+                result = json.loads(done.stdout)
+                self.assertEqual(self.codes(result), ["model_proxy_unavailable"])
+                self.assertIn("providers", result["reasons"][0]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()

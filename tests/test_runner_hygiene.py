@@ -1,0 +1,184 @@
+"""End to end through runner.py: timeouts, Ctrl-C and SIGTERM, processes that try to escape,
+asserted gone by pid; socket paths that fit at every run dir length.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from shell import rundir
+from tests.runner_case import (
+    DAEMON_LOGGED_AS,
+    GRACE,
+    JSON_EVENTS,
+    RunnerTestCase,
+    live_host_pid,
+    logged_host_pids,
+    logged_pids,
+    parent_pid,
+    process_gone,
+)
+
+
+class HygieneTest(RunnerTestCase):
+    def test_hanging_agent_is_ended_at_the_timeout_and_still_scored(self):
+        done, result = self.run_runner("simulated/hang", JSON_EVENTS, "--timeout", "1", *GRACE)
+        self.assertEqual(done.returncode, 1)
+        self.assertTrue(result["agent"]["timed_out"])
+        # The CLI's own exit status: ended by the runner's SIGTERM (it obeys it).
+        self.assertEqual(result["agent"]["exit_code"], -signal.SIGTERM)
+        self.assertIsNone(result["agent"]["first_error"])
+        self.assertEqual(self.codes(result)[0], "timeout")
+        # The root cause first on the verdict line, before the receipts it cost.
+        self.assertIn(b"; reasons: timeout, ", done.stderr)
+        self.assertRegex(done.stderr, rb"runner\.py: timed out after \d+s of 1s: 8 spawns")
+        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
+        grandchildren = logged_host_pids(result, "grandchild")
+        self.assertEqual(len(grandchildren), 1)
+        # The grandchild ignores SIGTERM: only SIGKILL ended it.
+        self.assertIn(grandchildren[0], result["cleanup"]["killed"])
+        for pid in grandchildren + logged_host_pids(result, "supervisor"):
+            self.assertTrue(process_gone(pid), pid)
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+    def test_process_that_escapes_by_setsid_and_an_empty_environment_is_ended(self):
+        done, result = self.run_runner("simulated/escape", JSON_EVENTS, *GRACE)
+        self.assertEqual(done.returncode, 0)
+        (escaped,) = logged_host_pids(result, "escaped")
+        self.assertTrue(process_gone(escaped))
+        self.assertIn(escaped, result["cleanup"]["killed"])
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+    def interrupt_hanging_run(self, signum: int, drive: str) -> tuple[subprocess.Popen, dict, int]:
+        """Signal the runner once simulated/hang has spawned its children and its
+        SIGTERM-ignoring grandchild; returns the runner, its printed result and the pid of
+        the grandchild's parent, read before the signal (the CLI one-shot, the daemon
+        resident: simulated/hang runs the root in the CLI, or in a thread of the daemon)."""
+        runner = subprocess.Popen(
+            self.runner_argv("simulated/hang", JSON_EVENTS, "--drive", drive, *GRACE),
+            cwd=self.tmp,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(runner.kill)
+        deadline = time.monotonic() + 60
+        while not glob.glob(os.path.join(self.out, "*", "stderr.txt")) or not logged_pids(
+            glob.glob(os.path.join(self.out, "*"))[0], "grandchild"
+        ):
+            self.assertLess(time.monotonic(), deadline, "the agent never started")
+            time.sleep(0.05)
+        (grandchild,) = logged_pids(glob.glob(os.path.join(self.out, "*"))[0], "grandchild")
+        parent = parent_pid(live_host_pid(runner.pid, grandchild))
+        runner.send_signal(signum)
+        out, _ = runner.communicate(timeout=60)
+        return runner, json.loads(out), parent
+
+    def assert_interrupted(self, signum: int, drive: str, exit_code: int) -> None:
+        runner, result, parent = self.interrupt_hanging_run(signum, drive)
+        self.assertEqual(runner.returncode, exit_code)
+        self.assertEqual(result["exit_code"], exit_code)
+        self.assertEqual(result["drive"], drive)
+        self.assertEqual(self.codes(result)[0], "interrupted")
+        self.assertFalse(result["resolved"])
+        # Both drives spawn every child before the grandchild is logged.
+        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
+        run = self.run_dir(result)
+        with open(os.path.join(run, "result.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle), result)
+        cleanup = result["cleanup"]
+        (grandchild,) = logged_host_pids(result, "grandchild")
+        (supervisor,) = logged_host_pids(result, DAEMON_LOGGED_AS[drive])
+        for pid in (grandchild, supervisor, parent):
+            self.assertTrue(process_gone(pid), pid)
+        self.assertEqual(cleanup["leaked_processes"], 0)
+        # The daemon was shut down over its own socket and had exited before anything
+        # was signalled: the final sweep would end it too, so no signal may have reached it.
+        shutdown = cleanup["daemon_shutdown"]
+        self.assertIs(shutdown.get("success"), True, shutdown)
+        self.assertIs(shutdown.get("exited"), True, shutdown)
+        self.assertEqual(
+            shutdown.get("supervisor_host_pid", shutdown.get("supervisor_pid")),
+            supervisor,
+            shutdown,
+        )
+        self.assertNotIn(supervisor, cleanup["terminated"])
+        self.assertNotIn(supervisor, cleanup["killed"])
+        # TERM first, then KILL after the grace: the grandchild ignores SIGTERM, so it got
+        # both; the one-shot CLI obeys SIGTERM, so it got no SIGKILL. Resident, the
+        # grandchild's parent is the daemon itself, which no signal reached (above).
+        self.assertIn(grandchild, cleanup["terminated"])
+        self.assertIn(grandchild, cleanup["killed"])
+        self.assertEqual(parent == supervisor, drive == "resident")
+        if drive == "oneshot":
+            self.assertIn(parent, cleanup["terminated"])
+            self.assertNotIn(parent, cleanup["killed"])
+            # The CLI's exit status is the runner's SIGTERM, not a crash to quote.
+            self.assertEqual(result["agent"]["exit_code"], -signal.SIGTERM)
+
+    def test_grandchild_holding_the_output_files_open_is_ended(self):
+        done, result = self.run_runner("simulated/hold-files", JSON_EVENTS, *GRACE)
+        self.assertEqual(done.returncode, 0, result["reasons"])
+        (holder,) = logged_host_pids(result, "holding")
+        self.assertIn(holder, result["cleanup"]["killed"])
+        self.assertTrue(process_gone(holder))
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        with open(os.path.join(self.run_dir(result), "result.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle), result)
+
+    def test_ctrl_c_ends_the_tree_scores_what_exists_and_exits_130(self):
+        self.assert_interrupted(signal.SIGINT, "oneshot", 130)
+
+    def test_sigterm_ends_the_tree_scores_what_exists_and_exits_143(self):
+        self.assert_interrupted(signal.SIGTERM, "oneshot", 143)
+
+    def test_ctrl_c_of_a_resident_run_shuts_its_daemon_down_scores_and_exits_130(self):
+        self.assert_interrupted(signal.SIGINT, "resident", 130)
+
+    def test_sigterm_of_a_resident_run_shuts_its_daemon_down_scores_and_exits_143(self):
+        self.assert_interrupted(signal.SIGTERM, "resident", 143)
+
+
+class SocketPathTest(RunnerTestCase):
+    """The product binds a socket per session worker under $TMPDIR (at most 107 bytes)."""
+
+    def test_every_run_dir_length_gives_sockets_that_fit(self):
+        branches = set()
+        for length in range(1, 140):
+            run = rundir.RunDir("/" + "r" * length)
+            run.fit_sockets()
+            self.addCleanup(run.cleanup_tmp)
+            self.assertTrue(rundir.fits_a_socket(rundir.worker_socket_path(run.tmp)), length)
+            self.assertTrue(rundir.fits_a_socket(run.socket), length)
+            own_tmp = run.tmp == os.path.join(run.root, "tmp")
+            # The run dir's own tmp is kept whenever the product's sockets fit there.
+            fits_there = rundir.fits_a_socket(rundir.worker_socket_path(run.root + "/tmp"))
+            self.assertEqual(own_tmp, fits_there, length)
+            branches.add(own_tmp)
+        self.assertEqual(branches, {True, False})
+
+    def test_a_run_whose_own_tmp_is_60_bytes_still_resolves(self):
+        # v0.8.0 failed such a run (a run set's trial): its 60-byte TMPDIR passed the old
+        # bound, but the worker socket under it was over 107 bytes long.
+        base = tempfile.mkdtemp(prefix="", dir="/tmp")
+        self.addCleanup(shutil.rmtree, base, True)
+        run_name = len("json-events-20261202T220414Z-509525/tmp") + 1
+        self.out = os.path.join(base, "p" * (60 - run_name - len(base) - 1))
+        for drive in ("oneshot", "resident"):
+            done, result = self.run_runner("simulated/oracle", JSON_EVENTS, "--drive", drive)
+            self.assertEqual(len(os.path.join(self.run_dir(result), "tmp")), 60)
+            self.assertEqual(done.returncode, 0, result["reasons"])
+            self.assertTrue(result["resolved"])
+
+
+if __name__ == "__main__":
+    unittest.main()

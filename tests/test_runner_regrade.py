@@ -1,0 +1,167 @@
+"""Regrading a stored run (scorer.py on a run dir): the verdict bytes of result.json, baselines,
+a changed fixture, a deleted or edited witness, a run set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from shell import regrade
+from tests.runner_case import (
+    CSV_METRICS,
+    JSON_EVENTS,
+    RUNNER,
+    SIMULATED,
+)
+
+
+class RegradeTest(unittest.TestCase):
+    """`scorer.py RUN_DIR` regrades a stored run as the runner scored it. The runs: trial 1
+    of a run set of 2 on a copy of json-events (so the fixture can change), and a baseline."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        cls.addClassCleanup(tmp.cleanup)
+        cls.tmp = tmp.name
+        cls.fixture = os.path.join(cls.tmp, "fixture")
+        shutil.copytree(JSON_EVENTS, cls.fixture)
+        cls.set_dir = os.path.join(cls.tmp, "set")
+        cls.result, cls.stderr = cls.run_trial(cls.set_dir, "--trials", "2")
+        baseline_set = os.path.join(cls.tmp, "baseline")
+        cls.baseline, _ = cls.run_trial(baseline_set, "--trials", "1", "--baseline")
+
+    @classmethod
+    def run_trial(cls, set_dir: str, *extra: str) -> tuple[dict, str]:
+        config = os.path.join(cls.tmp, "agent-config")
+        os.makedirs(config, exist_ok=True)
+        argv = [sys.executable, RUNNER, "--fixture", cls.fixture, "--agent-bin", SIMULATED]
+        argv += ["--model", "simulated/oracle", "--agent-config", config]
+        argv += ["--run-set", set_dir, "--trial-index", "1", *extra]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_AGENT_")}
+        done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
+        return json.loads(done.stdout), done.stderr.decode()
+
+    def regrade(self, *argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = regrade.main(list(argv))
+        return code, out.getvalue(), err.getvalue()
+
+    def restored_afterwards(self, path: str) -> None:
+        with open(path, "rb") as handle:
+            original = handle.read()
+
+        def restore() -> None:
+            with open(path, "wb") as handle:
+                handle.write(original)
+
+        self.addCleanup(restore)
+
+    def reason_codes(self, verdict_text: str) -> list[str]:
+        return [item["code"] for item in json.loads(verdict_text)["reasons"]]
+
+    def test_a_regrade_without_fixture_gives_the_verdict_bytes_of_result_json(self):
+        code, out, err = self.regrade(self.result["run_dir"])
+        self.assertEqual(code, 0)
+        # Wall time included: the regrade takes it from result.json.
+        self.assertEqual(out, json.dumps(self.result["verdict"], indent=2) + "\n")
+        self.assertIn("resolved (exit 0); the same verdict as result.json's", err)
+
+    def test_a_baseline_trial_regrades_as_a_baseline(self):
+        code, out, err = self.regrade(self.baseline["run_dir"])
+        self.assertEqual(code, 0)
+        self.assertFalse(json.loads(out)["resolved"])  # no delegation, as it was told
+        self.assertIn("resolved (exit 0); baseline, judged on coverage", err)
+
+    def test_a_changed_fixture_is_refused_unless_forced(self):
+        shard = os.path.join(self.fixture, "shards", "events-01.jsonl")
+        self.restored_afterwards(shard)
+        with open(shard, "ab") as handle:
+            handle.write(b"\n")
+        code, out, err = self.regrade(self.result["run_dir"])
+        self.assertEqual(code, 2)
+        self.assertEqual(json.loads(out)["error"], "fixture_changed")
+        self.assertIn("is not the one the run used", err)
+        self.assertIn("pass --force", err)
+        code, out, err = self.regrade("--force", self.result["run_dir"])
+        self.assertEqual(code, 0)
+        self.assertIn("scored against it (--force)", err)
+
+    def test_a_fixture_given_is_held_against_the_runs_digest_too(self):
+        code, _, _ = self.regrade("--fixture", JSON_EVENTS, self.result["run_dir"])
+        self.assertEqual(code, 0)  # the same files as the run's copy: the same digest
+        code, out, _ = self.regrade("--fixture", CSV_METRICS, self.result["run_dir"])
+        self.assertEqual((code, json.loads(out)["error"]), (2, "fixture_changed"))
+
+    def test_a_deleted_witness_fails_on_regrade(self):
+        witness = os.path.join(self.result["run_dir"], "witness.jsonl")
+        os.rename(witness, witness + ".away")
+        self.addCleanup(os.rename, witness + ".away", witness)
+        code, out, err = self.regrade(self.result["run_dir"])
+        self.assertEqual(code, 1)
+        self.assertIn("witness_missing", self.reason_codes(out))
+        self.assertIn("NOT result.json's verdict", err)
+
+    def test_an_edited_witness_fails_on_regrade(self):
+        witness = os.path.join(self.result["run_dir"], "witness.jsonl")
+        self.restored_afterwards(witness)
+        with open(witness, "ab") as handle:
+            handle.write(b'{"kind":"sighting"}\n')
+        code, out, _ = self.regrade(self.result["run_dir"])
+        self.assertEqual(code, 1)
+        self.assertIn("witness_tampered", self.reason_codes(out))
+
+    def test_a_run_set_dir_regrades_every_trial(self):
+        code, out, err = self.regrade(self.set_dir)
+        table = json.loads(out)
+        self.assertEqual((code, table["exit_code"]), (1, 1))  # trial 2 never ran
+        self.assertEqual(
+            table["trials"],
+            [
+                {
+                    "index": 1,
+                    "dir": "trial-1",
+                    "status": "scored",
+                    "resolved": True,
+                    "exit_code": 0,
+                    "verdict_unchanged": True,
+                },
+                {"index": 2, "dir": None, "status": "not_run"},
+            ],
+        )
+        self.assertIn("scorer.py: trial-1: resolved (exit 0)", err)
+
+    def test_a_run_whose_agent_never_ran_has_nothing_to_regrade(self):
+        run_dir = os.path.join(self.tmp, "never-ran")
+        os.mkdir(run_dir)
+        self.addCleanup(shutil.rmtree, run_dir)
+        result = {
+            "status": "agent_not_run",
+            "fixture": self.result["fixture"],
+            "reasons": [{"code": "model_proxy_unavailable", "message": "no upstream"}],
+        }
+        with open(os.path.join(run_dir, "result.json"), "w", encoding="utf-8") as handle:
+            json.dump(result, handle)
+        code, out, err = self.regrade(run_dir)
+        self.assertEqual((code, json.loads(out)["error"]), (3, "agent_not_run"))
+        self.assertIn("the agent never ran: model_proxy_unavailable: no upstream", err)
+
+    def test_a_trials_progress_and_verdict_lines_name_it(self):
+        progress = r"runner\.py: trial 1/2: finished after \d+s of 1800s: 8 spawns, 8 replies"
+        self.assertRegex(self.stderr, progress)
+        last = self.stderr.splitlines()[-1]
+        self.assertTrue(last.startswith("runner.py: trial 1/2: resolved (exit 0); "), last)
+        self.assertNotIn("report.py", self.stderr, "a resolved run needs no next step")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,149 @@
+"""End to end through runner.py under the resident drive: verdicts, cheats and forgeries, a
+hanging session, a daemon that never answers or is too old.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+from tests.runner_case import (
+    CSV_METRICS,
+    GRACE,
+    JSON_EVENTS,
+    SIMULATED,
+    RunnerTestCase,
+    logged_host_pids,
+    process_gone,
+)
+
+
+class ResidentDriveTest(RunnerTestCase):
+    def test_oracle_resolves_under_the_resident_drive(self):
+        done, result = self.run_runner("simulated/oracle", JSON_EVENTS, "--drive", "resident")
+        self.assertEqual(done.returncode, 0, done.stderr.decode())
+        self.assertTrue(result["resolved"])
+        self.assertEqual(result["drive"], "resident")
+        self.assertEqual(
+            [step["command"] for step in result["resident"]["commands"]],
+            ["create", "attach", "prompt", "wait_for_headless_completion", "get_state"],
+        )
+        self.assertFalse(result["resident"]["final_state"]["hasRunningRlmChildren"])
+        run = self.run_dir(result)
+        with open(os.path.join(run, "stdout.jsonl"), encoding="utf-8") as handle:
+            header = json.loads(handle.readline())
+        self.assertEqual(header["id"], result["resident"]["session"]["sessionId"])
+        self.assertTrue(os.path.getsize(os.path.join(run, "daemon-wire.jsonl")) > 0)
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        self.assertTrue(result["cleanup"]["daemon_shutdown"]["exited"])
+
+    def test_parent_that_ends_its_turn_early_fails_one_shot(self):
+        done, result = self.run_runner("simulated/end-turn-early")
+        self.assertEqual(done.returncode, 1)
+        self.assertEqual(sorted(set(self.codes(result))), ["artifact_missing", "missing_receipt"])
+        self.assertEqual(result["verdict"]["details"]["terminal_notices"], 3)
+
+    def test_parent_that_ends_its_turn_early_resolves_resident(self):
+        done, result = self.run_runner(
+            "simulated/end-turn-early", JSON_EVENTS, "--drive", "resident"
+        )
+        self.assertEqual(done.returncode, 0, result["reasons"])
+        self.assertTrue(result["resolved"])
+        self.assertEqual(result["verdict"]["details"]["child_replies"], 8)
+
+    def test_cheats_fail_under_the_resident_drive_too(self):
+        done, result = self.run_runner("simulated/fabricate", CSV_METRICS, "--drive", "resident")
+        self.assertEqual(done.returncode, 1)
+        self.assertEqual(self.codes(result), ["wrong_answer", "unsourced_answer"])
+
+    def test_forgeries_fail_under_the_resident_drive_too(self):
+        forgeries = {
+            "forge-ledger": [
+                "answer_not_derived",
+                "child_did_no_work",
+                "spawn_code_unmatched",
+                "stream_mismatch",
+                "unsent_reply",
+            ],
+            "junk-replies": ["unsourced_answer"],
+            "zero-work-children": ["answer_not_derived", "child_did_no_work", "unsent_reply"],
+        }
+        for behaviour, codes in forgeries.items():
+            with self.subTest(behaviour):
+                model = "simulated/" + behaviour
+                done, result = self.run_runner(model, CSV_METRICS, "--drive", "resident")
+                self.assertEqual(done.returncode, 1, done.stderr.decode())
+                self.assertFalse(result["verdict"]["delegation_evidence"])
+                self.assertEqual(sorted(set(self.codes(result))), codes)
+                self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+    def test_hanging_resident_session_is_ended_at_the_timeout(self):
+        done, result = self.run_runner(
+            "simulated/hang", JSON_EVENTS, "--drive", "resident", "--timeout", "1", *GRACE
+        )
+        self.assertEqual(done.returncode, 1)
+        self.assertEqual(self.codes(result)[0], "timeout")
+        self.assertTrue(result["resident"]["admitted"])
+        for pid in logged_host_pids(result, "grandchild") + logged_host_pids(result, "daemon"):
+            self.assertTrue(process_gone(pid), pid)
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+    def test_daemon_that_never_answers_is_timed_out_and_ended(self):
+        agent = os.path.join(self.tmp, "silent-daemon")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write(SILENT_DAEMON)
+        os.chmod(agent, 0o755)
+        argv = self.runner_argv(
+            "simulated/oracle", JSON_EVENTS, "--drive", "resident", "--timeout", "1", *GRACE
+        )
+        argv[argv.index(SIMULATED)] = agent
+        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        result = json.loads(done.stdout)
+        self.assertEqual(done.returncode, 1)
+        self.assertEqual(self.codes(result)[0], "timeout")
+        self.assertFalse(result["resident"]["admitted"])
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        (pid,) = logged_host_pids(result, "silent")
+        self.assertTrue(process_gone(pid))
+
+    def test_daemon_too_old_for_the_barrier_is_refused_with_exit_3(self):
+        agent = os.path.join(self.tmp, "old-daemon")
+        with open(agent, "w", encoding="utf-8") as handle:
+            handle.write(SILENT_DAEMON.replace('"version": 7', '"version": 6'))
+        os.chmod(agent, 0o755)
+        argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--drive", "resident", *GRACE)
+        argv[argv.index(SIMULATED)] = agent
+        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        result = json.loads(done.stdout)
+        self.assertEqual(done.returncode, 3)
+        self.assertEqual(self.codes(result), ["daemon_incompatible"])
+        self.assertIn("version", result["reasons"][0]["message"])
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+
+# A daemon that says hello on its socket and then never answers a command.
+SILENT_DAEMON = f"""#!{sys.executable}
+import json, os, socket, sys, time
+if "--version" in sys.argv:
+    sys.exit(0)
+path = sys.argv[sys.argv.index("--daemon-socket") + 1]
+print(f"silent pid={{os.getpid()}}", file=sys.stderr, flush=True)
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(path)
+listener.listen()
+hello = {{"type": "daemon_hello", "protocol": {{"name": "prime-agent.daemon", "version": 7}},
+         "schemaRevision": 22, "supervisorPid": os.getpid(),
+         "serverCapabilities": ["rlm_quiescence_barrier"]}}
+held = []
+while True:
+    connection, _ = listener.accept()
+    connection.sendall((json.dumps(hello) + "\\n").encode())
+    held.append(connection)
+"""
+
+
+if __name__ == "__main__":
+    unittest.main()

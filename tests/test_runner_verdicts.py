@@ -1,0 +1,240 @@
+"""End to end through runner.py with the simulated agent: a resolved run, its stdout, stderr and
+run dir; undistinctive answers; a kernel that cannot start; injected failures.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import unittest
+
+from tests.runner_case import (
+    CSV_METRICS,
+    GRACE,
+    JSON_EVENTS,
+    RunnerTestCase,
+    process_gone,
+)
+
+
+class ResolvedRunTest(RunnerTestCase):
+    def test_oracle_fan_out_resolves_with_exit_0(self):
+        done, result = self.run_runner("simulated/oracle")
+        self.assertEqual(done.returncode, 0, done.stderr.decode())
+        self.assertTrue(result["resolved"])
+        self.assertTrue(result["simulated"])
+        self.assertEqual(result["status"], "scored")
+        self.assertEqual(result["exit_code"], 0)
+        self.assertEqual(result["drive"], "oneshot")
+        self.assertEqual(result["agent"]["version"], "prime-agent 0.8.0 (simulated)")
+        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
+        self.assertEqual(result["reasons"], [])
+
+    def test_csv_fixture_resolves_too(self):
+        done, result = self.run_runner("simulated/oracle", CSV_METRICS)
+        self.assertEqual(done.returncode, 0)
+        self.assertTrue(result["resolved"])
+
+    def test_stdout_is_only_the_result_json_and_result_file_holds_the_same(self):
+        done, result = self.run_runner("simulated/oracle")
+        with open(os.path.join(self.run_dir(result), "result.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle), result)
+        self.assertTrue(done.stdout.decode().lstrip().startswith("{"))
+        self.assertIn(b"8 spawns, 8 replies", done.stderr)
+
+    def test_stderr_ends_with_one_line_that_sums_the_verdict_up(self):
+        done, result = self.run_runner("simulated/oracle")
+        last = done.stderr.decode().splitlines()[-1]
+        self.assertTrue(last.startswith("runner.py: resolved (exit 0); coverage ok"), last)
+        turns = result["verdict"]["efficiency"]["total_turns"]
+        self.assertIn(f"; {turns} model calls, ", last)
+        where = os.path.join(self.run_dir(result), "result.json")
+        near = os.path.relpath(where, os.path.realpath(self.tmp))
+        self.assertTrue(last.endswith(f"; result in {near}"), last)
+
+    def test_daemon_is_shut_down_over_its_own_socket(self):
+        _, result = self.run_runner("simulated/oracle")
+        shutdown = result["cleanup"]["daemon_shutdown"]
+        self.assertTrue(shutdown["success"])
+        self.assertTrue(shutdown["exited"])
+        self.assertTrue(
+            process_gone(shutdown.get("supervisor_host_pid", shutdown["supervisor_pid"]))
+        )
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        self.assertEqual(result["cleanup"]["killed"], [])
+
+    def test_run_dir_is_an_isolated_copy_of_the_fixture_in_a_fresh_git_repo(self):
+        with open(os.path.join(self.agent_config, "models.json"), "w") as handle:
+            handle.write('{"providers": {}}\n')
+        with open(os.path.join(self.agent_config, "settings.json"), "w") as handle:
+            handle.write("{}\n")
+        _, result = self.run_runner("simulated/oracle")
+        run = self.run_dir(result)
+        repo = os.path.join(run, "repo")
+        self.assertEqual(sorted(os.listdir(repo)), [".git", "combined-index.md", "shards"])
+        log = subprocess.run(
+            ["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True, check=True
+        )
+        self.assertEqual(len(log.stdout.splitlines()), 1)
+        home = os.path.join(run, "agent-home")
+        self.assertTrue(os.path.exists(os.path.join(home, "models.json")))
+        self.assertFalse(os.path.exists(os.path.join(home, "settings.json")))
+        self.assertEqual(os.stat(os.path.join(home, "auth.json")).st_mode & 0o777, 0o600)
+        for name in ("sessions", "session-artifacts", "home", "stdout.jsonl", "stderr.txt"):
+            self.assertTrue(os.path.exists(os.path.join(run, name)), name)
+
+    def test_every_run_gets_a_new_run_dir(self):
+        _, first = self.run_runner("simulated/oracle")
+        _, second = self.run_runner("simulated/oracle")
+        self.assertNotEqual(self.run_dir(first), self.run_dir(second))
+        self.assertEqual(len(os.listdir(self.out)), 2)
+
+
+class UndistinctiveAnswersTest(RunnerTestCase):
+    """A fixture copied and given answers of the user's own: a count of records is a number
+    an honest prompt or cell may hold by chance. It loads, the runner says so once, and the
+    verdict warns, naming the shards, without failing the run on that account."""
+
+    COUNTED = ("events-02.jsonl", "events-05.jsonl")
+    QUESTION = "How many records does this shard contain?"
+
+    def counted_fixture(self) -> str:
+        """json-events with shards 2 and 5 asking for their record count."""
+        fixture = os.path.join(self.tmp, "counted")
+        shutil.copytree(JSON_EVENTS, fixture)
+        with open(os.path.join(fixture, "fixture.json"), encoding="utf-8") as handle:
+            manifest = json.load(handle)
+        with open(os.path.join(fixture, "task.txt"), encoding="utf-8") as handle:
+            task = handle.read()
+        for shard in manifest["shards"]:
+            if shard["file"] in self.COUNTED:
+                with open(os.path.join(fixture, "shards", shard["file"]), "rb") as handle:
+                    count = handle.read().count(b"\n")
+                task = task.replace(f"| {shard['question']}\n", f"| {self.QUESTION}\n")
+                shard.update(question=self.QUESTION, expected=count)
+        with open(os.path.join(fixture, "fixture.json"), "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=2)
+        with open(os.path.join(fixture, "task.txt"), "w", encoding="utf-8") as handle:
+            handle.write(task)
+        self.assertEqual(task.count(self.QUESTION), len(self.COUNTED))
+        return fixture
+
+    def warnings_named(self, result: dict) -> list[str]:
+        return [
+            item["message"]
+            for item in result["verdict"]["warnings"]
+            if item["code"] == "answers_not_distinctive"
+        ]
+
+    def test_a_fixture_with_small_answers_resolves_with_a_warning_naming_its_shards(self):
+        done, result = self.run_runner("simulated/oracle", self.counted_fixture())
+        self.assertEqual(done.returncode, 0, done.stderr.decode())
+        self.assertTrue(result["resolved"])
+        self.assertEqual(result["reasons"], [])
+        (message,) = self.warnings_named(result)
+        for file in self.COUNTED:
+            self.assertIn(f"{file} (below 1000)", message)
+        self.assertNotIn("events-01.jsonl", message)
+        said = [line for line in done.stderr.decode().splitlines() if "warning:" in line]
+        self.assertEqual(len(said), 1, said)
+        self.assertIn("2 of 8 shards", said[0])
+        for file in self.COUNTED:
+            self.assertIn(file, said[0])
+
+    def test_a_run_set_says_it_once_and_every_trial_verdict_warns(self):
+        argv = self.runner_argv("simulated/oracle", self.counted_fixture(), "--trials", "2")
+        done = subprocess.run(
+            argv, cwd=self.tmp, env=self.env, stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=120,
+        )  # fmt: skip
+        self.assertEqual(done.returncode, 0, done.stderr.decode())
+        said = [line for line in done.stderr.decode().splitlines() if "warning:" in line]
+        self.assertEqual(len(said), 1, said)
+        results = glob.glob(os.path.join(self.out, "*", "trial-*", "result.json"))
+        self.assertEqual(len(results), 2)
+        for path in results:
+            with open(path, encoding="utf-8") as handle:
+                self.assertEqual(len(self.warnings_named(json.load(handle))), 1)
+
+    def test_the_generated_fixtures_draw_no_such_warning(self):
+        for fixture in (JSON_EVENTS, CSV_METRICS):
+            with self.subTest(fixture=os.path.basename(fixture)):
+                done, result = self.run_runner("simulated/oracle", fixture)
+                self.assertEqual(done.returncode, 0, done.stderr.decode())
+                self.assertEqual(self.warnings_named(result), [])
+                self.assertNotIn(b"warning:", done.stderr)
+
+
+class EnvironmentFailureTest(RunnerTestCase):
+    def test_a_kernel_that_cannot_start_is_named_first_under_both_drives(self):
+        for drive in ("oneshot", "resident"):
+            done, result = self.run_runner("simulated/no-kernel", JSON_EVENTS, "--drive", drive)
+            self.assertEqual(done.returncode, 1)
+            self.assertEqual(self.codes(result)[0], "kernel_unavailable")
+            self.assertIn("PRIME_AGENT_KERNEL_PYTHON", result["reasons"][0]["message"])
+            self.assertIn(b"reasons: kernel_unavailable, ", done.stderr)
+
+
+class InjectedFailureTest(RunnerTestCase):
+    """--inject-failure: the proxy fails a worker's child's model calls, and the result says
+    how the parent accounted for that shard (a retry, a MISSING line, or an invented number)."""
+
+    def test_a_child_made_to_fail_is_marked_missing_and_that_counts_as_accounted(self):
+        for drive in ("oneshot", "resident"):
+            with self.subTest(drive=drive):
+                done, result = self.run_runner(
+                    "simulated/oracle", JSON_EVENTS, "--drive", drive,
+                    "--inject-failure", "worker-events-05", *GRACE,
+                )  # fmt: skip
+                self.assertEqual(done.returncode, 1)
+                self.assertEqual(self.codes(result), ["wrong_answer"])
+                injected = result["injected_failures"]
+                self.assertEqual(injected["asked"], [{"worker": "worker-events-05", "calls": 12}])
+                self.assertEqual(injected["answered"], 12)
+                (accounting,) = injected["accounting"]
+                self.assertTrue(accounting["accounted"])
+                self.assertEqual(accounting["file"], "events-05.jsonl")
+                self.assertIn("MISSING", accounting["how"])
+                # The question asked comes first: in result.json and on the verdict line.
+                self.assertEqual(next(iter(result)), "failure_accounted")
+                self.assertIs(result["failure_accounted"], True)
+                verdict_line = done.stderr.decode().splitlines()[-2]
+                self.assertTrue(
+                    verdict_line.startswith(
+                        "runner.py: injected failure accounted for (worker-events-05: marked: "
+                        "MISSING (completed without sending a reply)); NOT resolved (exit 1); "
+                    ),
+                    verdict_line,
+                )
+
+    def test_fewer_failures_are_absorbed_by_retries_and_the_shard_is_answered(self):
+        done, result = self.run_runner(
+            "simulated/oracle", JSON_EVENTS, "--inject-failure", "worker-events-05:3", *GRACE
+        )
+        self.assertEqual(done.returncode, 0, self.codes(result))
+        (accounting,) = result["injected_failures"]["accounting"]
+        self.assertEqual(
+            (accounting["accounted"], accounting["how"]), (True, "answered after a retry")
+        )
+
+    def test_a_number_the_parent_invented_for_the_failed_shard_is_not_accounted(self):
+        # fabricate writes a wrong number for the first shard: no child of its worker
+        # reported it once that child was made to fail.
+        _, result = self.run_runner(
+            "simulated/fabricate", JSON_EVENTS, "--inject-failure", "worker-events-01", *GRACE
+        )
+        (accounting,) = result["injected_failures"]["accounting"]
+        self.assertFalse(accounting["accounted"], accounting)
+        self.assertIs(result["failure_accounted"], False)
+
+    def test_a_run_with_no_failure_injected_says_nothing_of_accounting(self):
+        done, result = self.run_runner("simulated/oracle")
+        self.assertNotIn("failure_accounted", result)
+        self.assertNotIn(b"injected failure", done.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,280 @@
+"""The simulated agent under the resident drive: the oracle's and every behaviour's artifacts
+again, protocol 7 against a client of the test's own (contract §8), and model calls through
+the recording proxy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import unittest
+from pathlib import Path
+
+from tests import test_simulated_agent as oneshot
+from tests.simulated_case import (
+    ISO_MS,
+    NEEDS_PROC,
+    PROTOCOL,
+    RESIDENT,
+    TASKS,
+    DaemonClient,
+    Run,
+    SimulatedAgentCase,
+    attach_command,
+    captured_response,
+    captured_wire,
+    command,
+    correct_index,
+    event_kind,
+    ignores_sigterm,
+    key_orders,
+    kill_and_wait,
+    messages,
+    process_gone,
+    replies,
+    shapes,
+    wait_command,
+    wait_for,
+)
+
+
+class ResidentOracleTest(oneshot.OracleTest):
+    """The same artifacts under the resident drive (contract §8.3)."""
+
+    drive = RESIDENT
+
+
+class ResidentBehaviourTest(oneshot.BehaviourTest):
+    """Every behaviour leaves the same artifacts, so earns the same verdict, when resident."""
+
+    drive = RESIDENT
+
+
+class ResidentDaemonTest(SimulatedAgentCase):
+    """`--mode daemon` speaking protocol 7 to a client of the test's own (contract §8)."""
+
+    drive = RESIDENT
+
+    def create_and_attach(self, client: DaemonClient, run: Run, behaviour: str) -> str:
+        """Returns the activeSessionId."""
+        active_id = client.call(run.create_command(behaviour))["activeSessionId"]
+        client.call(attach_command(active_id, client))
+        return active_id
+
+    def test_hello_offers_protocol_7_and_the_quiescence_barrier(self):
+        run = self.make_run()
+        hello = self.start_daemon(run).hello
+        self.assertEqual(hello["protocol"], PROTOCOL)
+        self.assertGreaterEqual(hello["schemaRevision"], 18)
+        self.assertIn("rlm_quiescence_barrier", hello["serverCapabilities"])
+        self.assertEqual(hello["supervisorPid"], run.process.pid)
+        self.assertEqual(list(key_orders(hello)), list(key_orders(captured_wire()[0])))
+        self.assertEqual(stat.S_IMODE(run.socket.stat().st_mode), 0o600)
+
+    def test_create_fails_when_the_worker_socket_would_be_too_long(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        long_tmp = str(run.dir / ("t" * 60))
+        create = run.create_command("oracle", {**run.env, "TMPDIR": long_tmp})
+        response = client.request(create)
+        self.assertFalse(response["success"])
+        self.assertIn("Timed out connecting to daemon session worker", response["error"])
+        self.assertEqual(list((run.dir / "sessions").iterdir()), [])
+        # A TMPDIR that fits is still taken afterwards.
+        self.assertIn("activeSessionId", client.call(run.create_command("oracle")))
+
+    def test_events_arrive_as_session_events_in_sequence(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        active_id = self.create_and_attach(client, run, "oracle")
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        client.call(wait_command(active_id))
+        sequences = [envelope["meta"]["sequence"] for envelope in client.envelopes]
+        self.assertEqual(sequences, sorted(set(sequences)))
+        for envelope in client.envelopes:
+            meta = envelope["meta"]
+            self.assertEqual(envelope["activeSessionId"], active_id)
+            self.assertEqual(meta["activeSessionId"], active_id)
+            self.assertEqual(meta["id"], f"{active_id}:{meta['sequence']}")
+            self.assertEqual(meta["cursor"]["sequence"], meta["sequence"])
+            self.assertRegex(meta["emittedAt"], ISO_MS)
+        parent = run.parent()
+        ends = [
+            e["message"]
+            for e in client.events
+            if e["type"] == "message_end" and e["message"]["role"] == "assistant"
+        ]
+        self.assertEqual(ends, messages(parent, "assistant"))
+        starts = [e for e in client.events if e["type"] == "agent_start"]
+        self.assertEqual(len(starts), 1 + len(replies(parent)))
+        self.assertEqual(client.events[-1]["type"], "agent_end")
+
+    def test_get_state_after_the_barrier_reports_the_settled_session(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        created = client.call(run.create_command("oracle"))
+        active_id = created["activeSessionId"]
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        client.call(wait_command(active_id))
+        state = client.call({"type": "get_state", "activeSessionId": active_id})
+        header = run.parent()[0]
+        self.assertEqual(run.parent_file(), run.dir / "sessions" / f"{header['id']}.jsonl")
+        for summary in (created, state):
+            self.assertEqual(summary["activeSessionId"], active_id)
+            self.assertEqual(summary["sessionId"], header["id"])
+            self.assertEqual(summary["sessionFile"], str(run.parent_file()))
+            self.assertEqual(summary["workerPid"], run.process.pid)
+        self.assertEqual(created["hasRunningRlmChildren"], False)
+        self.assertEqual((state["hasRunningRlmChildren"], state["isStreaming"]), (False, False))
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    def test_ledger_is_keyed_on_the_launch_env_session_dir_not_the_config(self):
+        run = self.make_run(session_dir_env=False)
+        worker_sessions = run.dir / "worker-sessions"
+        worker_sessions.mkdir()
+        client = self.start_daemon(run)
+        launch_env = {**run.env, "PRIME_AGENT_SESSION_DIR": str(worker_sessions)}
+        active_id = client.call(run.create_command("oracle", launch_env))["activeSessionId"]
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        client.call(wait_command(active_id))
+        key_dir = os.path.realpath(worker_sessions)
+        (path,) = run.ledger_files()
+        self.assertEqual(path.stem, hashlib.sha256(key_dir.encode()).hexdigest()[:16])
+        self.assertEqual(run.ledger()[0]["sessionsDir"], key_dir)
+        self.assertEqual(run.parent_file().parent, run.dir / "sessions")
+        self.assertFalse((run.dir / "agent-home" / "sessions").exists())
+
+    def test_prompt_and_wait_returns_at_the_first_idle_point_while_children_run(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        active_id = self.create_and_attach(client, run, "end-turn-early")
+        prompt = {"type": "prompt_and_wait", "activeSessionId": active_id, "message": run.prompt}
+        self.assertIsNone(client.call(prompt))
+        before_idle = list(client.events)
+        self.assertEqual(before_idle[-1]["type"], "agent_end")
+        self.assertEqual(
+            before_idle[-1]["messages"][-1]["content"][0]["text"],
+            f"Spawned {len(TASKS)} children. Waiting for their replies.",
+        )
+        statuses = {e["child"]["status"] for e in before_idle if e["type"] == "rlm_child_update"}
+        self.assertEqual(statuses, {"queued", "running"})
+        client.call(wait_command(active_id))
+        after_idle = client.events[len(before_idle) :]
+        done = [e for e in after_idle if e["type"] == "rlm_child_update"]
+        self.assertEqual([e["child"]["status"] for e in done], ["done"] * len(TASKS))
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    @NEEDS_PROC
+    def test_hang_never_reaches_quiescence_and_leaves_its_grandchild(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        active_id = self.create_and_attach(client, run, "hang")
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        grandchild = wait_for(lambda: run.logged_pid("grandchild"), "the grandchild's pid")
+        self.addCleanup(kill_and_wait, grandchild)
+        waiting = command(wait_command(active_id), "t-wait")
+        client.post(waiting)
+        state = client.call({"type": "get_state", "activeSessionId": active_id})
+        # get_state was answered after the wait was sent: the wait is still pending.
+        self.assertNotIn("t-wait", [m.get("id") for m in client.pushed])
+        self.assertEqual((state["hasRunningRlmChildren"], state["isStreaming"]), (True, True))
+        self.assertEqual(os.getpgid(grandchild), run.process.pid)
+        self.assertTrue(ignores_sigterm(grandchild))
+        environ = Path(f"/proc/{grandchild}/environ").read_bytes().split(b"\0")
+        self.assertIn(f"PRIME_AGENT_CODING_AGENT_DIR={run.dir / 'agent-home'}".encode(), environ)
+        self.shut_down_daemon(run)
+        self.assertFalse(process_gone(grandchild))
+
+    def test_forced_shutdown_on_a_second_connection_archives_and_exits(self):
+        run = self.launch("oracle")
+        self.assertEqual(run.process.returncode, 0)
+        self.assertFalse(run.socket.exists())
+        self.assertEqual(run.parent()[-1]["type"], "session_state")
+        self.assertEqual(run.parent()[-1]["state"], {"status": "archived"})
+
+    def test_commands_need_the_protocol_7_envelope(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        create = run.create_command("oracle")
+        old = {**command(create), "protocol": {**PROTOCOL, "version": 4}}
+        for message in (create, old, "not json"):
+            with self.subTest(message=message):
+                response = client.send(message)
+                self.assertEqual(
+                    response,
+                    {
+                        "type": "response",
+                        "command": "parse",
+                        "success": False,
+                        "error": "Daemon commands require protocol 7 or newer",
+                    },
+                )
+        self.assertEqual(list((run.dir / "sessions").iterdir()), [])
+
+    def test_refusals_say_why(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        active_id = client.call(run.create_command("oracle"))["activeSessionId"]
+        unknown = client.request(run.create_command("telepathy"))
+        self.assertFalse(unknown["success"])
+        self.assertIn("simulated/telepathy", unknown["error"])
+        refused = [
+            {"type": "get_rlm_children", "activeSessionId": active_id},
+            {"type": "get_state", "activeSessionId": "nobody"},
+            {"type": "wait_for_headless_completion", "activeSessionId": active_id},
+        ]
+        for body in refused:
+            with self.subTest(command=body["type"]):
+                response = client.request(body)
+                self.assertEqual(list(response), ["id", "type", "command", "success", "error"])
+                self.assertFalse(response["success"])
+        prompt = {"type": "prompt", "activeSessionId": active_id, "message": run.prompt}
+        client.call(prompt)
+        self.assertFalse(client.request(prompt)["success"])
+        client.call(wait_command(active_id))
+
+    def test_detach_stops_the_events_and_the_session_lives_on(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        active_id = self.create_and_attach(client, run, "oracle")
+        client.call({"type": "detach", "activeSessionId": active_id})
+        self.assertEqual(
+            client.pushed, [{"type": "session_detached", "activeSessionId": active_id}]
+        )
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        client.call(wait_command(active_id))
+        self.assertEqual(client.envelopes, [])
+        self.assertEqual(run.index(), correct_index(run.repo))
+
+    def test_responses_and_envelopes_have_the_captured_keys_in_order(self):
+        run = self.make_run()
+        client = self.start_daemon(run)
+        created = client.request(run.create_command("end-turn-early"))
+        active_id = created["data"]["activeSessionId"]
+        attached = client.request(attach_command(active_id, client))
+        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
+        waited = client.request(wait_command(active_id))
+        for ours in (created, attached, waited):
+            with self.subTest(command=ours["command"]):
+                captured = captured_response(ours["command"])
+                self.assertEqual(list(key_orders(ours)), list(key_orders(captured)))
+        self.assertEqual(waited["data"], captured_response("wait_for_headless_completion")["data"])
+        captured_envelopes = [m for m in captured_wire() if m["type"] == "session_event"]
+        envelope_keys = {(tuple(e), tuple(e["meta"])) for e in captured_envelopes}
+        for envelope in client.envelopes:
+            self.assertIn((tuple(envelope), tuple(envelope["meta"])), envelope_keys)
+        ours = shapes(client.events, event_kind)
+        theirs = shapes([e["event"] for e in captured_envelopes], event_kind)
+        for kind, found in ours.items():
+            with self.subTest(event=kind):
+                self.assertIn(kind, theirs)
+                self.assertEqual(found - theirs[kind], set())
+
+
+class ResidentWitnessedModelTest(oneshot.WitnessedModelTest):
+    drive = RESIDENT
+
+
+if __name__ == "__main__":
+    unittest.main()
