@@ -18,6 +18,7 @@ from unittest import mock
 import runner
 from scripted.model import SCRIPTS
 from shell import regrade
+from simulated.run import BEHAVIOURS
 from tests.runner_case import (
     GRACE,
     JSON_EVENTS,
@@ -73,7 +74,7 @@ class AgentErrorTest(RunnerTestCase):
         # The agent's suggestion and its whole list reach the verdict line uncut.
         last = done.stderr.decode().splitlines()[-2]
         self.assertIn("did you mean simulated/oracle?", last)
-        self.assertIn("peek-first; not scored as the model's failure", last)
+        self.assertIn(f"{list(BEHAVIOURS)[-1]}; not scored as the model's failure", last)
 
     def test_a_regrade_of_an_agent_error_exits_3_with_the_verdict_of_its_result(self):
         _, result = self.run_failing_agent()
