@@ -369,7 +369,13 @@ STREAM_WANTED = (
     (b"message_end", b"assistant"),
     (b"tool_", b"_start"),  # tool_execution_start
     (b"rlm_child_update",),
+    (b"turn_end", b"assistant"),
 )
+
+
+# How far back a turn_end's cells are looked for among those its tool_execution_start events
+# showed: the cells of one assistant message.
+MISSED_CALLS_LOOKBACK = 64
 
 
 def read_stream(path: str) -> Stream | None:
@@ -401,7 +407,27 @@ def read_stream(path: str) -> Stream | None:
             if child_id and len(child_ids) < MAX_KEPT_PER_TRANSCRIPT:
                 child_ids.add(child_id)
             continue
-        if kind != "message_end":
+        if kind == "turn_end":
+            # The turn's assistant message again (§7). The product's stream has been seen
+            # to leave out a turn's message_end and tool_execution_start under load (a live
+            # one-shot run, 2026-12-03) while its turn_end held the message: the call and
+            # its cells are then taken from there, so the check below is no false alarm.
+            message = record.get("message")
+            if not isinstance(message, dict) or message.get("role") != "assistant":
+                continue
+            response_id = text_field(message, "responseId")
+            if not response_id or response_id in response_ids[-1:]:
+                continue
+            for part in message.get("content") or ():
+                call_id = text_field(part, "id") if isinstance(part, dict) else None
+                if (
+                    call_id
+                    and part.get("type") == "toolCall"
+                    and call_id not in tool_call_ids[-MISSED_CALLS_LOOKBACK:]
+                    and len(tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT
+                ):
+                    tool_call_ids.append(call_id)
+        elif kind != "message_end":
             continue
         message = record.get("message")
         if not isinstance(message, dict) or message.get("role") != "assistant":

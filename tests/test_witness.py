@@ -513,6 +513,59 @@ class StreamTest(unittest.TestCase):
                 handle.write(json.dumps(event) + "\n")
         self.assertEqual(self.codes(), ["stream_mismatch"])
 
+    def dropped_turn(self, also_turn_end: bool) -> None:
+        """The stream without the first assistant message's events (its message_start,
+        updates and message_end, and its cells' tool_execution_start), and with
+        `also_turn_end` without the turn_end that repeats the message too."""
+        # A run whose parent made a cell before the spawning one: two calls in the stream.
+        self.run_dir += "-two-calls"
+        self.build = RunBuilder(self.run_dir, stream=True)
+        with self.build.cell("print(len(SHARDS))"):
+            pass
+        self.build.fan_out(FIXTURE)
+        self.build.correct_index(FIXTURE)
+        self.build.finish()
+        self.assertEqual(self.codes(), [])
+        with open(self.build.paths.stdout) as handle:
+            events = [json.loads(line) for line in handle]
+        ends = [e for e in events if e.get("type") == "message_end"
+                and e["message"].get("role") == "assistant"]  # fmt: skip
+        self.assertGreaterEqual(len(ends), 2)
+        dropped = ends[0]["message"]
+        calls = {p["id"] for p in dropped["content"] if p.get("type") == "toolCall"}
+        self.assertTrue(calls)
+
+        def keep(event: dict) -> bool:
+            message = event.get("message") or {}
+            if event.get("type") in ("message_start", "message_update", "message_end"):
+                same = (
+                    message.get("role") == "assistant"
+                    and message.get("content")
+                    and (
+                        {p.get("id") for p in message["content"] if p.get("type") == "toolCall"}
+                        & calls
+                        or message.get("responseId") == dropped["responseId"]
+                    )
+                )
+                return not same
+            if event.get("type") == "tool_execution_start":
+                return event.get("toolCallId") not in calls
+            if event.get("type") == "turn_end" and also_turn_end:
+                return message.get("responseId") != dropped["responseId"]
+            return True
+
+        self.edit_stream(keep)
+
+    def test_a_turn_whose_events_the_stream_lost_but_whose_turn_end_holds_it_agrees(self):
+        # Seen live: the product's stream left out one turn's message and cell events under
+        # load, and its turn_end still held the assistant message.
+        self.dropped_turn(also_turn_end=False)
+        self.assertEqual(self.codes(), [])
+
+    def test_a_turn_the_stream_never_showed_at_all_fails(self):
+        self.dropped_turn(also_turn_end=True)
+        self.assertEqual(self.codes(), ["stream_mismatch"])
+
     def test_a_stream_that_stops_early_is_a_prefix_and_agrees(self):
         # The one-shot CLI's stream ends at the root's first idle (§7).
         with open(self.build.paths.stdout) as handle:
