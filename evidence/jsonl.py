@@ -198,6 +198,10 @@ def _block_lines(
     # tuple.__new__ skips the named tuple's Python-level constructor (a frame a line).
     new = tuple.__new__
     length = len(text)
+    # In an ASCII block a character's index is its byte's, and bytes.find finds a newline
+    # by memchr, many times faster than str.find on the decoded text (CPython 3.11).
+    find = block.find if length == len(block) else text.find
+    end_of_line = b"\n" if length == len(block) else "\n"
     pos = 0
     while pos < length:
         if batch is not None:
@@ -208,7 +212,7 @@ def _block_lines(
                 pos = end
                 if pos >= length:
                     break
-        newline = text.find("\n", pos)
+        newline = find(end_of_line, pos)
         torn = newline < 0
         if torn:
             newline = length
