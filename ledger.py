@@ -462,14 +462,18 @@ def _product_lines_reader(path: str, strings: dict[str, str]):
                 break
             number += 1
             groups = found.groups()
+            # The op is the literal's own string: one copy, not one a record.
             if groups[0]:
-                op, at, second, millis, child_id, parent, child, depth, name = groups[:9]
+                op = "spawn"
+                _, at, second, millis, child_id, parent, child, depth, name = groups[:9]
                 depth, reason = int(depth), None
             elif groups[9]:
-                op, at, second, millis, child_id, child, name = groups[9:16]
+                op = "rename"
+                _, at, second, millis, child_id, child, name = groups[9:16]
                 parent = depth = reason = None
             else:
-                op, at, second, millis, child_id, child, reason = groups[16:23]
+                op = "delete"
+                _, at, second, millis, child_id, child, reason = groups[16:23]
                 parent = depth = name = None
             at_ms = second_ms(second)
             at_ms = iso_to_ms(at) if at_ms is None else at_ms + int(millis)
