@@ -24,7 +24,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from evidence.jsonl import Finding, iso_to_ms, iter_objects, text_field
+from evidence.jsonl import Finding, _second_ms, iso_to_ms, iter_objects, text_field
 
 # The product rejects a ledger over these limits (§4 "Strictness"); the harness
 # keeps reading up to twice the size so it can still report what is there.
@@ -258,12 +258,21 @@ def read_ledger(path: str) -> LedgerFile:
     valid_ids: set[str] = set()  # child ids that already passed the sub-<8 hex> check
     append = records.append
     shortcut = _product_line_reader(path, strings)
-    for number, raw, _ in iter_objects(path, findings, max_bytes=READ_CAP_BYTES, shortcut=shortcut):
+    batch = _product_lines_reader(path, strings)
+    for number, raw, _ in iter_objects(
+        path, findings, max_bytes=READ_CAP_BYTES, shortcut=shortcut, batch=batch
+    ):
         lines = number
         if len(findings) != checked:
             # Only the findings added since the last line can turn the file fatal.
             fatal_seen = fatal_seen or any(f.code in FATAL_CODES for f in findings[checked:])
             checked = len(findings)
+        if raw.__class__ is list:  # a run of lines in the product's layout
+            if fatal_seen:
+                records += [record._replace(after_fatal=True) for record in raw]
+            else:
+                records += raw
+            continue
         if raw.__class__ is LedgerRecord:
             append(raw._replace(after_fatal=True) if fatal_seen else raw)
             continue
@@ -415,6 +424,92 @@ def _product_line_reader(path: str, strings: dict[str, str]):
                 False,
             ),
         )
+
+    return read
+
+
+# Whole lines in the product's layout whose `at` is its own timestamp shape, newline
+# included, for `_product_lines_reader`; each group of `_product_line` that holds an
+# `at` is followed by the timestamp's second and its milliseconds.
+def _product_lines(char: str) -> re.Pattern:
+    at = '"(([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})\\.([0-9]{3})Z)"'
+    text = f'"({char}*)"'
+    pattern = _product_line(char).pattern.replace(f'"at":{text}', f'"at":{at}')
+    return re.compile(pattern + "\n")
+
+
+_PRODUCT_LINES = _product_lines(r'[^"\\\x00-\x1f]')
+# In clean text a string's characters may here include a newline, so a match could
+# span lines; a run of matches is kept only when it holds one newline per match.
+_PRODUCT_LINES_IN_CLEAN_TEXT = _product_lines('[^"]')
+
+
+def _product_lines_reader(path: str, strings: dict[str, str]):
+    """A `jsonl` batch: the records of the run of whole lines in the product's own
+    layout from a line start on; what `_product_line_reader` makes of each, in one loop."""
+    strict, clean = _PRODUCT_LINES.match, _PRODUCT_LINES_IN_CLEAN_TEXT.match
+    intern = strings.setdefault
+    new = tuple.__new__
+    second_ms = _second_ms
+    block: list = [None, strict]  # the text last seen, and the matcher it allows
+
+    def run(match, text: str, pos: int, number: int) -> tuple[list, int, int]:
+        records: list = []
+        append = records.append
+        while True:
+            found = match(text, pos)
+            if found is None:
+                break
+            number += 1
+            groups = found.groups()
+            # The op is the literal's own string: one copy, not one a record.
+            if groups[0]:
+                op = "spawn"
+                _, at, second, millis, child_id, parent, child, depth, name = groups[:9]
+                depth, reason = int(depth), None
+            elif groups[9]:
+                op = "rename"
+                _, at, second, millis, child_id, child, name = groups[9:16]
+                parent = depth = reason = None
+            else:
+                op = "delete"
+                _, at, second, millis, child_id, child, reason = groups[16:23]
+                parent = depth = name = None
+            at_ms = second_ms(second)
+            at_ms = iso_to_ms(at) if at_ms is None else at_ms + int(millis)
+            append(
+                new(
+                    LedgerRecord,
+                    (
+                        path,
+                        number,
+                        op,
+                        at,
+                        at_ms,
+                        intern(child_id, child_id),
+                        parent and intern(parent, parent),
+                        intern(child, child),
+                        depth,
+                        name and intern(name, name),
+                        reason and intern(reason, reason),
+                        None,
+                        False,
+                    ),
+                )
+            )
+            pos = found.end()
+        return records, pos, len(records)
+
+    def read(text: str, pos: int, number: int) -> tuple[list, int, int]:
+        if text is not block[0]:
+            block[0] = text
+            block[1] = strict if any(char in text for char in _UNCLEAN) else clean
+        if block[1] is strict:
+            return run(strict, text, pos, number)
+        records, end, count = run(clean, text, pos, number)
+        if count and text.count("\n", pos, end) != count:
+            return run(strict, text, pos, number)
+        return records, end, count
 
     return read
 

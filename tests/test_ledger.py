@@ -10,8 +10,10 @@ import random
 import tempfile
 import unittest
 from datetime import datetime
+from unittest import mock
 
 import ledger
+from evidence import jsonl
 from evidence.jsonl import iso_to_ms
 
 CAPTURED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs")
@@ -429,6 +431,125 @@ class ProductLayoutTest(TempDirTest):
                     del chars[at]
             text = f"{meta(self.root)}\n{''.join(chars)}\n"
             self.assert_read_alike(f"edit-{case}.jsonl", text)
+
+    def assert_batch_reads_as_plain(self, name: str, text: str) -> ledger.LedgerFile:
+        """The whole reader with its batch and shortcut, against the same reader with every
+        line parsed by the JSON scanner (`jsonl.PARSE_EVERY_LINE`): records, findings and
+        counts alike, torn tails and after-fatal marks included."""
+        path = self.write(name, text)
+        fast = ledger.read_ledger(path)
+        with mock.patch.object(jsonl, "PARSE_EVERY_LINE", True):
+            plain = ledger.read_ledger(path)
+        self.assertEqual(fast, plain)
+        self.assertEqual(
+            [record.after_fatal for record in fast.records],
+            [record.after_fatal for record in plain.records],
+        )
+        return fast
+
+    def odd_lines(self) -> list[str]:
+        """Ledger lines in shapes the product does not write, each still JSON or nearly."""
+        spawn = SPAWN | {"child": "/r/s/p/sub-9f89a7ec/c.jsonl"}
+        compact = json.dumps(spawn, separators=(",", ":"))
+        rename = json.dumps(
+            {k: spawn[k] for k in ("v", "op", "at", "childId", "child", "name")} | {"op": "rename"},
+            separators=(",", ":"),
+        )
+        return [
+            json.dumps(dict(reversed(list(spawn.items()))), separators=(",", ":")),  # reordered
+            json.dumps(spawn),  # spaces after separators
+            compact.replace('"depth":1', '"depth" : 1'),
+            compact + " ",  # a blank after the object
+            compact + "\r",
+            " " + compact,  # a blank before it
+            compact.replace("/r/s/", "\\/r\\/s\\/"),  # escaped solidus: the same path
+            compact.replace('"spawn"', '"sp\\u0061wn"'),  # an escaped letter in the op
+            compact.replace('"worker-a"', '"w\\u00e9"'),
+            compact.replace('"worker-a"', '"worker-a","name":"worker-b"'),  # a duplicate key
+            compact.replace('{"v":1,', '{"v":1,"depth":7,'),  # duplicate, the last one wins
+            compact.replace('"v":1', '"v":1.0'),
+            compact.replace('"v":1', '"v":"1"'),
+            compact.replace('"depth":1', '"depth":1.0'),
+            compact.replace('"depth":1', '"depth":"1"'),
+            compact.replace('"depth":1', '"depth":1e0'),
+            compact.replace('"depth":1', '"depth":01'),
+            compact.replace('"depth":1', '"depth":-1'),
+            compact.replace(".194Z", ".194+00:00"),
+            compact.replace(".194Z", "Z"),
+            compact.replace("2026-12-02", "2026-02-30"),
+            compact.replace("T11:", "T24:"),
+            compact.replace("2026", "\u0662026"),
+            compact.replace('"sub-9f89a7ec"', '"sub-9f89a7eg"'),
+            rename.replace('"worker-a"', '"' + "n" * 65 + '"'),
+            rename[:-1],  # not closed
+            rename + rename,  # two objects on a line
+            '{"v":1,"op":"delete","at":"2026-12-02T11:14:10.194Z","childId":"sub-9f89a7ec",'
+            '"child":"/r/s/p/sub-9f89a7ec/c.jsonl","reason":"because"}',
+            "",
+            "[]",
+        ]
+
+    def test_batch_and_plain_path_agree_on_odd_lines_between_product_lines(self):
+        good = [
+            line(
+                childId=f"sub-{index:08x}",
+                name=f"w-{index}",
+                at=f"2026-12-02T11:14:{index % 60:02}.{index:03}Z",
+            )
+            for index in range(40)
+        ]
+        odd = self.odd_lines()
+        lines = [meta(os.path.join(self.root, "s"))]
+        for index, item in enumerate(odd):
+            lines += [*good[index % 40 : index % 40 + 3], item]
+        lines += good
+        text = "".join(item + "\n" for item in lines)
+        self.assert_batch_reads_as_plain("odd.jsonl", text)
+        # Torn last lines: complete (a record) and cut (tolerated).
+        self.assert_batch_reads_as_plain("torn-whole.jsonl", text + good[5])
+        torn = self.assert_batch_reads_as_plain("torn-cut.jsonl", text + good[5][:-9])
+        self.assertIn("torn_tail", [f.code for f in torn.findings])
+        # Each odd line alone after the meta, as the only line of its block but one.
+        for number, item in enumerate(odd):
+            self.assert_batch_reads_as_plain(f"odd-{number}.jsonl", f"{lines[0]}\n{item}\n")
+        # After a fatal line, the records of a run of product lines are suspicious too.
+        fatal = self.assert_batch_reads_as_plain(
+            "fatal.jsonl", "".join(item + "\n" for item in [lines[0], *good[:3], "{oops", *good])
+        )
+        self.assertEqual([r.after_fatal for r in fatal.records][-40:], [True] * 40)
+        self.assertFalse(any(r.after_fatal for r in fatal.records[:4]))
+
+    def test_a_string_broken_across_two_lines_is_two_bad_lines_not_one_record(self):
+        # A block with no backslash is matched with the looser regex, whose strings may
+        # hold a newline: two halves of a line must not read as one record.
+        whole = line(childId="sub-9f89a7ec")
+        cut = whole.index("/session-artifacts/")
+        text = f"{meta(self.root)}\n{line()}\n{whole[:cut]}\n{whole[cut:]}\n{line()}\n"
+        parsed = self.assert_batch_reads_as_plain("broken.jsonl", text)
+        self.assertEqual([r.line for r in parsed.records], [1, 2, 5])
+        self.assertEqual(
+            [(f.line, f.code) for f in parsed.findings][:2],
+            [(3, "malformed_json"), (4, "malformed_json")],
+        )
+
+    def test_a_ledger_of_many_blocks_reads_as_plain_with_odd_lines_at_block_ends(self):
+        # Over a megabyte: lines cross the reader's 256 KiB blocks, odd ones scattered.
+        rng = random.Random(20261203)
+        odd = self.odd_lines()
+        lines = [meta(os.path.join(self.root, "s"))]
+        for index in range(4000):
+            lines.append(
+                line(
+                    childId=f"sub-{index:08x}",
+                    child=f"/r/session-artifacts/p/sub-{index:08x}/" + "c" * rng.randrange(200),
+                    at=f"2026-12-02T11:{index // 60 % 60:02}:{index % 60:02}.{index % 1000:03}Z",
+                )
+            )
+            if rng.random() < 0.02:
+                lines.append(rng.choice(odd))
+        parsed = self.assert_batch_reads_as_plain("big.jsonl", "".join(x + "\n" for x in lines))
+        self.assertGreater(parsed.size, 4 * jsonl._CHUNK)
+        self.assertGreaterEqual(len(parsed.records), 4001)
 
     def test_a_child_id_with_a_final_newline_is_malformed(self):
         parsed = ledger.read_ledger(
