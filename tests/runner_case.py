@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
+from dataclasses import dataclass
 
 from shell import procs
 
@@ -72,6 +74,25 @@ def logged_host_pids(result: dict, what: str) -> list[int]:
     return [host_pid(result, pid) for pid in logged_pids(result["run_dir"], what)]
 
 
+@dataclass(frozen=True)
+class SharedRun:
+    """A run several tests read (RunnerTestCase.shared_run): what run_runner returns, and the
+    temp dir it ran in."""
+
+    done: subprocess.CompletedProcess
+    result: dict
+    tmp: str
+
+
+_SHARED_RUNS: dict[tuple, SharedRun] = {}
+
+
+def _forget_shared_runs() -> None:
+    for shared in _SHARED_RUNS.values():
+        shutil.rmtree(shared.tmp, ignore_errors=True)
+    _SHARED_RUNS.clear()
+
+
 class RunnerTestCase(unittest.TestCase):
     def setUp(self) -> None:
         tmp = tempfile.TemporaryDirectory()
@@ -111,6 +132,28 @@ class RunnerTestCase(unittest.TestCase):
         )
         result = json.loads(done.stdout)
         return done, result
+
+    def shared_run(self, model: str, fixture: str = JSON_EVENTS, *extra: str):
+        """run_runner's (done, result) for a run that tests only read, never change: each
+        distinct invocation (and environment) runs once per test process, in a temp dir of its
+        own (`SharedRun.tmp`: the run's cwd, in the place of self.tmp)
+        kept until the module's tests end. A test that writes into its run, or its out dir or
+        agent config, or needs a run of its own, uses run_runner."""
+        key = (model, fixture, extra, tuple(sorted(self.env.items())))
+        if key not in _SHARED_RUNS:
+            if not _SHARED_RUNS:
+                unittest.addModuleCleanup(_forget_shared_runs)
+            tmp = tempfile.mkdtemp(prefix="shared-run-")
+            mine = self.tmp, self.out, self.agent_config
+            self.tmp, self.out = tmp, os.path.join(tmp, "runs")
+            self.agent_config = os.path.join(tmp, "agent-config")
+            os.mkdir(self.agent_config)
+            try:
+                done, result = self.run_runner(model, fixture, *extra)
+            finally:
+                self.tmp, self.out, self.agent_config = mine
+            _SHARED_RUNS[key] = SharedRun(done, result, tmp)
+        return _SHARED_RUNS[key]
 
     def run_dir(self, result: dict) -> str:
         return result["run_dir"]
