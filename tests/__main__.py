@@ -31,6 +31,7 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
 # The slow modules first, slowest first, so none starts last and sets the wall time alone.
 FIRST = (
+    "test_sandbox",
     "test_runner_cheats",
     "test_bad_inputs",
     "test_trials_cluster",
