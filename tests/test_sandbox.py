@@ -496,7 +496,10 @@ class CallersTest(unittest.TestCase):
         watch = callers.RunProcesses((os.getpid(),), product.pid)
         shell = os.path.realpath("/bin/sh")
         for _ in range(100_000):
-            if any(look.exe == shell for look in watch.poll().values()):
+            # The product's own child: a shell left by an earlier test may still be exiting
+            # below this process (a subreaper once a test ran runner.main in process).
+            seen = watch.poll().values()
+            if any(look.exe == shell and look.ppid == product.pid for look in seen):
                 break
         else:
             self.fail("the kernel never showed up running the shell")
