@@ -176,12 +176,38 @@ def without_timings(value):
     return value
 
 
+# What RunSetCase.runner runs on unless told otherwise: json-events of two shards, made by
+# fixtures/generate.py on first use and removed when the module's tests end. What a run set
+# does with its trials does not depend on the fixture's size, and every shard costs every
+# trial a child's processes and model calls.
+TWO_SHARDS = os.path.join(
+    tempfile.gettempdir(), f"swarm-fanout-tests-{os.getpid()}-two-shards", "json-events"
+)
+
+
+def two_shard_fixture() -> str:
+    if not os.path.exists(TWO_SHARDS):
+        out = os.path.dirname(TWO_SHARDS)
+        unittest.addModuleCleanup(shutil.rmtree, out, ignore_errors=True)
+        subprocess.run(
+            [
+                *(sys.executable, os.path.join(ROOT, "fixtures", "generate.py"), "--out", out),
+                *("--shards", "2", "--fixture", "json-events"),
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return TWO_SHARDS
+
+
 class RunSetCase(RunnerTestCase):
     def setUp(self) -> None:
         super().setUp()
         self.env.update(SIMULATED_FLAKY_SEED="11", SIMULATED_FLAKY_P="0.5")
 
-    def runner(self, *args: str, model: str | None = "simulated/flaky", fixture=JSON_EVENTS):
+    def runner(self, *args: str, model: str | None = "simulated/flaky", fixture=TWO_SHARDS):
+        if fixture == TWO_SHARDS:
+            two_shard_fixture()
         argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED]
         argv += ["--out", self.out, "--agent-config", self.agent_config]
         if model:
