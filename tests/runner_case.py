@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
+from dataclasses import dataclass
 
 from shell import procs
 
@@ -72,6 +74,25 @@ def logged_host_pids(result: dict, what: str) -> list[int]:
     return [host_pid(result, pid) for pid in logged_pids(result["run_dir"], what)]
 
 
+@dataclass(frozen=True)
+class SharedRun:
+    """A run several tests read (RunnerTestCase.shared_run): what run_runner returns, and the
+    temp dir it ran in."""
+
+    done: subprocess.CompletedProcess
+    result: dict
+    tmp: str
+
+
+_SHARED_RUNS: dict[tuple, SharedRun] = {}
+
+
+def _forget_shared_runs() -> None:
+    for shared in _SHARED_RUNS.values():
+        shutil.rmtree(shared.tmp, ignore_errors=True)
+    _SHARED_RUNS.clear()
+
+
 class RunnerTestCase(unittest.TestCase):
     def setUp(self) -> None:
         tmp = tempfile.TemporaryDirectory()
@@ -112,6 +133,28 @@ class RunnerTestCase(unittest.TestCase):
         result = json.loads(done.stdout)
         return done, result
 
+    def shared_run(self, model: str, fixture: str = JSON_EVENTS, *extra: str):
+        """run_runner's (done, result) for a run that tests only read, never change: each
+        distinct invocation (and environment) runs once per test process, in a temp dir of its
+        own (`SharedRun.tmp`: the run's cwd, in the place of self.tmp)
+        kept until the module's tests end. A test that writes into its run, or its out dir or
+        agent config, or needs a run of its own, uses run_runner."""
+        key = (model, fixture, extra, tuple(sorted(self.env.items())))
+        if key not in _SHARED_RUNS:
+            if not _SHARED_RUNS:
+                unittest.addModuleCleanup(_forget_shared_runs)
+            tmp = tempfile.mkdtemp(prefix="shared-run-")
+            mine = self.tmp, self.out, self.agent_config
+            self.tmp, self.out = tmp, os.path.join(tmp, "runs")
+            self.agent_config = os.path.join(tmp, "agent-config")
+            os.mkdir(self.agent_config)
+            try:
+                done, result = self.run_runner(model, fixture, *extra)
+            finally:
+                self.tmp, self.out, self.agent_config = mine
+            _SHARED_RUNS[key] = SharedRun(done, result, tmp)
+        return _SHARED_RUNS[key]
+
     def run_dir(self, result: dict) -> str:
         return result["run_dir"]
 
@@ -133,12 +176,38 @@ def without_timings(value):
     return value
 
 
+# What RunSetCase.runner runs on unless told otherwise: json-events of two shards, made by
+# fixtures/generate.py on first use and removed when the module's tests end. What a run set
+# does with its trials does not depend on the fixture's size, and every shard costs every
+# trial a child's processes and model calls.
+TWO_SHARDS = os.path.join(
+    tempfile.gettempdir(), f"swarm-fanout-tests-{os.getpid()}-two-shards", "json-events"
+)
+
+
+def two_shard_fixture() -> str:
+    if not os.path.exists(TWO_SHARDS):
+        out = os.path.dirname(TWO_SHARDS)
+        unittest.addModuleCleanup(shutil.rmtree, out, ignore_errors=True)
+        subprocess.run(
+            [
+                *(sys.executable, os.path.join(ROOT, "fixtures", "generate.py"), "--out", out),
+                *("--shards", "2", "--fixture", "json-events"),
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return TWO_SHARDS
+
+
 class RunSetCase(RunnerTestCase):
     def setUp(self) -> None:
         super().setUp()
         self.env.update(SIMULATED_FLAKY_SEED="11", SIMULATED_FLAKY_P="0.5")
 
-    def runner(self, *args: str, model: str | None = "simulated/flaky", fixture=JSON_EVENTS):
+    def runner(self, *args: str, model: str | None = "simulated/flaky", fixture=TWO_SHARDS):
+        if fixture == TWO_SHARDS:
+            two_shard_fixture()
         argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED]
         argv += ["--out", self.out, "--agent-config", self.agent_config]
         if model:

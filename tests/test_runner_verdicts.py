@@ -22,7 +22,8 @@ from tests.runner_case import (
 
 class ResolvedRunTest(RunnerTestCase):
     def test_oracle_fan_out_resolves_with_exit_0(self):
-        done, result = self.run_runner("simulated/oracle")
+        shared = self.shared_run("simulated/oracle")
+        done, result = shared.done, shared.result
         self.assertEqual(done.returncode, 0, done.stderr.decode())
         self.assertTrue(result["resolved"])
         self.assertTrue(result["simulated"])
@@ -34,29 +35,32 @@ class ResolvedRunTest(RunnerTestCase):
         self.assertEqual(result["reasons"], [])
 
     def test_csv_fixture_resolves_too(self):
-        done, result = self.run_runner("simulated/oracle", CSV_METRICS)
+        shared = self.shared_run("simulated/oracle", CSV_METRICS)
+        done, result = shared.done, shared.result
         self.assertEqual(done.returncode, 0)
         self.assertTrue(result["resolved"])
 
     def test_stdout_is_only_the_result_json_and_result_file_holds_the_same(self):
-        done, result = self.run_runner("simulated/oracle")
+        shared = self.shared_run("simulated/oracle")
+        done, result = shared.done, shared.result
         with open(os.path.join(self.run_dir(result), "result.json"), encoding="utf-8") as handle:
             self.assertEqual(json.load(handle), result)
         self.assertTrue(done.stdout.decode().lstrip().startswith("{"))
         self.assertIn(b"8 spawns, 8 replies", done.stderr)
 
     def test_stderr_ends_with_one_line_that_sums_the_verdict_up(self):
-        done, result = self.run_runner("simulated/oracle")
+        shared = self.shared_run("simulated/oracle")
+        done, result = shared.done, shared.result
         last = done.stderr.decode().splitlines()[-1]
         self.assertTrue(last.startswith("runner.py: resolved (exit 0); coverage ok"), last)
         turns = result["verdict"]["efficiency"]["total_turns"]
         self.assertIn(f"; {turns} model calls, ", last)
         where = os.path.join(self.run_dir(result), "result.json")
-        near = os.path.relpath(where, os.path.realpath(self.tmp))
+        near = os.path.relpath(where, os.path.realpath(shared.tmp))
         self.assertTrue(last.endswith(f"; result in {near}"), last)
 
     def test_daemon_is_shut_down_over_its_own_socket(self):
-        _, result = self.run_runner("simulated/oracle")
+        result = self.shared_run("simulated/oracle").result
         shutdown = result["cleanup"]["daemon_shutdown"]
         self.assertTrue(shutdown["success"])
         self.assertTrue(shutdown["exited"])
@@ -162,7 +166,8 @@ class UndistinctiveAnswersTest(RunnerTestCase):
     def test_the_generated_fixtures_draw_no_such_warning(self):
         for fixture in (JSON_EVENTS, CSV_METRICS):
             with self.subTest(fixture=os.path.basename(fixture)):
-                done, result = self.run_runner("simulated/oracle", fixture)
+                shared = self.shared_run("simulated/oracle", fixture)
+                done, result = shared.done, shared.result
                 self.assertEqual(done.returncode, 0, done.stderr.decode())
                 self.assertEqual(self.warnings_named(result), [])
                 self.assertNotIn(b"warning:", done.stderr)
@@ -231,7 +236,8 @@ class InjectedFailureTest(RunnerTestCase):
         self.assertIs(result["failure_accounted"], False)
 
     def test_a_run_with_no_failure_injected_says_nothing_of_accounting(self):
-        done, result = self.run_runner("simulated/oracle")
+        shared = self.shared_run("simulated/oracle")
+        done, result = shared.done, shared.result
         self.assertNotIn("failure_accounted", result)
         self.assertNotIn(b"injected failure", done.stderr)
 
