@@ -132,8 +132,9 @@ def last_write_of(parent: Transcript, artifact: str) -> int | None:
 
 def _witnessed_order(run: RunArtifacts, reply_line: int) -> str | None:
     """In a witnessed run that saw both: why the runner saw the answer file's final content
-    on disk at a poll before the one that first found the reply, or "" when it saw it
-    after (evidence/witness.py sightings). None: the witness cannot order them."""
+    on disk at a poll before the one that first found the reply, or "" when it first saw it
+    at a later poll than the reply (evidence/witness.py sightings). None: the witness cannot
+    order them, because it saw neither or both appear between the same two polls."""
     if run.witness is None or run.parent is None or run.artifact_sha256 is None:
         return None
     name = os.path.basename(run.parent.path)
@@ -143,7 +144,7 @@ def _witnessed_order(run: RunArtifacts, reply_line: int) -> str | None:
         if item.get("what") == "answer_content" and item.get("sha256") == run.artifact_sha256
     ]
     reply = [
-        float(item.get("before") or 0)
+        (float(item.get("before") or 0), float(item.get("seen") or 0))
         for item in run.witness.sightings
         if item.get("what") == "reply"
         and item.get("file") == name
@@ -151,11 +152,15 @@ def _witnessed_order(run: RunArtifacts, reply_line: int) -> str | None:
     ]
     if not content or not reply:
         return None
-    if min(content) <= min(reply):
+    content_seen = min(content)
+    reply_before, reply_seen = min(reply)
+    if content_seen <= reply_before:
         return (
-            f"the runner saw the answer file's final content at {min(content):.3f}, before the "
-            f"reply (line {reply_line}) had appeared (not there at {min(reply):.3f})"
+            f"the runner saw the answer file's final content at {content_seen:.3f}, before the "
+            f"reply (line {reply_line}) had appeared (not there at {reply_before:.3f})"
         )
+    if content_seen <= reply_seen:
+        return None  # both appeared between the same two polls: the order is not seen
     return ""
 
 

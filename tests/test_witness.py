@@ -461,6 +461,38 @@ class WitnessedRunTest(unittest.TestCase):
         self.assertEqual(self.codes(unwitnessed), ["answer_written_before_reply"])
         self.assertTrue(self.verdict(self.witness()).resolved)
 
+    def reply_window(self, index: int) -> dict:
+        return sorted(
+            (s for s in self.sightings() if s["what"] == "reply"), key=lambda s: s["line"]
+        )[index]
+
+    def test_a_final_index_seen_in_the_same_poll_as_the_reply_is_ordered_by_the_transcript(self):
+        # The witness cannot order what appeared between the same two polls: the parent's
+        # own record decides, and here its cell wrote the final index before the replies.
+        children = self.build.fan_out(FIXTURE, reply=False)
+        with self.build.cell("Path('combined-index.md').write_text(TEXT)", "Writing the index."):
+            self.build.correct_index(FIXTURE)
+        for shard in FIXTURE.shards:
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+        self.build.finish()
+        same_poll = self.reply_window(0)["seen"]
+        verdict = self.verdict(self.witness(self.sightings(answer_at=same_poll)))
+        by_shard = {reason.shard: reason for reason in verdict.reasons}
+        self.assertEqual({r.code for r in by_shard.values()}, {"answer_written_before_reply"})
+        self.assertEqual(len(by_shard), 3)
+        # Judged on the transcript: the poll that found the reply found the index too.
+        self.assertIn("last call writing", by_shard[FIXTURE.shards[0].file].message)
+
+    def test_a_final_index_written_after_the_reply_and_seen_in_its_poll_is_fine(self):
+        children = self.build.fan_out(FIXTURE, reply=False)
+        for shard in FIXTURE.shards:
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+        with self.build.cell("Path('combined-index.md').write_text(TEXT)", "Writing the index."):
+            self.build.correct_index(FIXTURE)
+        self.build.finish()
+        same_poll = self.reply_window(-1)["seen"]
+        self.assertTrue(self.verdict(self.witness(self.sightings(answer_at=same_poll))).resolved)
+
     def test_a_draft_seen_early_and_the_final_content_after_the_replies_is_fine(self):
         self.honest_run()
         sightings = self.sightings()
