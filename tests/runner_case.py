@@ -30,6 +30,9 @@ DAEMON_LOGGED_AS = {"oneshot": "supervisor", "resident": "daemon"}
 # daemon's shutdown and once between SIGTERM and SIGKILL, so the tests keep it short. A
 # daemon still gets 0.5 s to answer shutdown: the one that never answers costs that.
 GRACE = ("--grace", "0.1")
+# --timeout for the runs that hang until it: long enough that the agent has spawned every
+# child (or been admitted) before it, with two CPU-bound processes beside the suite.
+HANG_TIMEOUT = ("--timeout", "5")
 
 
 def process_gone(pid: int) -> bool:

@@ -18,6 +18,7 @@ from shell import rundir
 from tests.runner_case import (
     DAEMON_LOGGED_AS,
     GRACE,
+    HANG_TIMEOUT,
     JSON_EVENTS,
     RunnerTestCase,
     live_host_pid,
@@ -30,7 +31,7 @@ from tests.runner_case import (
 
 class HygieneTest(RunnerTestCase):
     def test_hanging_agent_is_ended_at_the_timeout_and_still_scored(self):
-        done, result = self.run_runner("simulated/hang", JSON_EVENTS, "--timeout", "1", *GRACE)
+        done, result = self.run_runner("simulated/hang", JSON_EVENTS, *HANG_TIMEOUT, *GRACE)
         self.assertEqual(done.returncode, 1)
         self.assertTrue(result["agent"]["timed_out"])
         # The CLI's own exit status: ended by the runner's SIGTERM (it obeys it).
@@ -39,7 +40,7 @@ class HygieneTest(RunnerTestCase):
         self.assertEqual(self.codes(result)[0], "timeout")
         # The root cause first on the verdict line, before the receipts it cost.
         self.assertIn(b"; reasons: timeout, ", done.stderr)
-        self.assertRegex(done.stderr, rb"runner\.py: timed out after \d+s of 1s: 8 spawns")
+        self.assertRegex(done.stderr, rb"runner\.py: timed out after \d+s of 5s: 8 spawns")
         self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
         grandchildren = logged_host_pids(result, "grandchild")
         self.assertEqual(len(grandchildren), 1)

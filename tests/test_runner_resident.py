@@ -13,6 +13,7 @@ import unittest
 from tests.runner_case import (
     CSV_METRICS,
     GRACE,
+    HANG_TIMEOUT,
     JSON_EVENTS,
     SIMULATED,
     RunnerTestCase,
@@ -82,7 +83,7 @@ class ResidentDriveTest(RunnerTestCase):
 
     def test_hanging_resident_session_is_ended_at_the_timeout(self):
         done, result = self.run_runner(
-            "simulated/hang", JSON_EVENTS, "--drive", "resident", "--timeout", "1", *GRACE
+            "simulated/hang", JSON_EVENTS, "--drive", "resident", *HANG_TIMEOUT, *GRACE
         )
         self.assertEqual(done.returncode, 1)
         self.assertEqual(self.codes(result)[0], "timeout")

@@ -25,7 +25,7 @@ from unittest import mock
 import runner
 from shell import callers, sandbox
 from simulated.run import BEHAVIOURS
-from tests.runner_case import GRACE, JSON_EVENTS, ROOT, RunnerTestCase
+from tests.runner_case import GRACE, HANG_TIMEOUT, JSON_EVENTS, ROOT, RunnerTestCase
 
 AVAILABLE = sandbox.availability()
 needs_bwrap = unittest.skipUnless(AVAILABLE.usable, f"no sandbox here: {AVAILABLE.problem}")
@@ -161,7 +161,7 @@ class SameVerdictsTest(RunnerTestCase):
         cls.fixture = os.path.join(fixtures.name, "json-events")
 
     def verdict(self, behaviour: str, drive: str, sandbox_flag: str) -> tuple:
-        extra = ["--timeout", "1"] if behaviour == "hang" else []
+        extra = list(HANG_TIMEOUT) if behaviour == "hang" else []
         # early-index is caught by the order in which the runner's witness, polling, saw the
         # index and the first reply: on two shards the replies can come within the same poll
         # as the index, and the witness then takes the index for the later of the two.
