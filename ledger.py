@@ -24,7 +24,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from evidence.jsonl import Finding, _second_ms, iso_to_ms, iter_objects, text_field
+from evidence.jsonl import Finding, iso_to_ms, iter_objects, second_ms, text_field
 
 # The product rejects a ledger over these limits (§4 "Strictness"); the harness
 # keeps reading up to twice the size so it can still report what is there.
@@ -450,7 +450,7 @@ def _product_lines_reader(path: str, strings: dict[str, str]):
     strict, clean = _PRODUCT_LINES.match, _PRODUCT_LINES_IN_CLEAN_TEXT.match
     intern = strings.setdefault
     new = tuple.__new__
-    second_ms = _second_ms
+    second_of = second_ms
     block: list = [None, strict]  # the text last seen, and the matcher it allows
 
     def run(match, text: str, pos: int, number: int) -> tuple[list, int, int]:
@@ -475,7 +475,7 @@ def _product_lines_reader(path: str, strings: dict[str, str]):
                 op = "delete"
                 _, at, second, millis, child_id, child, reason = groups[16:23]
                 parent = depth = name = None
-            at_ms = second_ms(second)
+            at_ms = second_of(second)
             at_ms = iso_to_ms(at) if at_ms is None else at_ms + int(millis)
             append(
                 new(

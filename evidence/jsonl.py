@@ -457,7 +457,7 @@ def iso_to_ms(value: object) -> int | None:
     if len(value) == 24 and value[19] == "." and value[23] == "Z":
         # The product's own shape, parsed by slicing with the second cached: a
         # ledger can hold 100 000 of them, most sharing their second with another.
-        second = _second_ms(value[:19])
+        second = second_ms(value[:19])
         millis = value[20:23]
         if second is not None and millis.isascii() and millis.isdigit():
             return second + int(millis)
@@ -472,7 +472,7 @@ def iso_to_ms(value: object) -> int | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _second_ms(text: str) -> int | None:
+def second_ms(text: str) -> int | None:
     """`YYYY-MM-DDTHH:MM:SS` in UTC as epoch ms, or None for anything else."""
     digits = text[:4] + text[5:7] + text[8:10] + text[11:13] + text[14:16] + text[17:19]
     shape = text[4] + text[7] + text[10] + text[13] + text[16]
