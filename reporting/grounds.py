@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from evidence.artifacts import RunArtifacts, relative, transcripts_by_path
 from evidence.number_tokens import INTEGER, TOKEN
+from evidence.runpaths import RunPaths
 from reporting.conversations import Conversation, shown
 from reporting.render import Cell
 from rules.answers import parse_answer_lines
@@ -115,7 +116,11 @@ def grounds_of(
         tasks=tasks,
         ends=ends,
         spawns=spawns,
-        answer_file=f"repo/{artifact}" if artifact and run.artifact_text is not None else None,
+        answer_file=(
+            relative(root, RunPaths.of(root).artifact(artifact))
+            if artifact and run.artifact_text is not None
+            else None
+        ),
         answer_lines=answer_lines,
         last_write=last_write_of(parent, artifact) if parent and artifact else None,
         kernel_error=kernel_error,
