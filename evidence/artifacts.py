@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 import ledger
 from evidence.jsonl import (
+    UNREAD,
     Finding,
     dict_field,
     iso_to_ms,
     iter_objects,
+    layout_of,
     read_json_object,
     read_text,
     text_field,
@@ -371,6 +373,27 @@ STREAM_WANTED = (
     (b"rlm_child_update",),
     (b"turn_end", b"assistant"),
 )
+# In the product's own layout (type first, §7) most lines are decided by their first bytes:
+# the types read_stream never needs are skipped without a look for the markers above, as
+# are the ends of messages that are not the assistant's; of a turn_end only its message is
+# parsed, not the tool results that follow it (a tenth of the stream's bytes).
+STREAM_LAYOUT = layout_of(
+    (
+        "message_start",
+        "message_update",
+        "tool_execution_update",
+        "tool_execution_end",
+        "agent_start",
+        "agent_end",
+        "turn_start",
+        "session_action_update",
+    ),
+    skip_starts=tuple(
+        f'{{"type":"message_end","message":{{"role":"{role}",'
+        for role in ("user", "toolResult", "custom")
+    ),
+    heads=('{"type":"turn_end","message":', '{"type":"rlm_child_update","child":'),
+)
 
 
 # How far back a turn_end's cells are looked for among those its tool_execution_start events
@@ -390,9 +413,11 @@ def read_stream(path: str) -> Stream | None:
     response_ids: list[str] = []
     tool_call_ids: list[str] = []
     child_ids: set[str] = set()
-    for line in iter_objects(path, findings, wanted=STREAM_WANTED):
+    for line in iter_objects(path, findings, wanted=STREAM_WANTED, layout=STREAM_LAYOUT):
         events += 1
         record = line.record
+        if record is UNREAD:
+            continue
         kind = record.get("type")
         if line.number == 1 and kind == "session":
             header_id = text_field(record, "id")

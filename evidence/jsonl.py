@@ -50,6 +50,38 @@ Batch = Callable[[str, int, int], tuple[list, int, int]]
 
 # Groups of byte strings: a line is wanted when it holds every one of some group.
 Wanted = tuple[tuple[bytes, ...], ...]
+
+
+class Layout(NamedTuple):
+    """What a caller of `iter_objects(wanted=...)` knows of its file's own layout, to skip
+    most lines on their first bytes alone (see `_wanted_lines`).
+
+    `skip`: line starts, each the object's first key and its whole value with the byte
+    after it (`{"type":"message_update",`), of lines the caller never needs. `heads`: line
+    starts, each ending in a key's colon (`{"type":"turn_end","message":`), of lines of
+    which the caller needs only that key's value: the value is parsed, the rest not.
+    """
+
+    skip: tuple[bytes, ...] = ()
+    heads: tuple[bytes, ...] = ()
+
+
+NO_LAYOUT = Layout()
+
+
+def layout_of(
+    skip_types: tuple[str, ...], skip_starts: tuple[str, ...] = (), heads: tuple[str, ...] = ()
+) -> Layout:
+    """A `Layout` for objects whose first key is `type` (the product's own order, §7):
+    `skip_types` are type values never needed; `skip_starts` and `heads` are line starts
+    as `Layout.skip` and `Layout.heads`."""
+    starts = [start.encode() for start in skip_starts]
+    for kind in skip_types:
+        first = json.dumps({"type": kind}, separators=(",", ":"))[:-1].encode()
+        starts += [first + b",", first + b"}"]
+    return Layout(tuple(starts), tuple(head.encode() for head in heads))
+
+
 # The record of a line skipped unread (see `iter_objects`): it has no fields.
 UNREAD: Any = MappingProxyType({})
 # Set only by tests/test_prefilter.py, to hold the reading that skips lines to the plain one.
@@ -78,6 +110,7 @@ def iter_objects(
     shortcut: Shortcut | None = None,
     batch: Batch | None = None,
     wanted: Wanted | None = None,
+    layout: Layout = NO_LAYOUT,
 ) -> Iterator[Line]:
     """Yield every line of a JSONL file that decodes to a JSON object.
 
@@ -103,7 +136,8 @@ def iter_objects(
 
     `wanted`, when given, lets a caller that needs only some records skip the rest
     unread (see `_wanted_lines`): such a line yields `UNREAD` as its record, and is
-    neither decoded nor parsed, so nothing about it is a finding.
+    neither decoded nor parsed, so nothing about it is a finding. `layout` (with `wanted`)
+    skips or half-reads lines by their first bytes.
     """
     name = label or path
     if PARSE_EVERY_LINE:
@@ -155,7 +189,7 @@ def iter_objects(
             if wanted is None:
                 number = yield from _block_lines(block, number, name, findings, shortcut, batch)
             else:
-                number = yield from _wanted_lines(block, number, name, findings, wanted)
+                number = yield from _wanted_lines(block, number, name, findings, wanted, layout)
             if ended and not too_long:
                 return
             if too_long:
@@ -269,7 +303,14 @@ def _ascii_escape_in(block: bytes, start: int, end: int) -> bool:
     return escape >= 0 and find(_ASCII_ESCAPE, escape, end) >= 0
 
 
-def _wanted_lines(block: bytes, number: int, name: str, findings: list[Finding], wanted: Wanted):
+def _wanted_lines(
+    block: bytes,
+    number: int,
+    name: str,
+    findings: list[Finding],
+    wanted: Wanted,
+    layout: Layout = NO_LAYOUT,
+):
     """`_block_lines` for a caller that needs only the records whose line holds every
     byte string of one group of `wanted`: every other line is skipped unread.
 
@@ -280,11 +321,19 @@ def _wanted_lines(block: bytes, number: int, name: str, findings: list[Finding],
     line with no such escape holds a value such as `message_end` only if it holds its
     bytes. The test is conclusive whatever the order, spacing or repetition of keys.
 
+    Most lines of the product's own files are decided sooner, by `layout`: a line that
+    starts with one of its `skip` starts is skipped, and one that starts with one of its
+    `heads` yields an object of the head's keys with only the last key's value parsed
+    (`_head_record`). These rest on the line's first key: a JSON object's later duplicate
+    of that key (which `json.loads` would take instead) is not looked for. The product
+    writes no duplicate keys; the markers above, for every other line, do not care.
+
     What is still read and reported as today: the file's first line, its torn last
     line, a line that does not start with `{"` and end with `}` (blank lines, garbage,
     NUL bytes, a value that is no object), and every line of a block that is not valid
     UTF-8 (the block goes the plain way). What is no longer checked: that a skipped
-    line, which looks like an object and is valid UTF-8, is well-formed JSON.
+    line, which looks like an object and is valid UTF-8, is well-formed JSON, nor the
+    rest of a half-read line after its value.
     """
     if not block.isascii():
         try:
@@ -292,6 +341,9 @@ def _wanted_lines(block: bytes, number: int, name: str, findings: list[Finding],
         except UnicodeDecodeError:
             return (yield from _block_lines(block, number, name, findings, None))
     find = block.find
+    startswith = block.startswith
+    skip, heads = layout
+    scan = _SCAN
     new = tuple.__new__
     length = len(block)
     pos = 0
@@ -301,10 +353,22 @@ def _wanted_lines(block: bytes, number: int, name: str, findings: list[Finding],
         read = (
             number == 0
             or newline < 0
-            or not block.startswith(_OBJECT_START, pos)
+            or not startswith(_OBJECT_START, pos)
             or block[end - 1] != _CLOSE
         )
         if not read:
+            if skip and startswith(skip, pos):
+                number += 1
+                yield new(Line, (number, UNREAD, False))
+                pos = end + 1
+                continue
+            if heads and startswith(heads, pos):
+                record = _head_record(block, pos, end, heads)
+                if record is not None:
+                    number += 1
+                    yield new(Line, (number, record, False))
+                    pos = end + 1
+                    continue
             read = _ascii_escape_in(block, pos, end)
         if not read:
             for group in wanted:
@@ -315,12 +379,60 @@ def _wanted_lines(block: bytes, number: int, name: str, findings: list[Finding],
                     read = True
                     break
         if read:
-            number = yield from _block_lines(block[pos : end + 1], number, name, findings, None)
+            # Most read lines are one object: parsed here, without a generator a line; the
+            # rest (the first line, a torn tail, anything else) go the plain way.
+            record = None
+            if number and newline >= 0:
+                text = block[pos:end].decode("utf-8")
+                try:
+                    record, stop = scan(text, 0)
+                except (StopIteration, ValueError, RecursionError):
+                    record = None
+                if record.__class__ is not dict or stop != len(text):
+                    record = None
+            if record is None:
+                number = yield from _block_lines(block[pos : end + 1], number, name, findings, None)
+            else:
+                number += 1
+                yield new(Line, (number, record, False))
         else:
             number += 1
             yield new(Line, (number, UNREAD, False))
         pos = end + 1
     return number
+
+
+def _head_record(block: bytes, pos: int, end: int, heads: tuple[bytes, ...]) -> dict | None:
+    """The object of a line that starts with one of `heads`: the head's keys, the last one's
+    value parsed from the line and nothing after it; None when that value is no JSON value
+    followed by `,` or `}` (the line is then read whole)."""
+    for head in heads:
+        if block.startswith(head, pos):
+            break
+    template = _head_template(head)
+    if template is None:
+        return None
+    text = block[pos:end].decode("utf-8")
+    try:
+        value, stop = _SCAN(text, len(head))
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if text[stop : stop + 1] not in (",", "}"):
+        return None
+    record = dict(template)
+    record[next(reversed(template))] = value
+    return record
+
+
+@functools.lru_cache(maxsize=16)
+def _head_template(head: bytes) -> dict | None:
+    """The keys a head holds, the last one's value None: `{"type":"turn_end","message":`
+    gives {"type": "turn_end", "message": None}."""
+    try:
+        template = json.loads(head + b"null}")
+    except ValueError:
+        return None
+    return template if isinstance(template, dict) and template else None
 
 
 def open_regular(path: str, name: str, findings: list[Finding]):

@@ -18,6 +18,7 @@ of a few numbers (those the answer file holds), over every tool result of a run:
 from __future__ import annotations
 
 import re
+from json.decoder import scanstring
 
 INTEGER = re.compile(r"^[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)$")
 TOKEN = re.compile(r"[\w.,+-]+")
@@ -85,10 +86,7 @@ class Interest:
         elif _OTHER_DIGIT.search(text):
             return frozenset(numbers_in(text) & self.numbers)
         runs = set(text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS).split())
-        hits = set(self._keys.intersection(runs))
-        for run in runs:
-            if run[:1] == b"0" and run.lstrip(b"0") in self._stripped_keys:
-                hits.add(run)
+        hits = self._hits(runs)
         if not hits:
             return frozenset()
         found = set()
@@ -105,6 +103,45 @@ class Interest:
                         found.add(value)
                 at = text.find(key, at + 1)
         return frozenset(found)
+
+    def numbers_in_json(self, source: str, start: int, end: int) -> frozenset[int]:
+        """`numbers_in` of the JSON string whose source between its quotes is
+        `source[start:end]`, decoding it only when it may hold a number of interest.
+
+        Why a source can be judged undecoded: an escape other than `\\uXXXX` is a backslash
+        and a letter or a sign (`\\n`, `\\"`, `\\/`), never a digit, so the runs of
+        ASCII digits of an ASCII source with no `\\u` are those of its decoded text; with
+        none of the runs `numbers_in` looks for, the text holds none of the numbers. A
+        source that could (or that fails to decode: a line written by no JSON encoder) is
+        decoded, or read as it stands.
+        """
+        if not self.numbers or start >= end:
+            return frozenset()
+        find = source.find
+        # str.isascii is a flag of the string, not a scan.
+        if source.isascii() and find("\\u", start, end) < 0:
+            for digit in _ASCII_DIGITS:
+                if find(digit, start, end) >= 0:
+                    break
+            else:
+                return frozenset()
+            runs = set(source[start:end].encode().translate(_DIGIT_RUNS).split())
+            if not self._hits(runs):
+                return frozenset()
+        body = source[start:end]
+        try:
+            text = scanstring(body + '"', 0)[0]
+        except ValueError:
+            text = body
+        return self.numbers_in(text)
+
+    def _hits(self, runs: set[bytes]) -> set[bytes]:
+        """The runs of digits that may be one of the numbers (see the class)."""
+        hits = set(self._keys.intersection(runs))
+        for run in runs:
+            if run[:1] == b"0" and run.lstrip(b"0") in self._stripped_keys:
+                hits.add(run)
+        return hits
 
 
 def _token_start(text: str, at: int) -> int:

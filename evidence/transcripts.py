@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -255,9 +256,111 @@ def read_transcript(
     (the answer file's writers among them)."""
     findings: list[Finding] = []
     acc = _TranscriptAccumulator(path, canon or ledger.Canon(), interest, artifact)
-    for line in iter_objects(path, findings):
+    for line in iter_objects(path, findings, shortcut=sparse_tool_result):
         acc.add(line.number, line.record, findings)
     return acc.result(findings)
+
+
+# A tool result's output is most of a transcript's bytes, and the product writes it twice
+# (`content` and `details.stdout`, §5); the reader needs of it only whether it shows a
+# number of interest. So a toolResult line of at least SPARSE_MIN_CHARS is parsed with its
+# strings of at least LONG_STRING_CHARS left out, found by their quotes (memchr) and not
+# decoded; `numbers_in_json` reads the output's own source. Past MAX_ESCAPED_QUOTES escaped
+# quotes in one line the quote walk costs more than it saves: such a line is parsed whole.
+SPARSE_MIN_CHARS = 8192
+LONG_STRING_CHARS = 1024
+MAX_ESCAPED_QUOTES = 256
+# What stands for the k-th string left out: "\x00" and k. A line with a `\u0000` escape is
+# parsed whole, and a raw NUL fails the parse, so no string of the line itself starts so.
+LEFT_OUT = "\x00"
+
+
+class SparseRecord(dict):
+    """A toolResult entry parsed with its long strings left out (`sparse_tool_result`).
+
+    Only the output's texts are left out: each `content` part's text and the string values
+    of `details` (stdout, stderr). `body(value)` gives such a value's JSON source."""
+
+    __slots__ = ("source", "spans")
+
+    def body(self, value: object) -> tuple[str, int, int] | None:
+        """Where a left-out value's source is: (text, start, end); None for any other."""
+        if value.__class__ is not str or not value.startswith(LEFT_OUT):
+            return None
+        start, end = self.spans[int(value[1:])]
+        return self.source, start, end
+
+
+def sparse_tool_result(text: str, start: int, end: int, number: int) -> SparseRecord | None:
+    """A `jsonl` shortcut: the record of a long toolResult line, parsed without its
+    output's long strings; None for any other line (it is parsed whole).
+
+    What the plain parse would check and this does not: that a left-out string holds no
+    raw control character and no invalid escape (a JSON encoder writes neither).
+    """
+    if end - start < SPARSE_MIN_CHARS or text.find('"role":"toolResult"', start, start + 512) < 0:
+        return None
+    find = text.find
+    pieces: list[str] = []
+    spans: list[tuple[int, int]] = []
+    escaped = 0
+    pos = last = start
+    while True:
+        quote = find('"', pos, end)
+        if quote < 0:
+            break
+        close = find('"', quote + 1, end)
+        while close > 0 and text[close - 1] == "\\":
+            # An odd run of backslashes before it escapes the quote: the string goes on.
+            back = close - 1
+            while text[back - 1] == "\\":
+                back -= 1
+            if (close - back) % 2 == 0:
+                break
+            escaped += 1
+            if escaped > MAX_ESCAPED_QUOTES:
+                return None
+            close = find('"', close + 1, end)
+        if close < 0:
+            return None
+        if close - quote > LONG_STRING_CHARS:
+            pieces += (text[last : quote + 1], f"\\u0000{len(spans)}")
+            spans.append((quote + 1, close))
+            last = close
+        pos = close + 1
+    if not spans:
+        return None
+    pieces.append(text[last:end])
+    # A `\u0000` escape of the line's own could spell a stand-in: such a line is read whole.
+    if any("\\u0000" in piece for piece in pieces[::2]):
+        return None
+    try:
+        record = json.loads("".join(pieces))
+    except (ValueError, RecursionError):
+        return None
+    message = record.get("message") if record.__class__ is dict else None
+    if (
+        record.__class__ is not dict
+        or record.get("type") != "message"
+        or message.__class__ is not dict
+        or message.get("role") != "toolResult"
+        or message.get("isError") is True
+    ):
+        return None
+    sparse = SparseRecord(record)
+    sparse.source, sparse.spans = text, spans
+    # Every string left out must be one of the output's texts, else the line is read whole.
+    content = message.get("content")
+    details = message.get("details")
+    left_out = sum(
+        sparse.body(part.get("text")) is not None
+        for part in (content if content.__class__ is list else ())
+        if part.__class__ is dict
+    ) + sum(
+        sparse.body(value) is not None
+        for value in (details.values() if details.__class__ is dict else ())
+    )
+    return sparse if left_out == len(spans) else None
 
 
 # How prime-agent v0.8.0 words an ipython call's result when it could not set up the
@@ -284,6 +387,12 @@ def kernel_error(message: dict) -> str | None:
 
 def of_interest(text: str, interest: frozenset[int]) -> frozenset[int]:
     return _interest(interest).numbers_in(text) if interest else frozenset()
+
+
+def of_interest_json(source: str, start: int, end: int, interest: frozenset[int]) -> frozenset[int]:
+    """`of_interest` of the JSON string whose source between its quotes is
+    `source[start:end]`."""
+    return _interest(interest).numbers_in_json(source, start, end) if interest else frozenset()
 
 
 @functools.lru_cache(maxsize=8)
@@ -452,7 +561,7 @@ class _TranscriptAccumulator:
         elif paths.named:
             self._note_call(ToolCallFacts(number, None, frozenset(), paths.named, paths.written))
 
-    def _note_result(self, number: int, message: dict, sent: list) -> None:
+    def _note_result(self, number: int, record: dict, message: dict, sent: list) -> None:
         """Numbers a call's own result showed: what it printed, and the messages it sent
         (the product records them in the result's details), less what its arguments typed."""
         call = self.typed.pop(text_field(message, "toolCallId") or "", None)
@@ -461,9 +570,22 @@ class _TranscriptAccumulator:
         line, typed, paths = call
         shown: frozenset[int] = frozenset()
         if self.interest:
-            texts = [_content_text(message)]
-            texts += [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
-            shown = of_interest("\n".join(texts), self.interest) - typed
+            # Text by text: no token spans two texts (a newline joined them before).
+            texts = [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
+            found: set[int] = set()
+            content = message.get("content")
+            if isinstance(content, str):
+                texts.append(content)
+            for part in content if isinstance(content, list) else ():
+                text = part.get("text") if isinstance(part, dict) else None
+                body = record.body(text) if record.__class__ is SparseRecord else None
+                if body is not None:
+                    found |= of_interest_json(*body, self.interest)
+                elif isinstance(text, str):
+                    texts.append(text)
+            for text in texts:
+                found |= of_interest(text, self.interest)
+            shown = frozenset(found) - typed
         if shown or paths.named:
             self._note_call(ToolCallFacts(line, number, shown, paths.named, paths.written))
 
@@ -493,7 +615,7 @@ class _TranscriptAccumulator:
             self.kernel_error = kernel_error(message)
         sent = dict_field(message, "details").get("sentAgentMessages")
         if self.interest or self.artifact:
-            self._note_result(number, message, sent if isinstance(sent, list) else [])
+            self._note_result(number, record, message, sent if isinstance(sent, list) else [])
         for item in sent if isinstance(sent, list) else ():
             if not isinstance(item, dict):
                 continue

@@ -12,7 +12,7 @@ import tempfile
 import unittest
 from unittest import mock
 
-from evidence import transcripts
+from evidence import jsonl, transcripts
 from evidence.artifacts import collect
 from evidence.fixture import load_manifest
 from evidence.number_tokens import Interest, numbers_in
@@ -154,6 +154,7 @@ class FastAndPlainRunsAgreeTest(unittest.TestCase):
 
     def test_a_run_with_answers_in_odd_places_scores_alike_either_way(self):
         rng = random.Random(7)
+        read_sparsely = 0
         for case in range(6):
             with self.subTest(case=case), tempfile.TemporaryDirectory() as tmp:
                 run_dir = os.path.join(tmp, "run")
@@ -169,8 +170,21 @@ class FastAndPlainRunsAgreeTest(unittest.TestCase):
                     )
                 manifest = self.honest_run(run_dir, answers, outputs)
                 fixture = load_manifest(manifest)
-                fast = collect(run_dir, fixture.artifact)
-                with mock.patch.object(transcripts, "_interest", PlainInterest):
+                sparse = []
+
+                def counted(*args, real=transcripts.sparse_tool_result, kept=sparse):
+                    kept.append(real(*args))
+                    return kept[-1]
+
+                with mock.patch.object(transcripts, "sparse_tool_result", counted):
+                    fast = collect(run_dir, fixture.artifact)
+                read_sparsely += any(record is not None for record in sparse)
+                # The plain way: every line parsed whole (no tool result read sparsely),
+                # every text tokenised.
+                with (
+                    mock.patch.object(transcripts, "_interest", PlainInterest),
+                    mock.patch.object(jsonl, "PARSE_EVERY_LINE", True),
+                ):
                     plain = collect(run_dir, fixture.artifact)
                 self.assertEqual(fast, plain)
                 self.assertEqual(
@@ -183,6 +197,8 @@ class FastAndPlainRunsAgreeTest(unittest.TestCase):
                     or any(call.shown for c in fast.children for t in c.transcripts
                            for call in t.call_facts)
                 )  # fmt: skip
+        # Long tool results were read sparsely (evidence/transcripts.py) in some cases.
+        self.assertGreater(read_sparsely, 0)
 
     def honest_run(self, run_dir: str, answers: list[int], outputs: list[str]) -> str:
         build = builders.RunBuilder(run_dir, stream=True)

@@ -38,9 +38,19 @@ STREAM_LINES = (
     '{{"type":"message\\u005Fend","message":{{"role":"assistant","responseId":"resp-up-{n}"}}}}',
     '{{"type":"tool\\u005fexecution\\u005fstart","toolCallId":"call-esc-{n}"}}',
     '{{"type":"rlm\\u005fchild\\u005fupdate","child":{{"id":"sub-{n:08x}"}}}}',
-    # A repeated key: the last one counts.
-    '{{"type":"message_update","message":{{"role":"toolResult","role":"assistant",'
-    '"responseId":"resp-dup-{n}"}},"type":"message_end"}}',
+    # A repeated key, out of the product's order: the last one counts.
+    '{{"message":{{"role":"toolResult","role":"assistant","responseId":"resp-dup-{n}"}},'
+    '"type":"message_update","type":"message_end"}}',
+    # Half-read in the product's layout (evidence/jsonl.py `Layout.heads`): a turn_end's
+    # message before tool results, a child update before more keys; and the same with a
+    # space after the value, which is read whole.
+    '{{"type":"turn_end","message":{{"role":"assistant","responseId":"resp-turn-{n}",'
+    '"content":[{{"type":"toolCall","id":"call-turn-{n}"}}]}},"toolResults":[{{"x":"}}"}}]}}',
+    '{{"type":"turn_end","message":{{"role":"assistant","responseId":"resp-sp-{n}"}} ,"x":1}}',
+    '{{"type":"rlm_child_update","child":{{"id":"sub-{n:08x}","n":[1,{{"a":"}}"}}]}},"more":2}}',
+    # Skipped on its first bytes though it names every marker.
+    '{{"type":"tool_execution_end","toolCallId":"c","result":"message_end assistant '
+    'tool_execution_start turn_end rlm_child_update {n}"}}',
     # The product's key order reversed, and spaces between tokens.
     '{{"message":{{"responseId":"resp-rev-{n}","role":"assistant"}},"type":"message_end"}}',
     '{{ "type" : "tool_execution_start" , "toolCallId" : "call-sp-{n}" }}',
@@ -209,7 +219,11 @@ class SkippedLineTest(unittest.TestCase):
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)
             findings: list = []
-            read = list(jsonl.iter_objects(path, findings, wanted=artifacts.STREAM_WANTED))
+            read = list(
+                jsonl.iter_objects(
+                    path, findings, wanted=artifacts.STREAM_WANTED, layout=artifacts.STREAM_LAYOUT
+                )
+            )
         return read, findings
 
     def test_escaped_wanted_value_is_read(self):
@@ -228,6 +242,31 @@ class SkippedLineTest(unittest.TestCase):
             [(2, "malformed_json"), (3, "malformed_json"), (4, "torn_tail")],
         )
 
+    def test_first_key_decides_in_the_products_layout(self):
+        # The documented limit of `Layout` (evidence/jsonl.py `_wanted_lines`): a line that
+        # starts as a type never needed is skipped, though a later duplicate `type` key
+        # (which the product never writes) would make json.loads read another type.
+        text = '{"type":"session"}\n{"type":"agent_end","type":"message_end"}\n'
+        read, _ = self.lines(text)
+        self.assertIs(read[1].record, jsonl.UNREAD)
+        with mock.patch.object(jsonl, "PARSE_EVERY_LINE", True):
+            plain, _ = self.lines(text)
+        self.assertEqual(plain[1].record, {"type": "message_end"})
+
+    def test_half_read_line_holds_its_heads_value_only(self):
+        text = (
+            '{"type":"session"}\n'
+            '{"type":"turn_end","message":{"role":"assistant","k":"},"},"toolResults":[7]}\n'
+            '{"type":"turn_end","message":{"role":"assistant"}  }\n'
+        )
+        read, findings = self.lines(text)
+        self.assertEqual(
+            read[1].record, {"type": "turn_end", "message": {"role": "assistant", "k": "},"}}
+        )
+        # What follows the value is no `,` or `}`: the line is read whole.
+        self.assertEqual(read[2].record, {"type": "turn_end", "message": {"role": "assistant"}})
+        self.assertEqual(findings, [])
+
     def test_malformed_line_that_looks_like_an_unwanted_object_is_not_checked(self):
         # The documented cost of skipping (docs/rubric.md "Findings"): not a finding.
         _, findings = self.lines('{"type":"session"}\n{"type":"agent_end",oops}\n')
@@ -235,6 +274,99 @@ class SkippedLineTest(unittest.TestCase):
         with mock.patch.object(jsonl, "PARSE_EVERY_LINE", True):
             _, plain = self.lines('{"type":"session"}\n{"type":"agent_end",oops}\n')
         self.assertEqual([f.code for f in plain], ["malformed_json"])
+
+
+def _result_line(text: str, call_id: str = "c1", **extra) -> str:
+    message = {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": "ipython",
+        "content": [{"type": "text", "text": text}],
+        "details": {"status": "ok", "stdout": text, "stderr": ""},
+        "isError": False,
+    }
+    message.update(extra)
+    record = {"type": "message", "id": "r1", "parentId": None,
+              "timestamp": "2026-12-02T11:20:00.000Z", "message": message}  # fmt: skip
+    return json.dumps(record, separators=(",", ":"))
+
+
+class SparseToolResultTest(unittest.TestCase):
+    """A long toolResult line read with its output left out (evidence/transcripts.py
+    `sparse_tool_result`) yields what the plain parse does, or is parsed whole."""
+
+    LONG = "y" * 20_000
+
+    def sparse(self, line: str):
+        return transcripts.sparse_tool_result(line, 0, len(line), 2)
+
+    def test_output_is_left_out_and_its_source_kept(self):
+        text = self.LONG + ' 4821 \\"quoted\\" \\\\'
+        line = _result_line(text)
+        record = self.sparse(line)
+        self.assertIsNotNone(record)
+        plain = json.loads(line)
+        self.assertEqual(record["message"]["toolCallId"], "c1")
+        self.assertEqual(record["timestamp"], plain["timestamp"])
+        source, start, end = record.body(record["message"]["content"][0]["text"])
+        self.assertEqual(json.loads('"' + source[start:end] + '"'), text)
+        self.assertEqual(
+            transcripts.of_interest_json(source, start, end, frozenset({4821, 7})),
+            frozenset({4821}),
+        )
+
+    def test_lines_it_must_leave_to_the_plain_parse(self):
+        cases = {
+            "short": _result_line("y" * 100),
+            "an error result": _result_line(self.LONG, isError=True),
+            "a long call id": _result_line(self.LONG, call_id="c" * 5000),
+            "a long sent message": _result_line(
+                self.LONG, details={"sentAgentMessages": [{"id": "m", "message": self.LONG}]}
+            ),
+            "a NUL escape of its own": _result_line(self.LONG, toolName="\u0000"),
+            "many escaped quotes": _result_line('"' * 300 + self.LONG),
+            "not JSON": _result_line(self.LONG)[:-1] + ",}",
+            "an assistant message": _result_line(self.LONG).replace("toolResult", "assistant"),
+        }
+        for name, line in cases.items():
+            with self.subTest(name):
+                self.assertIsNone(self.sparse(line))
+
+    def test_a_duplicate_key_that_drops_a_left_out_string_reads_the_line_whole(self):
+        line = _result_line(self.LONG).replace('"stderr":""', '"stdout":"short"')
+        self.assertIsNone(self.sparse(line))
+
+    def test_transcripts_read_alike_either_way(self):
+        rng = random.Random(SEED)
+        interest = frozenset({4821, 77, 1034})
+        shown = 0
+        for case in range(12):
+            with self.subTest(case=case), tempfile.TemporaryDirectory() as tmp:
+                lines = [
+                    '{"type":"session","version":3,"id":"s1","timestamp":'
+                    '"2026-12-02T11:00:00.000Z","cwd":"/w"}'
+                ]
+                for index in range(4):
+                    number = rng.choice(sorted(interest))
+                    spot = rng.choice((f"{number}", f"x{number}", f"{number:,}", f"\n{number}"))
+                    text = "z" * rng.randint(0, 20_000) + " " + spot
+                    text += rng.choice(('"', "\\", "é", " ")) + " " + "z" * 9000
+                    line = _result_line(text, call_id=f"c{index}")
+                    if rng.random() < 0.3:
+                        # The number's first digit as a `\u00XX` escape: the same string.
+                        digit = str(number)[0]
+                        line = line.replace(str(number), f"\\u003{digit}{str(number)[1:]}")
+                    lines += [_tool_call(f"c{index}"), line]
+                path = os.path.join(tmp, "t.jsonl")
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write("\n".join(lines) + "\n")
+                fast = transcripts.read_transcript(path, interest=interest)
+                with mock.patch.object(jsonl, "PARSE_EVERY_LINE", True):
+                    plain = transcripts.read_transcript(path, interest=interest)
+                self.assertEqual(fast, plain)
+                shown += any(call.shown for call in plain.call_facts)
+        # Numbers were shown in most cases: the comparison had something to compare.
+        self.assertGreater(shown, 6)
 
 
 if __name__ == "__main__":
