@@ -21,7 +21,6 @@ from evidence.artifacts import RunArtifacts, collect
 from evidence.fixture import Fixture, FixtureError, fixture_digest, load_manifest
 from evidence.jsonl import read_json_object
 from evidence.runpaths import RunPaths
-from reporting.summary import TrialRecord, set_exit_code
 from rules import triage
 from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_UNRESOLVED
 from scorer import Verdict, outcome, score
@@ -224,6 +223,10 @@ def _hold_digest(fixture: Fixture, recorded: object, force: bool) -> None:
 
 def _regrade_set(set_dir: str, fixture_path: str | None, force: bool) -> int:
     """Every trial of a run set, each its attempt the summary uses; a table on stdout."""
+    # Only a run set needs its summary (and the statistics it imports): a single run's
+    # regrade, `scorer.py` among them, starts without.
+    from reporting.summary import TrialRecord, set_exit_code
+
     try:
         config = runsets.load_config(set_dir) or {}
     except runsets.RunSetError as error:

@@ -11,7 +11,7 @@ records, a combined index) and measures two steps:
 
 Both are timed twice: in a process that times them alone, and as a user runs them, each a
 fresh process launched the same way (`uv run --locked python scorer.py --fixture F RUN`
-against `uv run --locked python -m tests.bench --floor FILES`, process start included),
+against `uv run --locked python -c FLOOR_PROGRAM FILES`, process start included),
 in alternating pairs; the peak RSS of the scorer's process is its own.
 
 The run is written with the tests' own builders (tests/builders.py), whose records
@@ -272,16 +272,20 @@ def process_pairs(payload: dict, pairs: int) -> dict:
     score = [*uv, "scorer.py", "--fixture", payload["manifest"], payload["run_dir"]]
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(payload["files"], handle)
-    floor = [*uv, "-m", "tests.bench", "--floor", handle.name]
+    floor = [*uv, "-c", FLOOR_PROGRAM, handle.name]
+    bare = [*uv, "-c", "pass"]
     try:
         times = []
+        starts = []
         for index in range(pairs):
             first, second = (score, floor) if index % 2 == 0 else (floor, score)
             a, b = timed_process(first)[0], timed_process(second)[0]
             times.append((a, b) if first is score else (b, a))
+            starts.append(timed_process(bare)[0])
     finally:
         os.unlink(handle.name)
     rss = run_measurement("process-rss", {"argv": score})["peak_rss_mib"]
+    start = min(starts)
     return {
         "process_score_s": round(min(s for s, _ in times), 3),
         "process_floor_s": round(min(f for _, f in times), 3),
@@ -291,8 +295,28 @@ def process_pairs(payload: dict, pairs: int) -> dict:
             round(max(s / f for s, f in times), 2),
         ],
         "process_pairs": len(times),
+        # What `uv run` and a bare interpreter cost before either program does anything:
+        # no scorer can take less, so where the floor's own work is small the ratio above
+        # is bound by it. The ratio of the two times less that start shows the work alone.
+        "process_start_s": round(start, 3),
+        "process_ratio_above_start": round(
+            statistics.median(max(0.0, s - start) / max(1e-9, f - start) for s, f in times), 2
+        ),
         "process_score_peak_rss_mib": round(rss, 1),
     }
+
+
+# The floor as a user would write it, run as a fresh process: `measure_floor`'s loop and
+# nothing else imported (this module's own imports would be start-up the floor never needs).
+FLOOR_PROGRAM = (
+    "import json, sys\n"
+    "with open(sys.argv[1], encoding='utf-8') as handle:\n"
+    "    files = json.load(handle)\n"
+    "for path in files:\n"
+    "    with open(path, 'rb') as handle:\n"
+    "        for line in handle:\n"
+    "            json.loads(line)\n"
+)
 
 
 def run_measurement(kind: str, payload: dict) -> dict:
@@ -580,11 +604,6 @@ def main(argv: list[str] | None = None) -> int:
         return child_main(args[1:])
     if args and args[0] == "--serve":
         return serve_main(args[1:])
-    if args and args[0] == "--floor":
-        # The floor as a fresh process, for the comparison with the scorer's process.
-        with open(args[1], encoding="utf-8") as handle:
-            measure_floor(json.load(handle))
-        return 0
     parser = argparse.ArgumentParser(
         prog="python -m tests.bench", description=__doc__.split("\n\n")[0]
     )

@@ -12,6 +12,7 @@ across the reader's block boundary.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import random
@@ -367,6 +368,24 @@ class SparseToolResultTest(unittest.TestCase):
                 shown += any(call.shown for call in plain.call_facts)
         # Numbers were shown in most cases: the comparison had something to compare.
         self.assertGreater(shown, 6)
+
+
+class CollectorStateTest(unittest.TestCase):
+    def test_collect_leaves_the_cyclic_collector_as_it_found_it(self):
+        # collect() turns it off while it reads (evidence/artifacts.py): a caller's own
+        # setting comes back either way.
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = materialize("main", tmp)
+            fixture = load_manifest(run_dir)
+            self.assertTrue(gc.isenabled())
+            collect(run_dir, fixture.artifact)
+            self.assertTrue(gc.isenabled())
+            gc.disable()
+            try:
+                collect(run_dir, fixture.artifact)
+                self.assertFalse(gc.isenabled())
+            finally:
+                gc.enable()
 
 
 if __name__ == "__main__":
