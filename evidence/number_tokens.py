@@ -43,6 +43,15 @@ def numbers_in(text: str) -> set[int]:
 # Every byte but an ASCII digit becomes a space: what is left, split, is the text's runs
 # of ASCII digits (bytes.translate and split run at memory speed, a regex does not).
 _DIGIT_RUNS = bytes(byte if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+# Every byte that is no ASCII token character (`TOKEN`: a letter, a digit, `_`, `.`, `,`,
+# `+`, `-`) becomes a space: what is left, split, is an ASCII text's tokens.
+_TOKEN_BYTES = bytes(
+    byte if chr(byte).isascii() and (chr(byte).isalnum() or chr(byte) in "_.,+-") else 0x20
+    for byte in range(256)
+)
+# How many trailing dots and commas `_ascii_tokens` strips (one a pass) before it leaves a
+# text to the reading at each place.
+_TRAILING_PASSES = 4
 # A decimal digit outside ASCII (`\d` and `int` take them): a text with one is read whole.
 _OTHER_DIGIT = re.compile(r"[^\D0-9]")
 _ASCII_DIGITS = "0123456789"
@@ -68,6 +77,16 @@ class Interest:
             keys.add(digits)
             keys.add(digits[-3:])
         self._keys = frozenset(key.encode() for key in keys)
+        # Every token without a leading zero whose value is one of the numbers: signed or
+        # not, plain or grouped by thousands (INTEGER), to its value.
+        self._forms: dict[bytes, int] = {}
+        for number in self.numbers:
+            spellings = {str(abs(number)), f"{abs(number):,}"}
+            signs = ("-",) if number < 0 else ("", "+", "-") if number == 0 else ("", "+")
+            for sign in signs:
+                for spelling in spellings:
+                    self._forms[(sign + spelling).encode()] = number
+        self._form_set = frozenset(self._forms)
         # A run of zeros alone stripped of them is empty: the number 0.
         self._stripped_keys = self._keys | ({b""} if 0 in self.numbers else set())
 
@@ -85,8 +104,12 @@ class Interest:
                 return frozenset()
         elif _OTHER_DIGIT.search(text):
             return frozenset(numbers_in(text) & self.numbers)
-        runs = set(text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS).split())
-        hits = self._hits(runs)
+        data = text.encode("utf-8", "surrogatepass")
+        if text.isascii():
+            tokens = self._ascii_tokens(data)
+            if tokens is not None:
+                return tokens
+        hits = self._hits(set(data.translate(_DIGIT_RUNS).split()))
         if not hits:
             return frozenset()
         found = set()
@@ -106,15 +129,11 @@ class Interest:
 
     def numbers_in_json(self, source: str, start: int, end: int) -> frozenset[int]:
         """`numbers_in` of the JSON string whose source between its quotes is
-        `source[start:end]`, decoding it only when it may hold a number of interest.
-
-        Why a source can be judged undecoded: an escape other than `\\uXXXX` is a backslash
-        and a letter or a sign (`\\n`, `\\"`, `\\/`), never a digit, so the runs of
-        ASCII digits of an ASCII source with no `\\u` are those of its decoded text; with
-        none of the runs `numbers_in` looks for, the text holds none of the numbers. A
-        source that could (or that fails to decode: a line written by no JSON encoder) is
-        decoded, or read as it stands.
-        """
+        `source[start:end]` (so `source[start - 1]` is its opening quote): an ASCII
+        source with no digit holds none of the numbers (an escape is a backslash and a
+        letter, a sign or four hex digits after `\\u`, which is decoded); one with no
+        backslash is its own text; any other is decoded (or, failing that, a line written
+        by no JSON encoder, read as it stands)."""
         if not self.numbers or start >= end:
             return frozenset()
         find = source.find
@@ -125,15 +144,46 @@ class Interest:
                     break
             else:
                 return frozenset()
-            runs = set(source[start:end].encode().translate(_DIGIT_RUNS).split())
-            if not self._hits(runs):
-                return frozenset()
-        body = source[start:end]
+            if find("\\", start, end) < 0:
+                tokens = self._ascii_tokens(source[start:end].encode())
+                if tokens is not None:
+                    return tokens
         try:
-            text = scanstring(body + '"', 0)[0]
+            text = scanstring(source, start)[0]
         except ValueError:
-            text = body
+            text = source[start:end]
         return self.numbers_in(text)
+
+    def _ascii_tokens(self, data: bytes) -> frozenset[int] | None:
+        """The numbers of interest an ASCII text holds, read from its distinct tokens; None
+        when a token ends in more dots and commas than are stripped here (read otherwise).
+
+        In digit-rich output a hit occurs thousands of times; each token is not read at
+        its place. The text's tokens are cut by byte translation (an ASCII `\\w` is a
+        letter, a digit or `_`), their trailing dots and commas dropped by replacement, and
+        their set met with `_forms`, every spelling of each number without leading zeros;
+        a token with a leading zero (after its sign) is read by `token_value`.
+        """
+        spaced = b" " + data.translate(_TOKEN_BYTES) + b" "
+        for _ in range(_TRAILING_PASSES):
+            if b". " not in spaced and b", " not in spaced:
+                break
+            spaced = spaced.replace(b". ", b"  ").replace(b", ", b"  ")
+        else:
+            if b". " in spaced or b", " in spaced:
+                return None
+        forms = self._forms
+        found = {forms[token] for token in self._form_set.intersection(spaced.split())}
+        for zero in (b" 0", b" +0", b" -0"):
+            at = spaced.find(zero)
+            while at >= 0:
+                end = spaced.find(b" ", at + 1)
+                if end - at > len(zero):  # not 0 itself, which `_forms` holds
+                    value = token_value(spaced[at + 1 : end].decode())
+                    if value in self.numbers:
+                        found.add(value)
+                at = spaced.find(zero, end)
+        return frozenset(found)
 
     def _hits(self, runs: set[bytes]) -> set[bytes]:
         """The runs of digits that may be one of the numbers (see the class)."""

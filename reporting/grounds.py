@@ -19,7 +19,7 @@ from evidence.runpaths import RunPaths
 from reporting.conversations import Conversation, shown
 from reporting.render import Cell
 from rules.answers import parse_answer_lines
-from rules.provenance import last_write_of
+from rules.runview import last_write_of
 
 QUOTE_CHARS = 320  # of a reply quoted in a table: enough to read the number in its sentence
 TASK_TITLE = "task from the parent"  # how reporting/conversations.py titles a child's task

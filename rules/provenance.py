@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from evidence.artifacts import RunArtifacts
 from evidence.number_tokens import numbers_in
-from evidence.transcripts import Reply, Transcript
+from evidence.transcripts import Reply
 from rules.knowledge import Knowledge
 from rules.runview import Child, RunView
 
@@ -96,7 +96,6 @@ def written_before_reply(trace: ShardTrace) -> str | None:
     the parent: as the witness saw it, else by the parent's last call that writes the file
     (judged on the parent transcript's entry order)."""
     run = trace.view.run
-    parent = run.parent
     first = min(
         (reply.line for child in trace.sources() for reply in trace.replies(child)), default=None
     )
@@ -106,7 +105,7 @@ def written_before_reply(trace: ShardTrace) -> str | None:
     if witnessed is not None:
         return witnessed or None
     artifact = trace.view.fixture.artifact
-    written = last_write_of(parent, artifact) if parent else None
+    written = trace.view.last_write
     if written is None:
         return None  # no call writes the file by a name it holds: nothing to order
     if written > first:
@@ -115,19 +114,6 @@ def written_before_reply(trace: ShardTrace) -> str | None:
         f"the parent's last call writing {artifact} (line {written}) came before the "
         f"first reply holding {trace.answer} (line {first})"
     )
-
-
-def last_write_of(parent: Transcript, artifact: str) -> int | None:
-    """The line of the parent's last call that writes the answer file, by a literal or a
-    variable that holds its name (evidence/cell_paths.py); a call that only reads it or
-    names it is no write."""
-    name = os.path.basename(artifact)
-    lines = [
-        call.line
-        for call in parent.call_facts
-        if any(os.path.basename(path) == name for path in call.written)
-    ]
-    return max(lines, default=None)
 
 
 def _witnessed_order(run: RunArtifacts, reply_line: int) -> str | None:

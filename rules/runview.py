@@ -109,6 +109,9 @@ class RunView:
     integrity: integrity.Integrity
     witness: integrity.Integrity  # the disk against the runner's channels (witness_checks)
     by_name: dict[str, tuple[Child, ...]]  # spawn name -> its children, in ledger order
+    # The line of the parent's last call that writes the answer file (`last_write_of`),
+    # found once: every shard's provenance asks it.
+    last_write: int | None = None
 
     def workers(self, shard: Shard) -> tuple[Child, ...]:
         """The children spawned under this shard's worker name, in ledger order."""
@@ -160,4 +163,18 @@ def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
         integrity=integrity.check(run, tuple(edges), checked),
         witness=witness_checks.check(run, tuple(edges)),
         by_name={name: tuple(mine) for name, mine in by_name.items()},
+        last_write=last_write_of(parent, fixture.artifact) if parent and fixture.artifact else None,
     )
+
+
+def last_write_of(parent: Transcript, artifact: str) -> int | None:
+    """The line of the parent's last call that writes the answer file, by a literal or a
+    variable that holds its name (evidence/cell_paths.py); a call that only reads it or
+    names it is no write."""
+    name = os.path.basename(artifact)
+    lines = [
+        call.line
+        for call in parent.call_facts
+        if any(os.path.basename(path) == name for path in call.written)
+    ]
+    return max(lines, default=None)

@@ -149,6 +149,36 @@ class InterestTest(unittest.TestCase):
                 )
 
 
+class JsonSourceTest(unittest.TestCase):
+    """`numbers_in_json` reads a JSON string's source as the decoded text would read."""
+
+    def test_escapes_read_as_their_decoded_characters(self):
+        interest = Interest(frozenset({4821, 7, 0}))
+        sources = [
+            "\\n4821",  # a newline, then the number
+            "\\\\n4821",  # an escaped backslash, then the token n4821: no number
+            "\\\\\\n4821",  # an escaped backslash, a newline, the number
+            'a\\"4821\\"',
+            "\\t4,821.",
+            "x\\/4821",
+            "\\u00344821",  # \u0034 is 4: 44821
+            "\\u0034821",  # 4821
+            "0004821 -0 +0,007 7..,",
+            "4821" + "." * 9,  # more trailing dots than are stripped in one go
+            "v4821 4821x 48.21",
+        ]
+        for source in sources:
+            with self.subTest(source=source):
+                text = json.loads(f'"{source}"')
+                # The string as it stands in a line: its quotes around it.
+                line = '{"text":"' + source + '","n":1}'
+                start = len('{"text":"')
+                self.assertEqual(
+                    interest.numbers_in_json(line, start, start + len(source)),
+                    frozenset(numbers_in(text)) & interest.numbers,
+                )
+
+
 class FastAndPlainRunsAgreeTest(unittest.TestCase):
     """Whole runs: collected and scored with the fast test and with the plain rule."""
 
