@@ -159,8 +159,8 @@ def kept_case(entry: str) -> dict:
     created = run_dir
     while not os.path.lexists(os.path.dirname(created)):
         created = os.path.dirname(created)
-    keep_runs.copy_run(os.path.join(entry, keep_runs.RUN), run_dir)
     try:
+        keep_runs.copy_run(os.path.join(entry, keep_runs.RUN), run_dir)
         kept_fixture = os.path.join(entry, keep_runs.FIXTURE)
         if os.path.isdir(kept_fixture):
             return scored(run_dir, kept_fixture)
