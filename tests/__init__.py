@@ -2,3 +2,11 @@
 `python -m unittest tests.test_X` or `python tests/test_X.py` runs one. The harness's packages
 and these modules import each other by their full names (`from tests.builders import ...`),
 found through the project's editable install (pyproject.toml)."""
+
+import os
+
+if os.environ.get("SWARM_FANOUT_KEEP_RUNS"):
+    # Every run dir a test makes is copied there before it is removed, for tests/verdicts.py.
+    from tests import keep_runs
+
+    keep_runs.install(os.environ["SWARM_FANOUT_KEEP_RUNS"])
