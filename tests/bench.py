@@ -32,6 +32,7 @@ transcript size; time linear in input size.
     uv run --locked python -m tests.bench                 # all scales (one to four minutes)
     uv run --locked python -m tests.bench --scales 8,100  # a subset
     uv run --locked python -m tests.bench --no-stream     # without the stdout stream
+    uv run --locked python -m tests.bench --digit-rich    # cells print numbers, not letters
     uv run --locked python -m tests.bench --proxy         # the recording proxy instead (below)
 
 The recording proxy (--proxy; shell/proxy.py): time to first byte of the scripted model, direct
@@ -80,6 +81,9 @@ SCALES = {
     100: (30_000, 5_000, None, 200),
     1000: (90_000, 100_000, PRODUCT_LEDGER_LIMIT - 64 * 1024, 2_000),
 }
+# A line of a cell's output under --digit-rich: numbers of one to five digits, among them
+# some of the numbers of interest (the shards' answers are their indexes).
+DIGIT_RICH_LINE = "row 1734 took 45 ms; total 98213 events, id=7f3a\n"
 SPAWN_CODE = "for shard in shards:\n    await rlm(task(shard), name=worker(shard))\n"
 POLL_CODE = "await asyncio.sleep(2)"
 
@@ -134,16 +138,20 @@ def make_run(
     ledger_records: int,
     polls: int,
     stream: bool = True,
+    digit_rich: bool = False,
 ):
     """Write an honest run dir (it scores resolved, every integrity check passing).
 
     Returns the fixture manifest path and the JSON files the floor reads: every
     transcript, display record, stdout stream and ledger the scorer reads (the
     ledger last). `stream=False` leaves out the stdout stream that every real run has.
+    `digit_rich`: the cells print lines full of numbers (DIGIT_RICH_LINE) instead of
+    letters, as a cell printing records does; the numbers of interest then occur in them.
     """
     build = builders.RunBuilder(root, stream=stream)
     spawned = spawn_children(build, children, ledger_records)
-    filler = "x" * output_bytes
+    line = DIGIT_RICH_LINE if digit_rich else "x" * 64
+    filler = (line * (output_bytes // len(line) + 1))[:output_bytes]
     shards = [
         {"file": f"s{index:04d}.jsonl", "worker": worker(index), "question": "q", "expected": index}
         for index in range(children)
@@ -639,6 +647,11 @@ def main(argv: list[str] | None = None) -> int:
         help="children whose model calls flow through the proxy under --proxy (default: 1000)",
     )
     parser.add_argument(
+        "--digit-rich",
+        action="store_true",
+        help="cells print lines full of numbers instead of letters (the finder's hard case)",
+    )
+    parser.add_argument(
         "--observer",
         action="store_true",
         help="measure the live observer instead of scoring: its first and steady poll's CPU "
@@ -660,7 +673,13 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="sf-bench-") as tmp:
             run_dir = run_dir_for(tmp, children, ledger_records, ledger_bytes)
             manifest, files = make_run(
-                run_dir, children, output_bytes, ledger_records, polls, not options.no_stream
+                run_dir,
+                children,
+                output_bytes,
+                ledger_records,
+                polls,
+                not options.no_stream,
+                options.digit_rich,
             )
             size = sum(os.path.getsize(path) for path in files)
             ledger_size = os.path.getsize(files[-1])
@@ -676,6 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             {
                 "children": children,
+                "digit_rich": options.digit_rich,
                 "input_mib": round(size / 2**20, 1),
                 "stream_mib": round(stream_size / 2**20, 1),
                 "ledger_records": ledger_records,
