@@ -594,8 +594,36 @@ class StreamTest(unittest.TestCase):
         self.dropped_turn(also_turn_end=False)
         self.assertEqual(self.codes(), [])
 
-    def test_a_turn_the_stream_never_showed_at_all_fails(self):
+    def test_a_turn_the_stream_never_showed_at_all_agrees(self):
+        # Seen live (a one-shot fan-out, 2026-12-03): five turns, each a reply and the
+        # answer to it, missing from the stream whole. The product's daemon sends a client
+        # that falls behind a snapshot instead of the events it missed, and the one-shot CLI
+        # prints only events (§7): an honest stream can skip whole turns.
         self.dropped_turn(also_turn_end=True)
+        self.assertEqual(self.codes(), [])
+
+    def test_a_stream_whose_calls_come_in_another_order_fails(self):
+        self.dropped_turn(also_turn_end=False)
+        with open(self.build.paths.stdout) as handle:
+            events = [json.loads(line) for line in handle]
+        ends = [i for i, e in enumerate(events) if e.get("type") in ("message_end", "turn_end")
+                and (e.get("message") or {}).get("role") == "assistant"]  # fmt: skip
+        first, last = ends[0], ends[-1]
+        events[first], events[last] = events[last], events[first]
+        with open(self.build.paths.stdout, "w") as handle:
+            handle.writelines(json.dumps(event) + "\n" for event in events)
+        self.assertEqual(self.codes(), ["stream_mismatch"])
+
+    def test_a_stream_with_a_call_the_transcript_lacks_fails(self):
+        with open(self.build.paths.stdout) as handle:
+            events = [json.loads(line) for line in handle]
+        end = next(e for e in events if e.get("type") == "message_end"
+                   and e["message"].get("role") == "assistant")  # fmt: skip
+        extra = json.loads(json.dumps(end))
+        extra["message"]["responseId"] = "chatcmpl-not-in-the-transcript"
+        events.append(extra)
+        with open(self.build.paths.stdout, "w") as handle:
+            handle.writelines(json.dumps(event) + "\n" for event in events)
         self.assertEqual(self.codes(), ["stream_mismatch"])
 
     def test_a_stream_that_stops_early_is_a_prefix_and_agrees(self):
