@@ -458,6 +458,7 @@ class CallersTest(unittest.TestCase):
 
     def callers_of(self, product: subprocess.Popen, count: int) -> list[callers.Caller]:
         watch = callers.RunProcesses((os.getpid(),), product.pid)
+        self.addCleanup(watch.stop)
         found = []
         for _ in range(count):
             connection, _ = self.listener.accept()
@@ -501,6 +502,7 @@ class CallersTest(unittest.TestCase):
         )
         product = self.start([sys.executable, "-c", code])
         watch = callers.RunProcesses((os.getpid(),), product.pid)
+        self.addCleanup(watch.stop)
         shell = os.path.realpath("/bin/sh")
         for _ in range(100_000):
             # The product's own child: a shell left by an earlier test may still be exiting
@@ -520,6 +522,22 @@ class CallersTest(unittest.TestCase):
         kernel_call = next(caller for caller in found if caller.pid != product.pid)
         self.assertFalse(kernel_call.product)
         self.assertIn(shell, kernel_call.reason)
+
+    def test_sock_diag_and_the_tcp_table_find_the_same_client_socket(self):
+        client = socket.create_connection(("127.0.0.1", self.port))
+        self.addCleanup(client.close)
+        connection, (host, port) = self.listener.accept()
+        self.addCleanup(connection.close)
+        watch = callers.RunProcesses((os.getpid(),), os.getpid())
+        self.addCleanup(watch.stop)
+        inode = os.fstat(client.fileno()).st_ino
+        self.assertIsNotNone(watch.diag)
+        self.assertEqual(watch._diag_inode(host, port, "127.0.0.1", self.port), inode)
+        self.assertEqual(watch._client_inode(host, port, self.port), inode)
+        # No connection between those ports: the socket listening on the local one is no
+        # client's, and neither way finds one.
+        self.assertIsNone(watch._diag_inode("127.0.0.1", self.port, "127.0.0.1", 1))
+        self.assertIsNone(watch._client_inode("127.0.0.1", self.port, 1))
 
     def test_a_process_outside_the_run_does_not(self):
         product = self.start([sys.executable, "-c", "import sys; sys.stdin.read()"])
