@@ -16,6 +16,7 @@ import unittest
 from dataclasses import dataclass
 
 from shell import procs
+from tests import runner_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
@@ -97,6 +98,12 @@ def _forget_shared_runs() -> None:
 
 
 class RunnerTestCase(unittest.TestCase):
+    # Runs are forked from tests/runner_server.py's interpreter, which has imported runner.py
+    # already. A test that needs the runner's process to be `python runner.py` itself (its
+    # command line, or /proc/<pid>/environ, which is what the process was started with) sets
+    # this, and pays for a new interpreter per run.
+    own_interpreter = False
+
     def setUp(self) -> None:
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
@@ -125,14 +132,18 @@ class RunnerTestCase(unittest.TestCase):
         ]
 
     def run_runner(self, model: str, fixture: str = JSON_EVENTS, *extra: str):
-        done = subprocess.run(
-            self.runner_argv(model, fixture, *extra),
-            cwd=self.tmp,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=120,
-        )
+        argv = self.runner_argv(model, fixture, *extra)
+        if self.own_interpreter:
+            done = subprocess.run(
+                argv,
+                cwd=self.tmp,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=120,
+            )
+        else:
+            done = runner_server.run(argv[2:], cwd=self.tmp, env=self.env, timeout=120)
         result = json.loads(done.stdout)
         return done, result
 
@@ -211,20 +222,12 @@ class RunSetCase(RunnerTestCase):
     def runner(self, *args: str, model: str | None = "simulated/flaky", fixture=TWO_SHARDS):
         if fixture == TWO_SHARDS:
             two_shard_fixture()
-        argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED]
-        argv += ["--out", self.out, "--agent-config", self.agent_config]
+        argv = ["--agent-bin", SIMULATED, "--out", self.out, "--agent-config", self.agent_config]
         if model:
             argv += ["--model", model]
         if fixture:
             argv += ["--fixture", fixture]
-        done = subprocess.run(
-            [*argv, *args],
-            cwd=self.tmp,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=120,
-        )
+        done = runner_server.run([*argv, *args], cwd=self.tmp, env=self.env, timeout=120)
         return done, json.loads(done.stdout) if done.stdout.strip() else None
 
     def trial_results(self, set_dir: str) -> dict[str, dict]:

@@ -51,6 +51,9 @@ class BreakoutTest(RunnerTestCase):
     """simulated/breakout against a decoy outside the run (a stand-in for the user's files
     and the system /tmp), a TCP service on 127.0.0.1 and a secret in the user's shell."""
 
+    # It looks for the runner by its command line and reads the environment it started with.
+    own_interpreter = True
+
     def setUp(self) -> None:
         super().setUp()
         decoys = tempfile.TemporaryDirectory()
