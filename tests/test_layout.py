@@ -25,6 +25,7 @@ from pathlib import Path
 from unittest import mock
 
 from tests import __main__ as suite
+from tests import runner_server
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "simulated" / "agent.py"
@@ -294,6 +295,46 @@ class TestModulesRunAloneTest(unittest.TestCase):
                 self.assertEqual(done.returncode, 0, done.stderr)
                 counts.append(re.search(r"^Ran (\d+) tests", done.stderr, re.M).group(1))
         self.assertEqual(counts[0], counts[1])
+
+
+def _untimed(output: bytes) -> bytes:
+    """A result's JSON with its times left out: two runs never start at the same moment."""
+    return re.sub(rb'"\d{4}-\d\d-\d\dT[\d:.]+Z"', b'"<time>"', output)
+
+
+class RunnerServerTest(unittest.TestCase):
+    """tests/runner_server.py: a run forked from the server ends as `python runner.py` ends."""
+
+    def test_a_forked_run_gives_what_an_interpreter_of_its_own_gives(self):
+        # COLUMNS (argparse wraps --help to it) and a fixture named relative to the cwd (one
+        # whose manifest is no JSON, told apart from none) show the run's own environment
+        # and cwd at work.
+        env = {**os.environ, "COLUMNS": "61"}
+        with tempfile.TemporaryDirectory() as cwd:
+            os.mkdir(os.path.join(cwd, "broken"))
+            with open(os.path.join(cwd, "broken", "fixture.json"), "w") as handle:
+                handle.write("{")
+            for argv in (
+                ["--help"],
+                ["--model", "x/y"],
+                ["--fixture", "broken", "--model", "simulated/oracle"],
+            ):
+                with self.subTest(argv=argv):
+                    own = subprocess.run(
+                        [sys.executable, str(REPO / "runner.py"), *argv],
+                        cwd=cwd,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        capture_output=True,
+                        timeout=120,
+                    )
+                    forked = runner_server.run(argv, cwd=cwd, env=env, timeout=120)
+                    said = [
+                        (done.returncode, _untimed(done.stdout), done.stderr)
+                        for done in (own, forked)
+                    ]
+                    self.assertEqual(said[1], said[0])
+                    self.assertNotEqual(own.stdout + own.stderr, b"")
 
 
 class SuiteRunnerTest(unittest.TestCase):
