@@ -109,9 +109,10 @@ def _started() -> socket.socket:
             _server_env.update(os.environ)
             _control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             with theirs:
-                code = "import sys\nfrom tests.runner_server import serve\nserve(int(sys.argv[1]))"
+                # Run as a module from the repo: the repo first on the path, as it is for
+                # `python runner.py`.
                 _server = subprocess.Popen(
-                    [sys.executable, "-c", code, str(theirs.fileno())],
+                    [sys.executable, "-m", "tests.runner_server", str(theirs.fileno())],
                     cwd=ROOT,
                     stdin=subprocess.DEVNULL,
                     pass_fds=[theirs.fileno()],
@@ -136,8 +137,6 @@ def stop() -> None:
 def serve(control_fd: int) -> None:
     import runner  # the point of the server: once, here
 
-    # As `python runner.py` has it: the script's dir first on the path.
-    sys.path[0] = ROOT
     control = socket.socket(fileno=control_fd)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
@@ -203,3 +202,7 @@ def _become_the_run(runner, request: dict, stdio: list[int]) -> None:
     tempfile.tempdir = None  # found again from this environment's TMPDIR
     sys.argv = [RUNNER, *request["argv"]]
     sys.exit(runner.main(request["argv"]))
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))
