@@ -31,7 +31,8 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
 # The slow modules first, slowest first, so none starts last and sets the wall time alone.
 FIRST = (
-    "test_sandbox",
+    "test_sandbox_oneshot",
+    "test_sandbox_resident",
     "test_runner_cheats",
     "test_bad_inputs",
     "test_trials_cluster",
@@ -43,6 +44,7 @@ FIRST = (
     "test_trials",
     "test_runner_hygiene",
     "test_runner_resident",
+    "test_sandbox",
     "test_fixtures",
     "test_report",
     "test_real_runs",

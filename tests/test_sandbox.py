@@ -2,14 +2,15 @@
 
 A hostile stand-in, `simulated/breakout`, tries each way out of its run and reports what it
 managed: sandboxed, every attempt fails; unsandboxed, the same attempts succeed, so the
-test can fail. Every behaviour under both drives gets the same verdict either way. The
-caller rule is tried on real processes: the product's own calls pass, a kernel's, a cell's
-and a detached process's do not. The parts that need bwrap are skipped where it cannot run.
+test can fail. (That every behaviour gets the same verdict either way is
+tests/test_sandbox_oneshot.py's and tests/test_sandbox_resident.py's, one module per drive.)
+The caller rule is tried on real processes: the product's own calls pass, a kernel's, a
+cell's and a detached process's do not. The parts that need bwrap are skipped where it
+cannot run.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import glob
 import io
@@ -23,9 +24,8 @@ import unittest
 from unittest import mock
 
 import runner
-from shell import callers, sandbox
-from simulated.run import BEHAVIOURS
-from tests.runner_case import GRACE, HANG_TIMEOUT, JSON_EVENTS, ROOT, RunnerTestCase
+from shell import callers, procs, sandbox
+from tests.runner_case import JSON_EVENTS, RunnerTestCase
 
 AVAILABLE = sandbox.availability()
 needs_bwrap = unittest.skipUnless(AVAILABLE.usable, f"no sandbox here: {AVAILABLE.problem}")
@@ -139,57 +139,6 @@ class BreakoutTest(RunnerTestCase):
         self.assertIn("No such device or address", report["write_stream"]["detail"])
         self.assertIn("HTTP 403", report["call_model"]["detail"])
         self.assertIn("HTTP 403", report["call_model_detached"]["detail"])
-
-
-@needs_bwrap
-class SameVerdictsTest(RunnerTestCase):
-    """Every behaviour under both drives: the sandbox changes where the agent runs, never
-    what is scored."""
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        super().setUpClass()
-        # Two shards are all a comparison needs (sibling-forward needs a sibling), and each
-        # shard costs both runs of every pair a child's processes and model calls.
-        fixtures = tempfile.TemporaryDirectory()
-        cls.addClassCleanup(fixtures.cleanup)
-        subprocess.run(
-            [
-                *(sys.executable, os.path.join(ROOT, "fixtures", "generate.py")),
-                *("--out", fixtures.name, "--shards", "2", "--fixture", "json-events"),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        cls.fixture = os.path.join(fixtures.name, "json-events")
-
-    def verdict(self, behaviour: str, drive: str, sandbox_flag: str) -> tuple:
-        extra = list(HANG_TIMEOUT) if behaviour == "hang" else []
-        # early-index is caught by the order in which the runner's witness, polling, saw the
-        # index and the first reply: on two shards the replies can come within the same poll
-        # as the index, and the witness then takes the index for the later of the two.
-        fixture = JSON_EVENTS if behaviour == "early-index" else self.fixture
-        done, result = self.run_runner(
-            f"simulated/{behaviour}", fixture, "--drive", drive, *GRACE, *extra, sandbox_flag
-        )
-        self.assertEqual(result["sandbox"]["enabled"], sandbox_flag == "--sandbox")
-        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-        return done.returncode, result["resolved"], self.codes(result)
-
-    def test_every_behaviour_gets_the_same_verdict_sandboxed_and_not(self):
-        pairs = [(b, d) for b in sorted(BEHAVIOURS) for d in ("oneshot", "resident")]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            runs = {
-                (behaviour, drive, flag): pool.submit(self.verdict, behaviour, drive, flag)
-                for behaviour, drive in pairs
-                for flag in ("--sandbox", "--no-sandbox")
-            }
-        for behaviour, drive in pairs:
-            with self.subTest(behaviour=behaviour, drive=drive):
-                self.assertEqual(
-                    runs[(behaviour, drive, "--sandbox")].result(),
-                    runs[(behaviour, drive, "--no-sandbox")].result(),
-                )
 
 
 class AvailabilityTest(RunnerTestCase):
@@ -420,6 +369,57 @@ class SeccompTest(unittest.TestCase):
             self.skipTest("no seccomp table for this architecture")
         self.assertEqual(self.seize(program), [b"-1", b"1"])  # EPERM
         self.assertEqual(self.seize(None), [b"0", b"0"])
+
+
+class ShimTest(unittest.TestCase):
+    # Inside: connect to the proxy's port on the sandbox's loopback and wait for the test to
+    # close that connection.
+    CLIENT = (
+        "import socket, sys\n"
+        "client = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+        "client.recv(1)\n"
+    )
+
+    @needs_bwrap
+    def test_the_shim_hands_over_a_sock_diag_socket_of_the_sandboxs_network(self):
+        hidden = tempfile.TemporaryDirectory()
+        self.addCleanup(hidden.cleanup)
+        plan = sandbox.Plan(
+            AVAILABLE.bwrap, sandbox.Binds((sys.prefix, sys.base_prefix), hidden.name, ())
+        )
+        port = 4711  # the sandbox's network has nothing else on any port
+        started = sandbox.start(
+            [sys.executable, "-I", "-c", self.CLIENT, str(port)],
+            plan,
+            port=port,
+            cwd="/",
+            env={"PATH": os.environ["PATH"]},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.addCleanup(started.process.wait, 30)
+        self.addCleanup(started.status.close)
+        self.addCleanup(started.listener.close)
+        self.assertIsNotNone(started.diag)
+        self.addCleanup(started.diag.close)
+        started.listener.settimeout(30)
+        connection, (host, client_port) = started.listener.accept()
+        self.addCleanup(connection.close)
+        # The sandbox's init, whose network's TCP table holds the client's socket too.
+        (init,) = [
+            pid
+            for pid in procs.descendants_of((started.process.pid,))
+            if procs.namespace_pid(pid) == 1
+        ]
+        inside = callers.RunProcesses((init,), init, network_of=init, diag=started.diag)
+        self.addCleanup(inside.stop)
+        inode = inside._client_inode(host, client_port, port)
+        self.assertIsNotNone(inode)
+        self.assertEqual(inside._diag_inode(host, client_port, "127.0.0.1", port), inode)
+        # The runner's own network has no such connection.
+        outside = callers.RunProcesses((os.getpid(),), os.getpid())
+        self.addCleanup(outside.stop)
+        self.assertIsNone(outside._diag_inode(host, client_port, "127.0.0.1", port))
 
 
 class CallersTest(unittest.TestCase):
