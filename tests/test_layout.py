@@ -377,7 +377,7 @@ class SuiteRunnerTest(unittest.TestCase):
                     second_printed.set()
                 return super().write(text)
 
-        def run(module: str, verbose: bool) -> tuple[str, int, str, float]:
+        def run(module: str, verbose: bool, env: dict) -> tuple[str, int, str, float]:
             if module == "test_stats":
                 second_printed.wait(timeout=30)
             return module, 0, "Ran 1 test in 0.001s\n\nOK\n", 0.0
@@ -392,6 +392,53 @@ class SuiteRunnerTest(unittest.TestCase):
         self.assertEqual(code, 0)
         printed = re.findall(r"^tests\.(test_\w+):", terminal.getvalue(), re.M)
         self.assertEqual(printed, ["test_jsonl", "test_stats"])
+
+    def test_modules_keep_temp_files_in_memory_and_a_file_left_there_fails_the_suite(self):
+        given: dict[str, str | None] = {}
+
+        def run(module: str, verbose: bool, env: dict) -> tuple[str, int, str, float]:
+            given[module] = env.get("TMPDIR")
+            if module == "test_stats" and given[module]:
+                with open(os.path.join(given[module], "left-behind"), "w"):
+                    pass
+            return module, 0, "Ran 1 test in 0.001s\n\nOK\n", 0.0
+
+        unset = {key: value for key, value in os.environ.items() if key != "TMPDIR"}
+        terminal = io.StringIO()
+        with (
+            mock.patch.object(suite, "run", run),
+            mock.patch.dict(os.environ, unset, clear=True),
+            contextlib.redirect_stdout(terminal),
+        ):
+            code = suite.main(["test_stats", "test_jsonl"])
+        scratch = given["test_stats"]
+        if scratch is None:
+            self.skipTest("no /dev/shm with room here")
+        self.assertEqual(given["test_jsonl"], scratch)
+        self.assertEqual(os.path.dirname(scratch), "/dev/shm")
+        self.assertFalse(os.path.exists(scratch))
+        self.assertEqual(code, 1)
+        self.assertIn(f"left in the temp dir {scratch}: left-behind", terminal.getvalue())
+        self.assertIn("FAILED (modules=0, temp files left)", terminal.getvalue())
+
+    def test_a_tmpdir_of_the_users_is_the_modules_and_left_alone(self):
+        given: dict[str, str | None] = {}
+
+        def run(module: str, verbose: bool, env: dict) -> tuple[str, int, str, float]:
+            given[module] = env.get("TMPDIR")
+            return module, 0, "Ran 1 test in 0.001s\n\nOK\n", 0.0
+
+        with tempfile.TemporaryDirectory() as mine:
+            with open(os.path.join(mine, "the-users"), "w"):
+                pass
+            with (
+                mock.patch.object(suite, "run", run),
+                mock.patch.dict(os.environ, {"TMPDIR": mine}),
+                contextlib.redirect_stdout(io.StringIO()),
+            ):
+                code = suite.main(["test_stats"])
+            self.assertEqual((code, given["test_stats"]), (0, mine))
+            self.assertEqual(os.listdir(mine), ["the-users"])
 
     def test_an_unknown_module_is_refused(self):
         done = self.run_tests("test_no_such_module")
