@@ -39,26 +39,28 @@ import time
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
-# The slow modules first, slowest first, so none starts last and sets the wall time alone.
+# The slow modules first, so none starts last and sets the wall time alone: the two sandbox
+# comparisons, which burn the most CPU, beside the runner's hygiene and resident tests, which
+# mostly wait (runs that hang until their timeout), then the rest by how long they take.
 FIRST = (
     "test_sandbox_oneshot",
     "test_sandbox_resident",
-    "test_runner_cheats",
-    "test_bad_inputs",
-    "test_trials_cluster",
-    "test_cluster_files",
-    "test_simulated_agent",
-    "test_runner_agent_errors",
-    "test_simulated_resident",
-    "test_runner_verdicts",
-    "test_trials",
     "test_runner_hygiene",
     "test_runner_resident",
-    "test_sandbox",
-    "test_fixtures",
+    "test_bad_inputs",
+    "test_runner_cheats",
+    "test_runner_verdicts",
+    "test_trials",
+    "test_simulated_agent",
+    "test_runner_agent_errors",
+    "test_cluster_files",
+    "test_trials_cluster",
+    "test_simulated_resident",
     "test_report",
-    "test_real_runs",
+    "test_sandbox",
     "test_layout",
+    "test_fixtures",
+    "test_real_runs",
 )
 RAN = re.compile(r"^Ran (\d+) tests? in", re.M)
 FAILED = re.compile(r"^FAILED \((.*)\)$", re.M)

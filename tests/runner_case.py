@@ -149,6 +149,17 @@ class RunnerTestCase(unittest.TestCase):
         result = json.loads(done.stdout)
         return done, result
 
+    def run_argv(self, argv: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
+        """`subprocess.run(argv, env=env, capture_output=True, timeout=60)` for an `argv`
+        that runs runner.py (`runner_argv`'s, as a test edited it), in this process's cwd;
+        forked from tests/runner_server.py, or run by its own interpreter as
+        `own_interpreter` says."""
+        if self.own_interpreter:
+            return subprocess.run(argv, env=env, capture_output=True, timeout=60)
+        return runner_server.run(
+            argv[2:], cwd=os.getcwd(), env=os.environ.copy() if env is None else env, timeout=60
+        )
+
     def shared_run(self, model: str, fixture: str = JSON_EVENTS, *extra: str):
         """run_runner's (done, result) for a run that tests only read, never change: each
         distinct invocation (and environment) runs once per test process, in a temp dir of its
