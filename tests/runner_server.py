@@ -169,7 +169,8 @@ def serve(control_fd: int) -> None:
         for fd in stdio:
             os.close(fd)
         runs[pid] = socket.socket(fileno=reply)
-        runs[pid].send(f"pid {pid}".encode())
+        with contextlib.suppress(OSError):
+            runs[pid].send(f"pid {pid}".encode())
     for pid in runs:
         os.kill(pid, signal.SIGKILL)
     while runs:
@@ -186,7 +187,8 @@ def _report_ended(runs: dict[int, socket.socket], block: bool = False) -> None:
             return
         reply = runs.pop(pid, None)
         if reply is not None:
-            with reply:
+            # A caller past its timeout has gone already.
+            with reply, contextlib.suppress(OSError):
                 reply.send(f"exit {status}".encode())
 
 
