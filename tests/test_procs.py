@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import unittest
+from unittest import mock
 
 from shell import procs
 
@@ -123,6 +124,9 @@ class DescendantsTest(unittest.TestCase):
         # A root that is no process has none; each root's are there.
         self.assertEqual(procs.descendants_of((tree.pid, 2**22 + 1)), below)
         self.assertEqual(procs.descendants_of(()), set())
+        # A kernel without the children files: the whole table, and the same answer.
+        with mock.patch.object(procs, "_children_files", return_value=False):
+            self.assertEqual(procs.descendants_of((tree.pid,)), below)
 
 
 if __name__ == "__main__":
