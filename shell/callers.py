@@ -8,8 +8,10 @@ anything a cell started. A cell that calls the proxy itself would get real respo
 for a conversation it forges.
 
 The proxy's socket is on 127.0.0.1, in the sandbox's network or the runner's. When it
-accepts a connection, `RunProcesses.identify` finds the connection's other end in that
-network's TCP table (/proc/<pid>/net/tcp: the client's port, its socket's inode) and the
+accepts a connection, `RunProcesses.identify` asks that network's kernel for the
+connection's other end (sock_diag over netlink: the socket at the client's port, its
+inode; where there is no such socket, the TCP table /proc/<pid>/net/tcp, which costs
+milliseconds a call as the kernel walks its whole connection hash) and finds the
 processes of the run that hold that socket (/proc/<pid>/fd), then judges each by where it
 sits in the run's process tree:
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import sys
 import threading
 from dataclasses import asdict, dataclass
@@ -40,6 +43,16 @@ from dataclasses import asdict, dataclass
 from shell import procs
 
 POLL_S = 0.1
+# sock_diag (linux/sock_diag.h, linux/inet_diag.h): one socket looked up by its addresses.
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_REQUEST = 1
+INET_DIAG_NOCOOKIE = 0xFFFFFFFF
+_NLMSG_HEADER = struct.Struct("=IHHII")  # length, type, flags, sequence, port id
+# inet_diag_msg: family, state, timer, retrans; the sockid (48 bytes, the ports first); four
+# u32s; the inode.
+_SOCKID_AT = _NLMSG_HEADER.size + 4
+_INODE_AT = _SOCKID_AT + 48 + 16
 
 
 @dataclass(frozen=True)
@@ -85,12 +98,24 @@ class RunProcesses:
 
     `top`: the processes the run's tree hangs from (the runner; sandboxed, the sandbox's
     init and the shim). `initial`: the process the runner started (the CLI or the daemon).
-    `network_of`: a process in the network the proxy's socket is in (None: the runner's)."""
+    `network_of`: a process in the network the proxy's socket is in (None: the runner's).
+    `diag`: a sock_diag socket of that network (the sandbox's shim opens one inside and
+    hands it over; None there: the TCP table is read instead), closed by `stop`; the
+    runner's own network's is opened here."""
 
-    def __init__(self, top: tuple[int, ...], initial: int, network_of: int | None = None):
+    def __init__(
+        self,
+        top: tuple[int, ...],
+        initial: int,
+        network_of: int | None = None,
+        diag: socket.socket | None = None,
+    ):
         self.top = top
         self.initial = initial
         self.network_of = network_of
+        self.diag = diag if diag is not None or network_of is not None else socket_diag()
+        self._diag_lock = threading.Lock()
+        self._sequence = 0
         self.product_exe: str | None = None
         self._exes: dict[tuple[int, int], set[str]] = {}
         self._lock = threading.Lock()
@@ -105,6 +130,8 @@ class RunProcesses:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        if self.diag is not None:
+            self.diag.close()
 
     def _loop(self) -> None:
         self.poll()
@@ -113,10 +140,7 @@ class RunProcesses:
 
     def poll(self) -> dict[int, _Seen]:
         """Note what each process of the run runs now; returns them."""
-        table = procs.process_table()
-        pids = set()
-        for root in self.top:
-            pids |= procs.descendants(root, table)
+        pids = procs.descendants_of(self.top)
         seen = {pid: look for pid in pids if (look := _look(pid)) is not None}
         with self._lock:
             for pid, look in seen.items():
@@ -134,10 +158,12 @@ class RunProcesses:
         """The caller of an accepted connection to the proxy."""
         try:
             peer_host, peer_port = connection.getpeername()[:2]
-            _, own_port = connection.getsockname()[:2]
+            own_host, own_port = connection.getsockname()[:2]
         except OSError:
             return Caller(None, None, None, False, "the connection was gone before it was read")
-        inode = self._client_inode(peer_host, peer_port, own_port)
+        inode = self._diag_inode(peer_host, peer_port, own_host, own_port) or self._client_inode(
+            peer_host, peer_port, own_port
+        )
         seen = self.poll()
         with self._lock:
             if self.product_exe is None and self.initial in seen:
@@ -149,6 +175,20 @@ class RunProcesses:
             return Caller(None, None, None, False, "no process of the run holds the connection")
         verdicts = [self._judge(pid, seen) for pid in holders]
         return next((caller for caller in verdicts if not caller.product), verdicts[0])
+
+    def _diag_inode(self, host: str, port: int, server_host: str, server_port: int) -> int | None:
+        """The client socket's inode as sock_diag tells it; None when there is no diag
+        socket, or no answer (the TCP table then has the last word)."""
+        if self.diag is None:
+            return None
+        with self._diag_lock:
+            self._sequence += 1
+            try:
+                return diag_inode(
+                    self.diag, self._sequence, (host, port), (server_host, server_port)
+                )
+            except (OSError, ValueError, struct.error):
+                return None
 
     def _client_inode(self, host: str, port: int, server_port: int) -> int | None:
         where = f"/proc/{self.network_of}/net/tcp" if self.network_of else "/proc/self/net/tcp"
@@ -199,6 +239,46 @@ class RunProcesses:
                         f"process {step} on its way up ran {ran}, not the product's {product_exe}"
                     )
         return verdict(None)
+
+
+def socket_diag() -> socket.socket | None:
+    """A sock_diag socket of this process's network, or None where the kernel has none."""
+    try:
+        diag = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
+    except (OSError, AttributeError):
+        return None
+    diag.settimeout(1.0)
+    return diag
+
+
+def diag_inode(
+    diag: socket.socket, sequence: int, local: tuple[str, int], remote: tuple[str, int]
+) -> int | None:
+    """The inode of the TCP socket (IPv4) whose own address is `local` and whose peer's is
+    `remote`, in the network `diag` was opened in; None when there is none. A reply to an
+    earlier request that timed out is skipped by its sequence number."""
+    sockid = struct.pack(
+        "!HH16s16s", local[1], remote[1], socket.inet_aton(local[0]), socket.inet_aton(remote[0])
+    )
+    sockid += struct.pack("=III", 0, INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE)
+    request = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF)
+    request += sockid
+    header = _NLMSG_HEADER.pack(
+        _NLMSG_HEADER.size + len(request), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, sequence, 0
+    )
+    diag.send(header + request)
+    while True:
+        reply = diag.recv(8192)
+        _, kind, _, answered, _ = _NLMSG_HEADER.unpack_from(reply)
+        if answered != sequence:
+            continue
+        if kind != SOCK_DIAG_BY_FAMILY:  # NLMSG_ERROR: no such socket
+            return None
+        # With no connection of those ports the kernel answers a socket listening on the
+        # local one, which is no client's.
+        if struct.unpack_from("!HH", reply, _SOCKID_AT) != (local[1], remote[1]):
+            return None
+        return struct.unpack_from("=I", reply, _INODE_AT)[0]
 
 
 def _hex_address(host: str) -> str:

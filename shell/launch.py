@@ -206,12 +206,9 @@ def _run_processes(
         return callers.RunProcesses((os.getpid(),), process.pid).start()
     inside = started.status.agent_pid(sandbox.START_TIMEOUT_S)
     # Inside, bwrap's init is pid 1 and the shim, its first child, pid 2.
-    by_inside = {
-        procs.namespace_pid(pid): pid
-        for pid in procs.descendants(process.pid, procs.process_table())
-    }
+    by_inside = {procs.namespace_pid(pid): pid for pid in procs.descendants_of((process.pid,))}
     init, shim, initial = (by_inside.get(ns, -1) for ns in (1, 2, inside))
-    return callers.RunProcesses((init, shim), initial, network_of=init).start()
+    return callers.RunProcesses((init, shim), initial, network_of=init, diag=started.diag).start()
 
 
 def end_run(

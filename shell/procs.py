@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import time
@@ -106,6 +107,48 @@ def descendants(root: int, table: dict[int, ProcessInfo]) -> set[int]:
                 found.add(pid)
                 stack.append(pid)
     return found
+
+
+def descendants_of(roots) -> set[int]:
+    """Every descendant of `roots`, read down from them through each thread's
+    `/proc/<pid>/task/<tid>/children`: the cost is the run's processes, not every process
+    on the machine, which matters to what looks at the run's tree ten times a second and
+    at every model call (shell/callers.py). A kernel without those files
+    (CONFIG_PROC_CHILDREN) gets `descendants` over the whole process table."""
+    if not _children_files():
+        table = process_table()
+        return set().union(*(descendants(root, table) for root in roots))
+    found: set[int] = set()
+    stack = list(roots)
+    while stack:
+        for pid in _children(stack.pop()):
+            if pid not in found:
+                found.add(pid)
+                stack.append(pid)
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`: a child is listed under the thread that forked
+    it, so every thread's file is read."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found = []
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                found += [int(child) for child in handle.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@functools.cache
+def _children_files() -> bool:
+    pid = os.getpid()
+    return os.path.exists(f"/proc/{pid}/task/{pid}/children")
 
 
 def with_environment(key: str, value: str, table: dict[int, ProcessInfo]) -> set[int]:

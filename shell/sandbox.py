@@ -437,11 +437,13 @@ class StatusPipe:
 @dataclass(frozen=True)
 class Started:
     """A running sandbox: bwrap (the runner's child), the proxy's listening socket in the
-    sandbox's network, and the shim's status pipe."""
+    sandbox's network, the shim's status pipe, and a sock_diag socket of the sandbox's
+    network (None where the shim could not open one)."""
 
     process: subprocess.Popen
     listener: socket.socket
     status: StatusPipe
+    diag: socket.socket | None = None
 
 
 def start(
@@ -485,7 +487,7 @@ def start(
         if seccomp is not None:
             os.close(seccomp)
     try:
-        listener = _receive_listener(ours, process)
+        listener, diag = _receive_listener(ours, process)
     except BaseException:
         os.close(status_read)
         with contextlib.suppress(ProcessLookupError):
@@ -494,21 +496,27 @@ def start(
         raise
     finally:
         ours.close()
-    return Started(process, listener, StatusPipe(status_read))
+    return Started(process, listener, StatusPipe(status_read), diag)
 
 
-def _receive_listener(ours: socket.socket, process: subprocess.Popen) -> socket.socket:
+def _receive_listener(
+    ours: socket.socket, process: subprocess.Popen
+) -> tuple[socket.socket, socket.socket | None]:
+    """The proxy's listening socket and the sock_diag socket the shim hands over."""
     deadline = time.monotonic() + START_TIMEOUT_S
     ours.settimeout(0.1)
     while time.monotonic() < deadline:
         try:
-            _, fds, _, _ = socket.recv_fds(ours, 16, 1)
+            _, fds, _, _ = socket.recv_fds(ours, 16, 2)
         except TimeoutError:
             if process.poll() is not None:
                 break
             continue
         if fds:
-            return socket.socket(fileno=fds[0])
+            diag = socket.socket(fileno=fds[1]) if len(fds) > 1 else None
+            if diag is not None:
+                diag.settimeout(1.0)
+            return socket.socket(fileno=fds[0]), diag
         break
     raise SandboxError(
         errno.ECHILD,

@@ -2,9 +2,10 @@
 
     python -I -S shell/sandbox_shim.py PORT HANDOFF_FD STATUS_FD -- ARGV
 
-It hands the runner the proxy's listening socket on the sandbox's own loopback, then runs
-the agent and reports how it ended. Stdlib only: it runs on the runner's interpreter with
-nothing of the harness on its path.
+It hands the runner the proxy's listening socket on the sandbox's own loopback (and a
+sock_diag socket of the sandbox's network, with which the runner finds each caller's
+socket: shell/callers.py), then runs the agent and reports how it ended. Stdlib only: it
+runs on the runner's interpreter with nothing of the harness on its path.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import socket
 import sys
 
 PR_SET_DUMPABLE = 4
+NETLINK_SOCK_DIAG = 4
 IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def main(argv: list[str]) -> int:
-    """Bind 127.0.0.1:PORT here, send the listening socket over HANDOFF_FD (SCM_RIGHTS),
-    fork the agent (ARGV) and write `started <pid>`, then `exit <code>` or `signal <n>`, on
-    STATUS_FD.
+    """Bind 127.0.0.1:PORT here, send the listening socket (and a sock_diag socket, where
+    the kernel has one) over HANDOFF_FD (SCM_RIGHTS), fork the agent (ARGV) and write
+    `started <pid>`, then `exit <code>` or `signal <n>`, on STATUS_FD.
 
     It makes itself undumpable first, so no process of the agent's can open its fds (the
     status pipe) or read its memory; it ignores SIGTERM, SIGINT and SIGHUP, so that when the
@@ -36,9 +38,13 @@ def main(argv: list[str]) -> int:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", port))
     listener.listen(1024)
+    handed = [listener]
+    with contextlib.suppress(OSError):
+        handed.append(socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG))
     with socket.socket(fileno=handoff) as channel:
-        socket.send_fds(channel, [b"L"], [listener.fileno()])
-    listener.close()
+        socket.send_fds(channel, [b"L"], [sock.fileno() for sock in handed])
+    for sock in handed:
+        sock.close()
     os.set_inheritable(status, False)
     for signum in IGNORED:
         signal.signal(signum, signal.SIG_IGN)

@@ -41,17 +41,18 @@ the product's rules (for example the ledger key).
 
 from __future__ import annotations
 
-import os
-import socket
 import sys
-from dataclasses import dataclass, field
-from typing import NoReturn
 
 from simulated import VERSION_LINE
 
 if __name__ == "__main__" and sys.argv[1:] == ["--version"]:
     print(VERSION_LINE)  # before the imports below: the runner asks before every run
     sys.exit(0)
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import NoReturn
 
 from simulated.daemon import Daemon
 from simulated.processes import detach

@@ -1,10 +1,12 @@
 """What the end-to-end tests of runner.py share: paths, the simulated agent, a runner in a temp dir
-(`RunnerTestCase`), and reading the pids a run logged. Not a test module: `tests/test_runner*.py`
-import it.
+(`RunnerTestCase`), reading the pids a run logged, run sets (`RunSetCase`) and every behaviour's
+verdict sandboxed and not (`SameVerdictsCase`). Not a test module: `tests/test_runner*.py`,
+`tests/test_trials*.py` and `tests/test_sandbox*.py` import it.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
@@ -15,7 +17,8 @@ import tempfile
 import unittest
 from dataclasses import dataclass
 
-from shell import procs
+from shell import procs, sandbox
+from tests import runner_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
@@ -97,6 +100,12 @@ def _forget_shared_runs() -> None:
 
 
 class RunnerTestCase(unittest.TestCase):
+    # Runs are forked from tests/runner_server.py's interpreter, which has imported runner.py
+    # already. A test that needs the runner's process to be `python runner.py` itself (its
+    # command line, or /proc/<pid>/environ, which is what the process was started with) sets
+    # this, and pays for a new interpreter per run.
+    own_interpreter = False
+
     def setUp(self) -> None:
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
@@ -125,16 +134,31 @@ class RunnerTestCase(unittest.TestCase):
         ]
 
     def run_runner(self, model: str, fixture: str = JSON_EVENTS, *extra: str):
-        done = subprocess.run(
-            self.runner_argv(model, fixture, *extra),
-            cwd=self.tmp,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=120,
-        )
+        argv = self.runner_argv(model, fixture, *extra)
+        if self.own_interpreter:
+            done = subprocess.run(
+                argv,
+                cwd=self.tmp,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=120,
+            )
+        else:
+            done = runner_server.run(argv[2:], cwd=self.tmp, env=self.env, timeout=120)
         result = json.loads(done.stdout)
         return done, result
+
+    def run_argv(self, argv: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
+        """`subprocess.run(argv, env=env, capture_output=True, timeout=60)` for an `argv`
+        that runs runner.py (`runner_argv`'s, as a test edited it), in this process's cwd;
+        forked from tests/runner_server.py, or run by its own interpreter as
+        `own_interpreter` says."""
+        if self.own_interpreter:
+            return subprocess.run(argv, env=env, capture_output=True, timeout=60)
+        return runner_server.run(
+            argv[2:], cwd=os.getcwd(), env=os.environ.copy() if env is None else env, timeout=60
+        )
 
     def shared_run(self, model: str, fixture: str = JSON_EVENTS, *extra: str):
         """run_runner's (done, result) for a run that tests only read, never change: each
@@ -211,20 +235,12 @@ class RunSetCase(RunnerTestCase):
     def runner(self, *args: str, model: str | None = "simulated/flaky", fixture=TWO_SHARDS):
         if fixture == TWO_SHARDS:
             two_shard_fixture()
-        argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED]
-        argv += ["--out", self.out, "--agent-config", self.agent_config]
+        argv = ["--agent-bin", SIMULATED, "--out", self.out, "--agent-config", self.agent_config]
         if model:
             argv += ["--model", model]
         if fixture:
             argv += ["--fixture", fixture]
-        done = subprocess.run(
-            [*argv, *args],
-            cwd=self.tmp,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=120,
-        )
+        done = runner_server.run([*argv, *args], cwd=self.tmp, env=self.env, timeout=120)
         return done, json.loads(done.stdout) if done.stdout.strip() else None
 
     def trial_results(self, set_dir: str) -> dict[str, dict]:
@@ -235,3 +251,50 @@ class RunSetCase(RunnerTestCase):
                 with open(path, encoding="utf-8") as handle:
                     found[name] = json.load(handle)
         return found
+
+
+class SameVerdictsCase(RunnerTestCase):
+    """Every behaviour under one drive (`drive`, a subclass's) gets the same verdict sandboxed
+    and not: the sandbox changes where the agent runs, never what is scored. One module per
+    drive, so that the suite runs the two side by side. Skipped where bwrap cannot run."""
+
+    drive = "oneshot"
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        found = sandbox.availability()
+        if not found.usable:
+            raise unittest.SkipTest(f"no sandbox here: {found.problem}")
+
+    def verdict(self, behaviour: str, sandbox_flag: str) -> tuple:
+        extra = list(HANG_TIMEOUT) if behaviour == "hang" else []
+        # Two shards are all a comparison needs (sibling-forward needs a sibling), and each
+        # shard costs both runs of every pair a child's processes and model calls. But
+        # early-index is caught by the order in which the runner's witness, polling, saw the
+        # index and the first reply: on two shards the replies can come within the same poll
+        # as the index, and the witness then takes the index for the later of the two.
+        fixture = JSON_EVENTS if behaviour == "early-index" else two_shard_fixture()
+        done, result = self.run_runner(
+            f"simulated/{behaviour}", fixture, "--drive", self.drive, *GRACE, *extra, sandbox_flag
+        )
+        self.assertEqual(result["sandbox"]["enabled"], sandbox_flag == "--sandbox")
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        return done.returncode, result["resolved"], self.codes(result)
+
+    def assert_every_behaviour_gets_the_same_verdict_sandboxed_and_not(self) -> None:
+        from simulated.run import BEHAVIOURS  # here: the other runner tests need none of it
+
+        two_shard_fixture()  # made once, before the runs that share it
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            runs = {
+                (behaviour, flag): pool.submit(self.verdict, behaviour, flag)
+                for behaviour in sorted(BEHAVIOURS)
+                for flag in ("--sandbox", "--no-sandbox")
+            }
+        for behaviour in sorted(BEHAVIOURS):
+            with self.subTest(behaviour=behaviour, drive=self.drive):
+                self.assertEqual(
+                    runs[(behaviour, "--sandbox")].result(),
+                    runs[(behaviour, "--no-sandbox")].result(),
+                )

@@ -434,6 +434,9 @@ RECORD_KINDS = {
 }
 
 
+_SHARED_LAUNCHES: dict[tuple[str, str], Run] = {}
+
+
 class SimulatedAgentCase(unittest.TestCase):
     """Runs the stand-in as the runner drives prime-agent, in its own process group with the
     runner's env and layout: one-shot (`--mode json`) or resident (`--mode daemon`, then
@@ -441,6 +444,31 @@ class SimulatedAgentCase(unittest.TestCase):
     """
 
     drive = ONESHOT
+    # While a shared launch starts: what would end with the test ends with the module.
+    _for_the_module = False
+
+    def addCleanup(self, function, /, *args, **kwargs):
+        if self._for_the_module:
+            unittest.addModuleCleanup(function, *args, **kwargs)
+        else:
+            super().addCleanup(function, *args, **kwargs)
+
+    def shared_launch(self, behaviour: str = "oracle", drive: str | None = None) -> Run:
+        """`launch(behaviour, drive=drive)`'s Run for a run that tests only read, never
+        change: each behaviour and drive runs once per test process, and what the run leaves
+        to end (its supervisor or daemon, its temp dir) ends when the module's tests end. A
+        test that talks to the run's processes, writes into its dir, or needs a run of its
+        own (another prompt, env or cwd) uses launch."""
+        key = (behaviour, drive or self.drive)
+        if key not in _SHARED_LAUNCHES:
+            if not _SHARED_LAUNCHES:
+                unittest.addModuleCleanup(_SHARED_LAUNCHES.clear)
+            self._for_the_module = True
+            try:
+                _SHARED_LAUNCHES[key] = self.launch(behaviour, drive=key[1])
+            finally:
+                self._for_the_module = False
+        return _SHARED_LAUNCHES[key]
 
     def make_run(self, prompt: str | None = None, session_dir_env: bool = True) -> Run:
         temp = tempfile.TemporaryDirectory()

@@ -14,13 +14,12 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 from typing import ClassVar
 
 from shell import regrade as regrade_shell
+from tests import runner_server
 from tests.test_real_runs import materialize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -218,13 +217,9 @@ class FixtureInputTest(unittest.TestCase):
                     os.path.join(BAD, "fixtures", case + ".json"),
                     os.path.join(fixture_dir, "fixture.json"),
                 )
-                argv = [sys.executable, os.path.join(ROOT, "runner.py"), "--fixture", fixture_dir]
-                argv += ["--model", "x/y", "--agent-bin", "true", "--out", os.path.join(tmp, "r")]
-                done = subprocess.run(
-                    argv,
-                    capture_output=True,
-                    timeout=60,
-                )
+                argv = ["--fixture", fixture_dir, "--model", "x/y", "--agent-bin", "true"]
+                argv += ["--out", os.path.join(tmp, "r")]
+                done = runner_server.run(argv, cwd=os.getcwd(), env=dict(os.environ), timeout=60)
                 self.assertEqual(done.returncode, 2, done.stderr)
                 self.assertNotIn(b"Traceback", done.stderr)
                 result = json.loads(done.stdout)

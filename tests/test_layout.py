@@ -25,6 +25,7 @@ from pathlib import Path
 from unittest import mock
 
 from tests import __main__ as suite
+from tests import runner_server
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "simulated" / "agent.py"
@@ -296,6 +297,46 @@ class TestModulesRunAloneTest(unittest.TestCase):
         self.assertEqual(counts[0], counts[1])
 
 
+def _untimed(output: bytes) -> bytes:
+    """A result's JSON with its times left out: two runs never start at the same moment."""
+    return re.sub(rb'"\d{4}-\d\d-\d\dT[\d:.]+Z"', b'"<time>"', output)
+
+
+class RunnerServerTest(unittest.TestCase):
+    """tests/runner_server.py: a run forked from the server ends as `python runner.py` ends."""
+
+    def test_a_forked_run_gives_what_an_interpreter_of_its_own_gives(self):
+        # COLUMNS (argparse wraps --help to it) and a fixture named relative to the cwd (one
+        # whose manifest is no JSON, told apart from none) show the run's own environment
+        # and cwd at work.
+        env = {**os.environ, "COLUMNS": "61"}
+        with tempfile.TemporaryDirectory() as cwd:
+            os.mkdir(os.path.join(cwd, "broken"))
+            with open(os.path.join(cwd, "broken", "fixture.json"), "w") as handle:
+                handle.write("{")
+            for argv in (
+                ["--help"],
+                ["--model", "x/y"],
+                ["--fixture", "broken", "--model", "simulated/oracle"],
+            ):
+                with self.subTest(argv=argv):
+                    own = subprocess.run(
+                        [sys.executable, str(REPO / "runner.py"), *argv],
+                        cwd=cwd,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        capture_output=True,
+                        timeout=120,
+                    )
+                    forked = runner_server.run(argv, cwd=cwd, env=env, timeout=120)
+                    said = [
+                        (done.returncode, _untimed(done.stdout), done.stderr)
+                        for done in (own, forked)
+                    ]
+                    self.assertEqual(said[1], said[0])
+                    self.assertNotEqual(own.stdout + own.stderr, b"")
+
+
 class SuiteRunnerTest(unittest.TestCase):
     """`python -m tests` (tests/__main__.py), the command CI runs."""
 
@@ -336,7 +377,7 @@ class SuiteRunnerTest(unittest.TestCase):
                     second_printed.set()
                 return super().write(text)
 
-        def run(module: str, verbose: bool) -> tuple[str, int, str, float]:
+        def run(module: str, verbose: bool, env: dict) -> tuple[str, int, str, float]:
             if module == "test_stats":
                 second_printed.wait(timeout=30)
             return module, 0, "Ran 1 test in 0.001s\n\nOK\n", 0.0
@@ -351,6 +392,53 @@ class SuiteRunnerTest(unittest.TestCase):
         self.assertEqual(code, 0)
         printed = re.findall(r"^tests\.(test_\w+):", terminal.getvalue(), re.M)
         self.assertEqual(printed, ["test_jsonl", "test_stats"])
+
+    def test_modules_keep_temp_files_in_memory_and_a_file_left_there_fails_the_suite(self):
+        given: dict[str, str | None] = {}
+
+        def run(module: str, verbose: bool, env: dict) -> tuple[str, int, str, float]:
+            given[module] = env.get("TMPDIR")
+            if module == "test_stats" and given[module]:
+                with open(os.path.join(given[module], "left-behind"), "w"):
+                    pass
+            return module, 0, "Ran 1 test in 0.001s\n\nOK\n", 0.0
+
+        unset = {key: value for key, value in os.environ.items() if key != "TMPDIR"}
+        terminal = io.StringIO()
+        with (
+            mock.patch.object(suite, "run", run),
+            mock.patch.dict(os.environ, unset, clear=True),
+            contextlib.redirect_stdout(terminal),
+        ):
+            code = suite.main(["test_stats", "test_jsonl"])
+        scratch = given["test_stats"]
+        if scratch is None:
+            self.skipTest("no /dev/shm with room here")
+        self.assertEqual(given["test_jsonl"], scratch)
+        self.assertEqual(os.path.dirname(scratch), "/dev/shm")
+        self.assertFalse(os.path.exists(scratch))
+        self.assertEqual(code, 1)
+        self.assertIn(f"left in the temp dir {scratch}: left-behind", terminal.getvalue())
+        self.assertIn("FAILED (modules=0, temp files left)", terminal.getvalue())
+
+    def test_a_tmpdir_of_the_users_is_the_modules_and_left_alone(self):
+        given: dict[str, str | None] = {}
+
+        def run(module: str, verbose: bool, env: dict) -> tuple[str, int, str, float]:
+            given[module] = env.get("TMPDIR")
+            return module, 0, "Ran 1 test in 0.001s\n\nOK\n", 0.0
+
+        with tempfile.TemporaryDirectory() as mine:
+            with open(os.path.join(mine, "the-users"), "w"):
+                pass
+            with (
+                mock.patch.object(suite, "run", run),
+                mock.patch.dict(os.environ, {"TMPDIR": mine}),
+                contextlib.redirect_stdout(io.StringIO()),
+            ):
+                code = suite.main(["test_stats"])
+            self.assertEqual((code, given["test_stats"]), (0, mine))
+            self.assertEqual(os.listdir(mine), ["the-users"])
 
     def test_an_unknown_module_is_refused(self):
         done = self.run_tests("test_no_such_module")

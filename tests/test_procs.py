@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import unittest
+from unittest import mock
 
 from shell import procs
 
@@ -85,6 +86,47 @@ class EndProcessesTest(unittest.TestCase):
             time.sleep(0.01)
         self.assertEqual(procs._stat(process.pid).state, "Z")
         self.assertFalse(procs.alive(process.pid))
+
+
+# A process that starts a child from its main thread and one from another thread, which
+# stays alive (a child is listed under the thread that started it) and which starts a
+# grandchild; it prints their pids and waits for its stdin to close.
+TREE = (
+    "import queue, subprocess, sys, threading\n"
+    "sleeper = [sys.executable, '-c', 'import sys; sys.stdin.read()']\n"
+    "holder = [sys.executable, '-c', 'import subprocess, sys; "
+    "print(subprocess.Popen(sys.argv[1:]).pid, flush=True); sys.stdin.read()', *sleeper]\n"
+    "main = subprocess.Popen(sleeper)\n"
+    "started = queue.Queue()\n"
+    "def spawn():\n"
+    "    started.put(subprocess.Popen(holder, stdout=subprocess.PIPE, text=True))\n"
+    "    threading.Event().wait()\n"
+    "threading.Thread(target=spawn, daemon=True).start()\n"
+    "held = started.get()\n"
+    "print(main.pid, held.pid, held.stdout.readline().strip(), flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+class DescendantsTest(unittest.TestCase):
+    def test_read_down_from_the_roots_they_are_those_of_the_whole_table(self):
+        # stdin is a pipe the whole tree shares: closing it ends every process.
+        tree = subprocess.Popen(
+            [sys.executable, "-c", TREE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.addCleanup(tree.wait)
+        self.addCleanup(tree.stdin.close)
+        self.addCleanup(tree.stdout.close)
+        below = {int(pid) for pid in tree.stdout.readline().split()}
+        self.assertEqual(len(below), 3)
+        self.assertEqual(procs.descendants_of((tree.pid,)), below)
+        self.assertEqual(procs.descendants(tree.pid, procs.process_table()), below)
+        # A root that is no process has none; each root's are there.
+        self.assertEqual(procs.descendants_of((tree.pid, 2**22 + 1)), below)
+        self.assertEqual(procs.descendants_of(()), set())
+        # A kernel without the children files: the whole table, and the same answer.
+        with mock.patch.object(procs, "_children_files", return_value=False):
+            self.assertEqual(procs.descendants_of((tree.pid,)), below)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ class AgentErrorTest(RunnerTestCase):
     def run_failing_agent(self) -> tuple[subprocess.CompletedProcess, dict]:
         argv = self.runner_argv("anthropic/claude-sonnet-4-5")
         argv[argv.index(SIMULATED)] = self.failing_agent()
-        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        done = self.run_argv(argv, self.env)
         return done, json.loads(done.stdout)
 
     def test_an_agent_that_exits_1_at_once_is_an_agent_error_in_its_own_words(self):
@@ -128,7 +128,7 @@ class ScriptedModelTest(RunnerTestCase):
         argv[argv.index(SIMULATED)] = agent
         # A HOME with no kernel venv and no PRIME_AGENT_KERNEL_PYTHON: the runner warns.
         env = {**self.env, "HOME": self.tmp}
-        done = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+        done = self.run_argv(argv, env)
         result = json.loads(done.stdout)
         self.assertIn(b"runner.py: note: no kernel Python", done.stderr)
         self.assertIsNone(result["agent"]["kernel_python"])
@@ -153,15 +153,13 @@ class ScriptedModelTest(RunnerTestCase):
             self.assertIn(setting, stderr.splitlines())
 
     def test_unknown_script_is_a_usage_error(self):
-        done = subprocess.run(
-            self.runner_argv("scripted/no-such-script"), env=self.env, capture_output=True
-        )
+        done = self.run_argv(self.runner_argv("scripted/no-such-script"), self.env)
         self.assertEqual(done.returncode, 2)
         self.assertIn(b"no script 'no-such-script'", done.stderr)
         self.assertNotIn(b"did you mean", done.stderr)
 
     def test_a_typo_of_a_script_names_the_closest_and_every_script(self):
-        done = subprocess.run(self.runner_argv("scripted/fanot"), env=self.env, capture_output=True)
+        done = self.run_argv(self.runner_argv("scripted/fanot"), self.env)
         self.assertEqual(done.returncode, 2)
         said = done.stderr.decode()
         self.assertIn("no script 'fanot'; did you mean scripted/fanout?", said)
@@ -169,7 +167,7 @@ class ScriptedModelTest(RunnerTestCase):
 
     def test_a_scripted_baseline_is_a_usage_error(self):
         argv = self.runner_argv("scripted/no-spawn", JSON_EVENTS, "--baseline")
-        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        done = self.run_argv(argv, self.env)
         self.assertEqual(done.returncode, 2)
         self.assertIn(b"--baseline with a scripted model checks nothing", done.stderr)
         self.assertFalse(os.path.exists(self.out))
@@ -338,7 +336,7 @@ class InvalidInputTest(RunnerTestCase):
         os.chmod(agent, 0o755)
         argv = self.runner_argv("anthropic/claude-sonnet-4-5")
         argv[argv.index(SIMULATED)] = agent
-        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        done = self.run_argv(argv, self.env)
         result = json.loads(done.stdout)
         self.assertEqual(result["agent"]["version"], "0.8.0")
         self.assertFalse(result["simulated"])
@@ -355,9 +353,7 @@ class InvalidInputTest(RunnerTestCase):
     def test_a_provider_the_proxy_cannot_reach_is_named_exit_3(self):
         # No upstream for it in models.json or the product's catalog: a typo in the
         # provider is caught before the agent starts, not scored as a model failure.
-        done = subprocess.run(
-            self.runner_argv("anthropc/claude-sonnet-4-5"), env=self.env, capture_output=True
-        )
+        done = self.run_argv(self.runner_argv("anthropc/claude-sonnet-4-5"), self.env)
         self.assertEqual(done.returncode, 3)
         result = json.loads(done.stdout)
         self.assertEqual(self.codes(result), ["model_proxy_unavailable"])
@@ -365,9 +361,7 @@ class InvalidInputTest(RunnerTestCase):
         self.assertIn("did you mean anthropic?", result["reasons"][0]["message"])
 
     def test_a_typo_of_the_simulated_provider_suggests_it_and_names_upstream(self):
-        done = subprocess.run(
-            self.runner_argv("simulatd/oracle"), env=self.env, capture_output=True
-        )
+        done = self.run_argv(self.runner_argv("simulatd/oracle"), self.env)
         self.assertEqual(done.returncode, 3)
         message = json.loads(done.stdout)["reasons"][0]["message"]
         self.assertIn("did you mean simulated?", message)
@@ -377,7 +371,7 @@ class InvalidInputTest(RunnerTestCase):
     def test_a_malformed_inject_failure_is_a_usage_error(self):
         for bad in ("worker-events-01:0", "worker-events-01:x", ":2"):
             argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--inject-failure", bad)
-            done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+            done = self.run_argv(argv, self.env)
             self.assertEqual(done.returncode, 2, bad)
             self.assertIn(b"--inject-failure", done.stderr)
 
@@ -401,7 +395,7 @@ class UnusableModelsJsonTest(RunnerTestCase):
             with self.subTest(model=model):
                 argv = self.runner_argv(model, JSON_EVENTS, *GRACE)
                 argv[argv.index("--agent-config") + 1] = config
-                done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+                done = self.run_argv(argv, self.env)
                 self.assertNotIn(b"Traceback", done.stderr)
                 self.assertEqual(done.returncode, 3)
                 result = json.loads(done.stdout)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import unittest
 
@@ -101,7 +100,7 @@ class ResidentDriveTest(RunnerTestCase):
             "simulated/oracle", JSON_EVENTS, "--drive", "resident", "--timeout", "1", *GRACE
         )
         argv[argv.index(SIMULATED)] = agent
-        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        done = self.run_argv(argv, self.env)
         result = json.loads(done.stdout)
         self.assertEqual(done.returncode, 1)
         self.assertEqual(self.codes(result)[0], "timeout")
@@ -117,7 +116,7 @@ class ResidentDriveTest(RunnerTestCase):
         os.chmod(agent, 0o755)
         argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--drive", "resident", *GRACE)
         argv[argv.index(SIMULATED)] = agent
-        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=60)
+        done = self.run_argv(argv, self.env)
         result = json.loads(done.stdout)
         self.assertEqual(done.returncode, 3)
         self.assertEqual(self.codes(result), ["daemon_incompatible"])

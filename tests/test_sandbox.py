@@ -2,14 +2,15 @@
 
 A hostile stand-in, `simulated/breakout`, tries each way out of its run and reports what it
 managed: sandboxed, every attempt fails; unsandboxed, the same attempts succeed, so the
-test can fail. Every behaviour under both drives gets the same verdict either way. The
-caller rule is tried on real processes: the product's own calls pass, a kernel's, a cell's
-and a detached process's do not. The parts that need bwrap are skipped where it cannot run.
+test can fail. (That every behaviour gets the same verdict either way is
+tests/test_sandbox_oneshot.py's and tests/test_sandbox_resident.py's, one module per drive.)
+The caller rule is tried on real processes: the product's own calls pass, a kernel's, a
+cell's and a detached process's do not. The parts that need bwrap are skipped where it
+cannot run.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import glob
 import io
@@ -23,9 +24,8 @@ import unittest
 from unittest import mock
 
 import runner
-from shell import callers, sandbox
-from simulated.run import BEHAVIOURS
-from tests.runner_case import GRACE, HANG_TIMEOUT, JSON_EVENTS, ROOT, RunnerTestCase
+from shell import callers, procs, sandbox
+from tests.runner_case import JSON_EVENTS, RunnerTestCase
 
 AVAILABLE = sandbox.availability()
 needs_bwrap = unittest.skipUnless(AVAILABLE.usable, f"no sandbox here: {AVAILABLE.problem}")
@@ -50,6 +50,9 @@ ATTEMPTS = (
 class BreakoutTest(RunnerTestCase):
     """simulated/breakout against a decoy outside the run (a stand-in for the user's files
     and the system /tmp), a TCP service on 127.0.0.1 and a secret in the user's shell."""
+
+    # It looks for the runner by its command line and reads the environment it started with.
+    own_interpreter = True
 
     def setUp(self) -> None:
         super().setUp()
@@ -136,57 +139,6 @@ class BreakoutTest(RunnerTestCase):
         self.assertIn("No such device or address", report["write_stream"]["detail"])
         self.assertIn("HTTP 403", report["call_model"]["detail"])
         self.assertIn("HTTP 403", report["call_model_detached"]["detail"])
-
-
-@needs_bwrap
-class SameVerdictsTest(RunnerTestCase):
-    """Every behaviour under both drives: the sandbox changes where the agent runs, never
-    what is scored."""
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        super().setUpClass()
-        # Two shards are all a comparison needs (sibling-forward needs a sibling), and each
-        # shard costs both runs of every pair a child's processes and model calls.
-        fixtures = tempfile.TemporaryDirectory()
-        cls.addClassCleanup(fixtures.cleanup)
-        subprocess.run(
-            [
-                *(sys.executable, os.path.join(ROOT, "fixtures", "generate.py")),
-                *("--out", fixtures.name, "--shards", "2", "--fixture", "json-events"),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        cls.fixture = os.path.join(fixtures.name, "json-events")
-
-    def verdict(self, behaviour: str, drive: str, sandbox_flag: str) -> tuple:
-        extra = list(HANG_TIMEOUT) if behaviour == "hang" else []
-        # early-index is caught by the order in which the runner's witness, polling, saw the
-        # index and the first reply: on two shards the replies can come within the same poll
-        # as the index, and the witness then takes the index for the later of the two.
-        fixture = JSON_EVENTS if behaviour == "early-index" else self.fixture
-        done, result = self.run_runner(
-            f"simulated/{behaviour}", fixture, "--drive", drive, *GRACE, *extra, sandbox_flag
-        )
-        self.assertEqual(result["sandbox"]["enabled"], sandbox_flag == "--sandbox")
-        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-        return done.returncode, result["resolved"], self.codes(result)
-
-    def test_every_behaviour_gets_the_same_verdict_sandboxed_and_not(self):
-        pairs = [(b, d) for b in sorted(BEHAVIOURS) for d in ("oneshot", "resident")]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            runs = {
-                (behaviour, drive, flag): pool.submit(self.verdict, behaviour, drive, flag)
-                for behaviour, drive in pairs
-                for flag in ("--sandbox", "--no-sandbox")
-            }
-        for behaviour, drive in pairs:
-            with self.subTest(behaviour=behaviour, drive=drive):
-                self.assertEqual(
-                    runs[(behaviour, drive, "--sandbox")].result(),
-                    runs[(behaviour, drive, "--no-sandbox")].result(),
-                )
 
 
 class AvailabilityTest(RunnerTestCase):
@@ -419,6 +371,57 @@ class SeccompTest(unittest.TestCase):
         self.assertEqual(self.seize(None), [b"0", b"0"])
 
 
+class ShimTest(unittest.TestCase):
+    # Inside: connect to the proxy's port on the sandbox's loopback and wait for the test to
+    # close that connection.
+    CLIENT = (
+        "import socket, sys\n"
+        "client = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+        "client.recv(1)\n"
+    )
+
+    @needs_bwrap
+    def test_the_shim_hands_over_a_sock_diag_socket_of_the_sandboxs_network(self):
+        hidden = tempfile.TemporaryDirectory()
+        self.addCleanup(hidden.cleanup)
+        plan = sandbox.Plan(
+            AVAILABLE.bwrap, sandbox.Binds((sys.prefix, sys.base_prefix), hidden.name, ())
+        )
+        port = 4711  # the sandbox's network has nothing else on any port
+        started = sandbox.start(
+            [sys.executable, "-I", "-c", self.CLIENT, str(port)],
+            plan,
+            port=port,
+            cwd="/",
+            env={"PATH": os.environ["PATH"]},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.addCleanup(started.process.wait, 30)
+        self.addCleanup(started.status.close)
+        self.addCleanup(started.listener.close)
+        self.assertIsNotNone(started.diag)
+        self.addCleanup(started.diag.close)
+        started.listener.settimeout(30)
+        connection, (host, client_port) = started.listener.accept()
+        self.addCleanup(connection.close)
+        # The sandbox's init, whose network's TCP table holds the client's socket too.
+        (init,) = [
+            pid
+            for pid in procs.descendants_of((started.process.pid,))
+            if procs.namespace_pid(pid) == 1
+        ]
+        inside = callers.RunProcesses((init,), init, network_of=init, diag=started.diag)
+        self.addCleanup(inside.stop)
+        inode = inside._client_inode(host, client_port, port)
+        self.assertIsNotNone(inode)
+        self.assertEqual(inside._diag_inode(host, client_port, "127.0.0.1", port), inode)
+        # The runner's own network has no such connection.
+        outside = callers.RunProcesses((os.getpid(),), os.getpid())
+        self.addCleanup(outside.stop)
+        self.assertIsNone(outside._diag_inode(host, client_port, "127.0.0.1", port))
+
+
 class CallersTest(unittest.TestCase):
     """The product rule on real processes: this test plays the runner (the top of the tree),
     a Python process it starts plays the product, `/bin/sh` a kernel (another program)."""
@@ -458,6 +461,7 @@ class CallersTest(unittest.TestCase):
 
     def callers_of(self, product: subprocess.Popen, count: int) -> list[callers.Caller]:
         watch = callers.RunProcesses((os.getpid(),), product.pid)
+        self.addCleanup(watch.stop)
         found = []
         for _ in range(count):
             connection, _ = self.listener.accept()
@@ -501,6 +505,7 @@ class CallersTest(unittest.TestCase):
         )
         product = self.start([sys.executable, "-c", code])
         watch = callers.RunProcesses((os.getpid(),), product.pid)
+        self.addCleanup(watch.stop)
         shell = os.path.realpath("/bin/sh")
         for _ in range(100_000):
             # The product's own child: a shell left by an earlier test may still be exiting
@@ -520,6 +525,22 @@ class CallersTest(unittest.TestCase):
         kernel_call = next(caller for caller in found if caller.pid != product.pid)
         self.assertFalse(kernel_call.product)
         self.assertIn(shell, kernel_call.reason)
+
+    def test_sock_diag_and_the_tcp_table_find_the_same_client_socket(self):
+        client = socket.create_connection(("127.0.0.1", self.port))
+        self.addCleanup(client.close)
+        connection, (host, port) = self.listener.accept()
+        self.addCleanup(connection.close)
+        watch = callers.RunProcesses((os.getpid(),), os.getpid())
+        self.addCleanup(watch.stop)
+        inode = os.fstat(client.fileno()).st_ino
+        self.assertIsNotNone(watch.diag)
+        self.assertEqual(watch._diag_inode(host, port, "127.0.0.1", self.port), inode)
+        self.assertEqual(watch._client_inode(host, port, self.port), inode)
+        # No connection between those ports: the socket listening on the local one is no
+        # client's, and neither way finds one.
+        self.assertIsNone(watch._diag_inode("127.0.0.1", self.port, "127.0.0.1", 1))
+        self.assertIsNone(watch._client_inode("127.0.0.1", self.port, 1))
 
     def test_a_process_outside_the_run_does_not(self):
         product = self.start([sys.executable, "-c", "import sys; sys.stdin.read()"])

@@ -232,7 +232,7 @@ class SupervisorTest(SimulatedAgentCase):
 
 class OracleTest(SimulatedAgentCase):
     def test_records_have_the_captured_shapes(self):
-        run = self.launch()
+        run = self.shared_launch()
         ours = self.assert_captured_shapes(run, MAIN_CAPTURE)
         transcript_kinds = set(shapes(ours["transcript"], transcript_kind))
         self.assertLessEqual(
@@ -256,7 +256,7 @@ class OracleTest(SimulatedAgentCase):
         self.assertIn(("tool_execution_update",), stdout_kinds)
 
     def test_every_line_is_compact_json(self):
-        run = self.launch()
+        run = self.shared_launch()
         paths = [
             run.dir / "stdout.jsonl",
             run.parent_file(),
@@ -270,7 +270,7 @@ class OracleTest(SimulatedAgentCase):
                 self.assertEqual(line, compact, path.name)
 
     def test_ids_and_timestamps_have_the_product_shapes(self):
-        run = self.launch()
+        run = self.shared_launch()
         for path in [run.parent_file(), *run.child_files()]:
             header, *entries = read_jsonl(path)
             self.assertRegex(header["id"], UUID7)
@@ -290,7 +290,7 @@ class OracleTest(SimulatedAgentCase):
             self.assertRegex(reply["details"]["id"], REPLY_ID)
 
     def test_root_file_stem_is_the_header_id_only_when_resident_and_children_live_under_it(self):
-        run = self.launch()
+        run = self.shared_launch()
         root_id = run.parent()[0]["id"]
         # One-shot: the client names the file, the worker the header (contract §1 fact 2); a
         # resident create without sessionPath names the file after the header (§8.2).
@@ -305,7 +305,7 @@ class OracleTest(SimulatedAgentCase):
             self.assertEqual((header["rlmDepth"], header["cwd"]), (1, str(run.repo)))
 
     def test_ledger_is_keyed_on_the_session_dir_env_and_lists_every_spawn(self):
-        run = self.launch()
+        run = self.shared_launch()
         sessions = os.path.realpath(run.dir / "sessions")
         (path,) = run.ledger_files()
         self.assertEqual(path.name, hashlib.sha256(sessions.encode()).hexdigest()[:16] + ".jsonl")
@@ -331,7 +331,7 @@ class OracleTest(SimulatedAgentCase):
         self.assertEqual(run.parent_file().parent, run.dir / "sessions")
 
     def test_children_answer_every_question_form(self):
-        run = self.launch()
+        run = self.shared_launch()
         self.assertEqual(run.process.returncode, 0)
         answers = {f: expected_answer(run.repo / "shards" / f, q) for f, q in TASKS}
         self.assertIn("unknown", answers.values())
@@ -342,7 +342,7 @@ class OracleTest(SimulatedAgentCase):
         self.assertEqual(run.index(), correct_index(run.repo))
 
     def test_each_reply_matches_its_childs_receipt(self):
-        run = self.launch()
+        run = self.shared_launch()
         by_sender = {r["details"]["from"]["sessionId"]: r for r in replies(run.parent())}
         root = run.parent()[0]
         for path in run.child_files():
@@ -368,7 +368,7 @@ class OracleTest(SimulatedAgentCase):
             self.assertEqual(task["content"], "[task from parent]\n\n" + task["details"]["message"])
 
     def test_child_usage_is_attributed_once_per_child_call(self):
-        run = self.launch()
+        run = self.shared_launch()
         attributed = [e for e in run.parent() if e["type"] == "child_usage_attributed"]
         child_usages = [
             m["usage"] for p in run.child_files() for m in messages(read_jsonl(p), "assistant")
@@ -386,7 +386,7 @@ class OracleTest(SimulatedAgentCase):
         self.assertEqual({a["targetId"] for a in attributed}, {spawn_entry["id"]})
 
     def test_display_files_record_the_spawning_cell_and_spawn_order(self):
-        run = self.launch()
+        run = self.shared_launch()
         spawn_code = ipython_codes(run.parent())[0]
         spawn_at = {s["childId"]: s["at"] for s in run.ledger()[1:]}
         for path in run.child_files():
@@ -401,7 +401,7 @@ class OracleTest(SimulatedAgentCase):
             self.assertLessEqual(created, spawn_at[display["childId"]])
 
     def test_stdout_has_one_message_end_per_root_model_call(self):
-        run = self.launch()
+        run = self.shared_launch()
         events = run.stdout()
         self.assertEqual(events[0], run.parent()[0])
         ends = [
@@ -414,7 +414,7 @@ class OracleTest(SimulatedAgentCase):
         self.assertEqual(events[-1]["type"], "agent_end")
 
     def test_each_model_call_streams_its_content_before_its_message_end(self):
-        run = self.launch()
+        run = self.shared_launch()
         events = run.stdout()
         starts = [i for i, e in enumerate(events) if e["type"] == "message_start"]
         checked = 0
@@ -446,7 +446,7 @@ class OracleTest(SimulatedAgentCase):
             files = [run.parent_file(), *sorted(run.child_files(), key=session_name)]
             return [m["usage"] for p in files for m in messages(read_jsonl(p), "assistant")]
 
-        self.assertEqual(usages(self.launch()), usages(self.launch()))
+        self.assertEqual(usages(self.shared_launch()), usages(self.launch()))
 
 
 class BehaviourTest(SimulatedAgentCase):
@@ -650,7 +650,7 @@ class EndTurnEarlyTest(SimulatedAgentCase):
     """A parent that ends its turn right after spawning: lost one-shot, fine resident."""
 
     def test_one_shot_tears_the_children_down_mid_call(self):
-        run = self.launch("end-turn-early", drive=ONESHOT)
+        run = self.shared_launch("end-turn-early", ONESHOT)
         self.assertEqual(run.process.returncode, 0)
         self.assertFalse((run.repo / "combined-index.md").exists())
         self.assertEqual(replies(run.parent()), [])
@@ -666,7 +666,7 @@ class EndTurnEarlyTest(SimulatedAgentCase):
             self.assertEqual(display["status"], "completed")
 
     def test_one_shot_parent_gets_three_notices_and_an_aborted_last_turn(self):
-        run = self.launch("end-turn-early", drive=ONESHOT)
+        run = self.shared_launch("end-turn-early", ONESHOT)
         parent = run.parent()
         noticed = notices(parent)
         self.assertEqual([n["details"]["childId"] for n in noticed], spawned_ids(run)[:3])
@@ -692,7 +692,7 @@ class EndTurnEarlyTest(SimulatedAgentCase):
         )
 
     def test_one_shot_stream_ends_at_the_first_idle_point(self):
-        run = self.launch("end-turn-early", drive=ONESHOT)
+        run = self.shared_launch("end-turn-early", ONESHOT)
         events = run.stdout()
         self.assertEqual(events[-1]["type"], "agent_end")
         self.assertEqual(
@@ -704,7 +704,7 @@ class EndTurnEarlyTest(SimulatedAgentCase):
         self.assertEqual(statuses, {"queued", "running"})
 
     def test_one_shot_records_have_the_captured_shapes(self):
-        run = self.launch("end-turn-early", drive=ONESHOT)
+        run = self.shared_launch("end-turn-early", ONESHOT)
         self.assert_captured_shapes(run, ENDTURN_CAPTURE)
 
     def test_resident_answers_every_reply_in_its_own_run_and_writes_the_index(self):
