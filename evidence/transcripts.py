@@ -402,20 +402,6 @@ def _interest(numbers: frozenset[int]) -> Interest:
     return Interest(numbers)
 
 
-def _content_text(message: dict) -> str:
-    """A message's text: its `content` string, or the text of its text parts."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        part["text"]
-        for part in content
-        if isinstance(part, dict) and isinstance(part.get("text"), str)
-    )
-
-
 def _argument_text(arguments: object) -> str:
     """A tool call's arguments as the text a number or a file name could be typed in: the
     code of an ipython call, the command, path and contents of any other tool."""
