@@ -10,6 +10,8 @@ verdict bytes of its result.json; a baseline on coverage alone; an agent error
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import sys
@@ -24,6 +26,7 @@ from evidence.runpaths import RunPaths
 from rules import triage
 from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_UNRESOLVED
 from scorer import Verdict, outcome, score
+from shell import forked
 from shell.cli import print_json, print_note
 
 
@@ -33,6 +36,21 @@ class RegradeError(Exception):
     def __init__(self, error: str, detail: str, **more):
         super().__init__(detail)
         self.record = {"error": error, **more, "detail": detail}
+
+    def of_trial(self, name: str) -> RegradeError:
+        """The same refusal, its detail naming the run set's trial it came from."""
+        return _regrade_error(self.record["error"], f"{name}: {self}", self._more())
+
+    def _more(self) -> dict:
+        return {k: v for k, v in self.record.items() if k not in ("error", "detail")}
+
+    def __reduce__(self):
+        # Rebuilt from its record where a forked worker's refusal reaches the parent.
+        return (_regrade_error, (self.record["error"], self.record["detail"], self._more()))
+
+
+def _regrade_error(error: str, detail: str, more: dict) -> RegradeError:
+    return RegradeError(error, detail, **more)
 
 
 @dataclass(frozen=True)
@@ -65,13 +83,23 @@ def main(argv: list[str] | None = None) -> int:
         "the one the run recorded",
     )
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="a run set's trials regraded at once, each in a process of its own; the output "
+        "is the same at any number (default: one per CPU this process may use)",
+    )
+    parser.add_argument(
         "run_dir", help="a run dir written by runner.py, a run set's dir, or a materialized capture"
     )
     args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     if not os.path.isdir(args.run_dir):
         return _refused(RegradeError("run_dir_missing", f"{args.run_dir} is not a directory"))
     if os.path.exists(os.path.join(args.run_dir, runsets.RUN_SET_FILE)):
-        return _regrade_set(args.run_dir, args.fixture, args.force)
+        jobs = args.jobs if args.jobs is not None else forked.available_cpus()
+        return _regrade_set(args.run_dir, args.fixture, args.force, jobs)
     try:
         graded = regrade(args.run_dir, args.fixture, args.force)
     except RegradeError as error:
@@ -221,8 +249,9 @@ def _hold_digest(fixture: Fixture, recorded: object, force: bool) -> None:
     print_note(f"scorer.py: {said}; scored against it (--force)")
 
 
-def _regrade_set(set_dir: str, fixture_path: str | None, force: bool) -> int:
-    """Every trial of a run set, each its attempt the summary uses; a table on stdout."""
+def _regrade_set(set_dir: str, fixture_path: str | None, force: bool, jobs: int = 1) -> int:
+    """Every trial of a run set, each its attempt the summary uses, `jobs` at once (in
+    trial order all the same); a table on stdout."""
     # Only a run set needs its summary (and the statistics it imports): a single run's
     # regrade, `scorer.py` among them, starts without.
     from reporting.summary import TrialRecord, set_exit_code
@@ -232,27 +261,32 @@ def _regrade_set(set_dir: str, fixture_path: str | None, force: bool) -> int:
     except runsets.RunSetError as error:
         return _refused(RegradeError("run_set_invalid", str(error)))
     chosen = runsets.latest_by_trial(runsets.attempts(set_dir))
+    indexes = range(1, int(config.get("trials") or 0) + 1)
+    dirs = [chosen[index].dir for index in indexes if index in chosen]
+    work = functools.partial(regrade, fixture_path=fixture_path, force=force)
     rows, records = [], []
-    for index in range(1, int(config.get("trials") or 0) + 1):
-        attempt = chosen.get(index)
-        if attempt is None:
-            rows.append({"index": index, "dir": None, "status": "not_run"})
-            records.append(TrialRecord(index, None, 0, None))
-            continue
-        name = os.path.basename(attempt.dir)
-        try:
-            graded = regrade(attempt.dir, fixture_path, force)
-        except RegradeError as error:
-            return _refused(RegradeError(error.record["error"], f"{name}: {error}"))
-        print_note(f"scorer.py: {name}: {graded.line}")
-        status = {EXIT_AGENT: "agent_not_run" if graded.verdict is None else "agent_error"}
-        result = {
-            "status": status.get(graded.exit_code, "scored"),
-            "resolved": graded.exit_code == EXIT_RESOLVED,
-            "exit_code": graded.exit_code,
-        }
-        rows.append({"index": index, "dir": name, **result, "verdict_unchanged": graded.unchanged})
-        records.append(TrialRecord(index, name, 1, result))
+    with contextlib.closing(forked.in_order(work, dirs, jobs)) as graded_trials:
+        for index in indexes:
+            if index not in chosen:
+                rows.append({"index": index, "dir": None, "status": "not_run"})
+                records.append(TrialRecord(index, None, 0, None))
+                continue
+            name = os.path.basename(chosen[index].dir)
+            try:
+                graded = next(graded_trials)
+            except RegradeError as error:
+                return _refused(error.of_trial(name))
+            print_note(f"scorer.py: {name}: {graded.line}")
+            status = {EXIT_AGENT: "agent_not_run" if graded.verdict is None else "agent_error"}
+            result = {
+                "status": status.get(graded.exit_code, "scored"),
+                "resolved": graded.exit_code == EXIT_RESOLVED,
+                "exit_code": graded.exit_code,
+            }
+            rows.append(
+                {"index": index, "dir": name, **result, "verdict_unchanged": graded.unchanged}
+            )
+            records.append(TrialRecord(index, name, 1, result))
     code = set_exit_code(records, 0)
     print_json(json.dumps({"run_set": set_dir, "trials": rows, "exit_code": code}, indent=2))
     return code

@@ -22,10 +22,13 @@ from tests.runner_case import (
     SIMULATED,
 )
 
+SCORER = os.path.join(os.path.dirname(RUNNER), "scorer.py")
+
 
 class RegradeTest(unittest.TestCase):
     """`scorer.py RUN_DIR` regrades a stored run as the runner scored it. The runs: trial 1
-    of a run set of 2 on a copy of json-events (so the fixture can change), and a baseline."""
+    of a run set of 3 on a copy of json-events (so the fixture can change), its trial 3 (trial 2
+    never runs), and a baseline."""
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -35,17 +38,18 @@ class RegradeTest(unittest.TestCase):
         cls.fixture = os.path.join(cls.tmp, "fixture")
         shutil.copytree(JSON_EVENTS, cls.fixture)
         cls.set_dir = os.path.join(cls.tmp, "set")
-        cls.result, cls.stderr = cls.run_trial(cls.set_dir, "--trials", "2")
+        cls.result, cls.stderr = cls.run_trial(cls.set_dir, "--trials", "3")
+        cls.third, _ = cls.run_trial(cls.set_dir, index=3)
         baseline_set = os.path.join(cls.tmp, "baseline")
         cls.baseline, _ = cls.run_trial(baseline_set, "--trials", "1", "--baseline")
 
     @classmethod
-    def run_trial(cls, set_dir: str, *extra: str) -> tuple[dict, str]:
+    def run_trial(cls, set_dir: str, *extra: str, index: int = 1) -> tuple[dict, str]:
         config = os.path.join(cls.tmp, "agent-config")
         os.makedirs(config, exist_ok=True)
         argv = [sys.executable, RUNNER, "--fixture", cls.fixture, "--agent-bin", SIMULATED]
         argv += ["--model", "simulated/oracle", "--agent-config", config]
-        argv += ["--run-set", set_dir, "--trial-index", "1", *extra]
+        argv += ["--run-set", set_dir, "--trial-index", str(index), *extra]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_AGENT_")}
         done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
         return json.loads(done.stdout), done.stderr.decode()
@@ -136,9 +140,65 @@ class RegradeTest(unittest.TestCase):
                     "verdict_unchanged": True,
                 },
                 {"index": 2, "dir": None, "status": "not_run"},
+                {
+                    "index": 3,
+                    "dir": "trial-3",
+                    "status": "scored",
+                    "resolved": True,
+                    "exit_code": 0,
+                    "verdict_unchanged": True,
+                },
             ],
         )
         self.assertIn("scorer.py: trial-1: resolved (exit 0)", err)
+        self.assertIn("scorer.py: trial-3: resolved (exit 0)", err)
+
+    def scorer(self, *argv: str) -> tuple[int, str, str]:
+        """`scorer.py ARGV` in a process of its own: one that runs no thread, so that it
+        regrades a run set's trials in forked workers."""
+        done = subprocess.run(
+            [sys.executable, SCORER, *argv], stdin=subprocess.DEVNULL, capture_output=True
+        )
+        return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+    def test_a_run_set_regrades_to_the_same_bytes_at_any_number_of_jobs(self):
+        witness = os.path.join(self.third["run_dir"], "witness.jsonl")
+        self.restored_afterwards(witness)
+        with open(witness, "ab") as handle:
+            handle.write(b'{"kind":"sighting"}\n')
+        serial = self.scorer("--jobs", "1", self.set_dir)
+        self.assertEqual(self.scorer("--jobs", "3", self.set_dir), serial)
+        self.assertEqual(self.scorer(self.set_dir), serial)  # one job per CPU
+        code, out, err = serial
+        self.assertEqual(code, 1)
+        rows = [(row["status"], row.get("verdict_unchanged")) for row in json.loads(out)["trials"]]
+        self.assertEqual(rows, [("scored", True), ("not_run", None), ("scored", False)])
+        lines = [line for line in err.splitlines() if line.startswith("scorer.py: trial-")]
+        self.assertEqual(len(lines), 2)
+        self.assertTrue(lines[0].startswith("scorer.py: trial-1: resolved (exit 0)"), lines)
+        self.assertIn("scorer.py: trial-3: NOT resolved (exit 1)", lines[1])
+        self.assertIn("witness_tampered", lines[1])
+
+    def test_a_trial_refused_in_a_run_set_refuses_it_at_any_number_of_jobs(self):
+        # Its refusal is raised in a forked worker and must reach the parent whole.
+        result_path = os.path.join(self.third["run_dir"], "result.json")
+        self.restored_afterwards(result_path)
+        with open(result_path, "w", encoding="utf-8") as handle:
+            json.dump({**self.third, "fixture": {"path": os.path.join(self.tmp, "gone")}}, handle)
+        serial = self.scorer("--jobs", "1", self.set_dir)
+        self.assertEqual(self.scorer("--jobs", "3", self.set_dir), serial)
+        code, out, err = serial
+        record = json.loads(out)
+        self.assertEqual(
+            (code, record["error"], record["code"]), (2, "invalid_fixture", "fixture_not_found")
+        )
+        self.assertIn("scorer.py: trial-1: resolved (exit 0)", err)
+        self.assertIn("scorer.py: trial-3: ", err)
+
+    def test_fewer_than_one_job_is_a_usage_error(self):
+        code, out, err = self.scorer("--jobs", "0", self.set_dir)
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("--jobs must be at least 1", err)
 
     def test_a_run_whose_agent_never_ran_has_nothing_to_regrade(self):
         run_dir = os.path.join(self.tmp, "never-ran")
@@ -156,10 +216,10 @@ class RegradeTest(unittest.TestCase):
         self.assertIn("the agent never ran: model_proxy_unavailable: no upstream", err)
 
     def test_a_trials_progress_and_verdict_lines_name_it(self):
-        progress = r"runner\.py: trial 1/2: finished after \d+s of 1800s: 8 spawns, 8 replies"
+        progress = r"runner\.py: trial 1/3: finished after \d+s of 1800s: 8 spawns, 8 replies"
         self.assertRegex(self.stderr, progress)
         last = self.stderr.splitlines()[-1]
-        self.assertTrue(last.startswith("runner.py: trial 1/2: resolved (exit 0); "), last)
+        self.assertTrue(last.startswith("runner.py: trial 1/3: resolved (exit 0); "), last)
         self.assertNotIn("report.py", self.stderr, "a resolved run needs no next step")
 
 
