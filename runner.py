@@ -953,7 +953,10 @@ def summary_line(result: dict, result_file: str | None = None) -> str:
         named = [code if n == 1 else f"{code} x{n}" for code, n in counts.items()]
         parts.append("reasons: " + ", ".join(named))
     efficiency = verdict["efficiency"]
-    parts.append(f"{efficiency['total_turns']} model calls, {efficiency['total_tokens']:,} tokens")
+    # Turns are the answered model calls the transcripts hold; the witness's count of HTTP
+    # calls also has the retries of a failed turn and a call a teardown cut off.
+    turns = efficiency["total_turns"]
+    parts.append(f"{turns} turn{'' if turns == 1 else 's'}, {efficiency['total_tokens']:,} tokens")
     cost = efficiency.get("total_cost_usd")
     if cost:  # a zero or missing cost is no cost (simulated, scripted, an unpriced model)
         parts[-1] += f", ${cost:,.2f}" if cost >= 0.01 else f", ${cost:.4f}"

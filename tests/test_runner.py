@@ -187,13 +187,13 @@ class SummaryLineTest(unittest.TestCase):
             line,
             "NOT resolved (exit 1); coverage ok, delegation_evidence FAILED, dedup ok, "
             "receipts FAILED; reasons: missing_receipt x2, timeout x2; "
-            "12 model calls, 45,210 tokens",
+            "12 turns, 45,210 tokens",
         )
 
     def test_the_cost_is_said_when_the_product_priced_the_calls(self):
         result = self.result()
         result["verdict"]["efficiency"]["total_cost_usd"] = 1.2345
-        self.assertIn("12 model calls, 45,210 tokens, $1.23", runner.summary_line(result))
+        self.assertIn("12 turns, 45,210 tokens, $1.23", runner.summary_line(result))
         result["verdict"]["efficiency"]["total_cost_usd"] = 0
         self.assertIn("45,210 tokens", runner.summary_line(result))
         self.assertNotIn("$", runner.summary_line(result))
@@ -205,7 +205,7 @@ class SummaryLineTest(unittest.TestCase):
         self.assertEqual(
             line,
             "NOT resolved (exit 1); contract check fail; baseline, judged on coverage: ok; "
-            f"12 model calls, 45,210 tokens; 2 leaked processes; result in "
+            f"12 turns, 45,210 tokens; 2 leaked processes; result in "
             f"{os.path.join(os.sep, 'elsewhere', 'result.json')}",
         )
 

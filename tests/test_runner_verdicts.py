@@ -54,7 +54,7 @@ class ResolvedRunTest(RunnerTestCase):
         last = done.stderr.decode().splitlines()[-1]
         self.assertTrue(last.startswith("runner.py: resolved (exit 0); coverage ok"), last)
         turns = result["verdict"]["efficiency"]["total_turns"]
-        self.assertIn(f"; {turns} model calls, ", last)
+        self.assertIn(f"; {turns} turns, ", last)
         where = os.path.join(self.run_dir(result), "result.json")
         near = os.path.relpath(where, os.path.realpath(shared.tmp))
         self.assertTrue(last.endswith(f"; result in {near}"), last)
