@@ -68,7 +68,8 @@ HARNESS_PROVIDERS = (SIMULATED_PROVIDER, scripted_model.PROVIDER)
 INJECTED_CALLS = 12
 DEFAULTS = {"timeout": 1800.0, "agent_bin": "prime-agent", "drive": "oneshot", "trials": 1}
 # The bundled stand-in, named to a user whose prime-agent is not on PATH.
-STAND_IN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "simulated", "agent.py")
+PROJECT = os.path.dirname(os.path.abspath(__file__))  # the project: its pyproject.toml, uv.lock
+STAND_IN = os.path.join(PROJECT, "simulated", "agent.py")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -452,8 +453,13 @@ def _accounting_rate(accounting: dict | None) -> str:
 
 
 def command(program: str, *words: str) -> str:
-    """A command line to copy: the documented way to run the harness's programs."""
-    return " ".join(["uv run --locked python", program, *(shlex.quote(word) for word in words)])
+    """A command line to copy: the documented way to run the harness's programs, from the
+    working dir (outside the project, `uv run` is told where it is)."""
+    head = ["uv run --locked"]
+    if os.path.realpath(os.getcwd()) != os.path.realpath(PROJECT):
+        head.append(f"--project {shlex.quote(_near(PROJECT))}")
+        program = _near(os.path.join(PROJECT, program))
+    return " ".join([*head, "python", shlex.quote(program), *(shlex.quote(w) for w in words)])
 
 
 def evidence_hint(run_dir: str) -> str:

@@ -9,6 +9,8 @@ import io
 import json
 import os
 import re
+import shlex
+import subprocess
 import unittest
 from typing import ClassVar
 from unittest import mock
@@ -49,8 +51,17 @@ class TrialsTest(RunSetCase):
         head = f"runner.py: run set: {resolved}/3 scored trials resolved ({resolved / 3:.0%}, "
         self.assertTrue(last.startswith(head), last)
         self.assertTrue(last.endswith(os.path.join(os.path.basename(set_dir), "summary.json")))
+        # Run from outside the project: the command names it, and works as printed.
         near = os.path.relpath(os.path.realpath(set_dir), os.path.realpath(self.tmp))
-        self.assertEqual(report, f"runner.py: its report: uv run --locked python report.py {near}")
+        project = runner.PROJECT
+        said = f"uv run --locked --project {project} python {project}/report.py {near}"
+        self.assertEqual(report, f"runner.py: its report: {said}")
+        self.assertFalse(os.path.exists(os.path.join(set_dir, "report.html")))
+        shown = subprocess.run(
+            shlex.split(said), cwd=self.tmp, stdin=subprocess.DEVNULL, capture_output=True, text=True
+        )
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertTrue(os.path.exists(os.path.join(set_dir, "report.html")), shown.stderr)
         # --jobs 2: the first two trials ran at the same time.
         first, second = results["trial-1"], results["trial-2"]
         self.assertLess(first["started_at"], second["finished_at"])
