@@ -58,7 +58,11 @@ class TrialsTest(RunSetCase):
         self.assertEqual(report, f"runner.py: its report: {said}")
         self.assertFalse(os.path.exists(os.path.join(set_dir, "report.html")))
         shown = subprocess.run(
-            shlex.split(said), cwd=self.tmp, stdin=subprocess.DEVNULL, capture_output=True, text=True
+            shlex.split(said),
+            cwd=self.tmp,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
         )
         self.assertEqual(shown.returncode, 0, shown.stderr)
         self.assertTrue(os.path.exists(os.path.join(set_dir, "report.html")), shown.stderr)
