@@ -45,7 +45,7 @@ from reporting.render import (
 )
 from reporting.render import number as fmt
 from reporting.summary import overhead, summarize_run_set
-from shell.cli import print_json, print_note
+from shell.cli import ArgumentParser, print_json, print_note
 
 # A verdict's rank, so that a flip has a direction.
 VERDICT_RANK = {"unresolved": 0, "mixed": 1, "resolved": 2}
@@ -797,7 +797,7 @@ def _delta(a, b) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="report.py",
         description="Write report.md and a self-contained report.html for run sets (with an "
         "evidence page per trial under evidence/), or with --compare A B a comparison "

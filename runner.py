@@ -50,7 +50,7 @@ from scripted import check as scripted
 from scripted import model as scripted_model
 from shell import sandbox, trials
 from shell.agent_config import models_json_override, parse_models_json, set_provider
-from shell.cli import did_you_mean, print_json, print_note
+from shell.cli import ArgumentParser, did_you_mean, print_json, print_note
 from shell.launch import agent_version, launch_and_wait
 from shell.observer import write_witness
 from shell.proxy import RecordingProxy
@@ -73,7 +73,7 @@ STAND_IN = os.path.join(PROJECT, "simulated", "agent.py")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="runner.py",
         description="Run prime-agent headless on a swarm-fanout fixture, score what it left on "
         "disk, print the result JSON on stdout (progress goes to stderr). Exit 0 resolved, 1 "

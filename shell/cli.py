@@ -3,6 +3,7 @@ stderr the lines for a person."""
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import os
 import sys
@@ -12,6 +13,24 @@ def did_you_mean(name: str, choices, prefix: str = "") -> str:
     """`did you mean simulated/oracle?` for the choice closest to a typo'd `name`, else ""."""
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return f"did you mean {prefix}{close[0]}? " if close else ""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of an unknown flag names the closest one it has:
+    `unrecognized arguments: --fixtrue (did you mean --fixture?)`. Still exit 2, usage
+    first, as argparse does."""
+
+    def error(self, message: str):
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            flags = [word for word in message[len(prefix) :].split() if word.startswith("--")]
+            known = [flag for action in self._actions for flag in action.option_strings]
+            for flag in flags:
+                hint = did_you_mean(flag.split("=", 1)[0], known)
+                if hint:
+                    message += f" ({hint.strip()})"
+                    break
+        super().error(message)
 
 
 def print_json(text: str) -> None:

@@ -9,7 +9,6 @@ verdict bytes of its result.json; a baseline on coverage alone; an agent error
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import json
@@ -27,7 +26,7 @@ from rules import triage
 from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_UNRESOLVED
 from scorer import Verdict, outcome, score
 from shell import forked
-from shell.cli import print_json, print_note
+from shell.cli import ArgumentParser, print_json, print_note
 
 
 class RegradeError(Exception):
@@ -62,7 +61,7 @@ class Regrade:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="scorer.py",
         description="Re-score a stored run dir without running anything, against the fixture "
         "the run recorded (or --fixture), with its witness digest and wall time from "

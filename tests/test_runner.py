@@ -12,11 +12,12 @@ import shutil
 import tempfile
 import unittest
 
+import report
 import runner
 from evidence.artifacts import collect
 from evidence.witness import Witness
 from rules import triage
-from shell import launch, rundir
+from shell import launch, regrade, rundir
 from shell.watch import Progress
 from tests.builders import RunBuilder
 
@@ -354,6 +355,33 @@ class NextStepTest(unittest.TestCase):
         args = runner.parse_args([*given, *kept, "--inject-failure", "w-1"])
         injected = ["--inject-failure", f"w-1:{runner.INJECTED_CALLS}"]
         self.assertEqual(runner._resume_flags(args), [*kept, *injected])
+
+
+class MisspeltFlagTest(unittest.TestCase):
+    """A flag typo is refused as argparse refuses it (usage, exit 2), naming the flag meant."""
+
+    def refused(self, main, *argv: str) -> str:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
+            main(list(argv))
+        self.assertEqual(raised.exception.code, 2)
+        return err.getvalue().splitlines()[-1]
+
+    def test_each_program_names_the_flag_a_typo_meant(self):
+        said = self.refused(runner.main, "--fixtrue", "fixtures/json-events")
+        self.assertTrue(said.endswith("--fixtrue fixtures/json-events (did you mean --fixture?)"))
+        said = self.refused(regrade.main, "--jbos", "2", "runs")
+        self.assertTrue(said.endswith("(did you mean --jobs?)"), said)
+        said = self.refused(report.main, "--comapre", "a", "b")
+        self.assertTrue(said.endswith("(did you mean --compare?)"), said)
+
+    def test_a_flag_given_with_its_value_is_matched_on_its_name(self):
+        said = self.refused(runner.main, "--modle=anthropic/claude-sonnet-4-5")
+        self.assertTrue(said.endswith("(did you mean --model?)"), said)
+
+    def test_a_flag_like_none_gets_no_guess(self):
+        said = self.refused(runner.main, "--zzzzz")
+        self.assertTrue(said.endswith("unrecognized arguments: --zzzzz"), said)
 
 
 class ProgressTest(unittest.TestCase):
