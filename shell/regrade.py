@@ -275,6 +275,8 @@ def _regrade_set(set_dir: str, fixture_path: str | None, force: bool, jobs: int 
                 graded = next(graded_trials)
             except RegradeError as error:
                 return _refused(error.of_trial(name))
+            except forked.WorkerLost as error:  # killed from outside, or out of memory
+                return _refused(RegradeError("regrade_lost", f"{name}: {error}"))
             print_note(f"scorer.py: {name}: {graded.line}")
             status = {EXIT_AGENT: "agent_not_run" if graded.verdict is None else "agent_error"}
             result = {

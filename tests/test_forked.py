@@ -58,6 +58,11 @@ PROGRAM = textwrap.dedent(
             os.read(hold_r, 1)  # nobody writes: only a kill ends it
         return item
 
+    def killed(item):
+        if item == 1:
+            os.kill(os.getpid(), 9)
+        return item
+
     def blocks(item):
         told(item)
         os.read(hold_r, 1)
@@ -93,6 +98,14 @@ PROGRAM = textwrap.dedent(
         results.close()
         print(json.dumps(first), flush=True)
         sys.stdin.read()  # alive until the test has looked: a dead parent's workers die anyway
+    elif case == "killed":
+        got = []
+        try:
+            for value in forked.in_order(killed, range(3), 3):
+                got.append(value)
+        except forked.WorkerLost as error:
+            got.append(str(error))
+        print(json.dumps(got))
     elif case == "parent_dies":
         list(forked.in_order(blocks, range(3), 3))
     """
@@ -158,6 +171,11 @@ class InOrderTest(unittest.TestCase):
         process, _ = self.start("raises")
         result, _ = self.finished(process)
         self.assertEqual(result, [0, "item 1"])
+
+    def test_a_worker_killed_from_outside_is_said_in_its_items_place(self):
+        process, _ = self.start("killed")
+        result, _ = self.finished(process)
+        self.assertEqual(result, [0, "a worker ended without its result (killed by SIGKILL)"])
 
     def test_a_caller_that_stops_reading_leaves_no_worker_running(self):
         process, reader = self.start("early_stop")

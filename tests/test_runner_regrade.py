@@ -13,8 +13,9 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
-from shell import regrade
+from shell import forked, regrade
 from tests.runner_case import (
     CSV_METRICS,
     JSON_EVENTS,
@@ -194,6 +195,19 @@ class RegradeTest(unittest.TestCase):
         )
         self.assertIn("scorer.py: trial-1: resolved (exit 0)", err)
         self.assertIn("scorer.py: trial-3: ", err)
+
+    def test_a_trial_whose_worker_was_killed_refuses_the_set_by_name(self):
+        def lost(work, items, jobs):
+            yield work(items[0])
+            raise forked.WorkerLost("a worker ended without its result (killed by SIGKILL)")
+
+        with mock.patch.object(forked, "in_order", lost):
+            code, out, err = self.regrade("--jobs", "2", self.set_dir)
+        self.assertEqual((code, json.loads(out)["error"]), (2, "regrade_lost"))
+        self.assertIn("scorer.py: trial-1: resolved (exit 0)", err)
+        self.assertIn(
+            "scorer.py: trial-3: a worker ended without its result (killed by SIGKILL)", err
+        )
 
     def test_fewer_than_one_job_is_a_usage_error(self):
         code, out, err = self.scorer("--jobs", "0", self.set_dir)
