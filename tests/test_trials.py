@@ -60,6 +60,8 @@ class TrialsTest(RunSetCase):
         shown = subprocess.run(
             shlex.split(said),
             cwd=self.tmp,
+            # uv leaves a lock file of its own in the temp dir: this test's, removed with it.
+            env={**os.environ, "TMPDIR": self.tmp},
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
