@@ -139,14 +139,17 @@ def launch_and_wait(
     resident: dict | None = None
     try:
         if oneshot:
-            while process.poll() is None and not watch.stop_reason():
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=0.05)
+            while _agent_runs(process, started) and not watch.stop_reason():
+                if started is None:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(timeout=0.05)
+                else:
+                    started.status.read(0.05)
         else:
             resident = drive_resident(run, process, model, task, env, watch, wire, stream)
     finally:
         wall = round(time.monotonic() - watch.started, 3)
-        stopped = process.poll() is None
+        stopped = _agent_runs(process, started)
         cleanup = end_run(run, process, grace, in_sandbox=started is not None)
         # The tree is gone: whatever held the sockets' other ends is gone with it.
         for drained in drains:
@@ -211,6 +214,15 @@ def _run_processes(
     return callers.RunProcesses((init, shim), initial, network_of=init, diag=started.diag).start()
 
 
+def _agent_runs(process: subprocess.Popen, started: sandbox.Started | None) -> bool:
+    """Whether the agent's own process still runs. Sandboxed, `process` is bwrap, which
+    lasts as long as anything the agent left (the shim waits for it all): the shim says
+    when the agent itself ended."""
+    if started is None:
+        return process.poll() is None
+    return process.poll() is None and started.status.exit_status() is None
+
+
 def end_run(
     run: RunDir, process: subprocess.Popen, grace: float | None = None, in_sandbox: bool = False
 ) -> dict:
@@ -248,7 +260,12 @@ def end_run(
     rounds = []
     for _ in range(3):
         remaining = procs.run_processes(process.pid, *marker)
-        if process.poll() is None:
+        if in_sandbox and remaining - {process.pid}:
+            # `process` is bwrap, which takes the whole sandbox down with it at once
+            # (--die-with-parent, shell/sandbox.py): it is ended only once nothing else
+            # is left, so that what runs inside gets its SIGTERM and grace first.
+            remaining.discard(process.pid)
+        elif process.poll() is None:
             remaining.add(process.pid)
         if not remaining:
             break

@@ -107,8 +107,13 @@ NAMESPACES = (
     "--unshare-uts",
     "--unshare-cgroup-try",
 )
-# No capabilities either (as root bwrap would keep them).
-PROBED = ("--disable-userns", "--cap-drop", "ALL")
+# No capabilities either (as root bwrap would keep them). And the sandbox dies with the
+# runner: bwrap asks the kernel (PR_SET_PDEATHSIG) to SIGKILL it when the thread that
+# started it ends, and when the PID namespace's first process dies the kernel kills every
+# process in it; so a runner killed with SIGKILL, whose own cleanup never runs, leaves no
+# process of the agent behind. The runner starts it from its main thread, which lives as
+# long as the run.
+PROBED = ("--disable-userns", "--cap-drop", "ALL", "--die-with-parent")
 # Its own /proc, read-only (no process's memory opened for writing), /dev and /tmp.
 FRESH_MOUNTS = ("--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
 

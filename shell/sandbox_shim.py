@@ -18,6 +18,7 @@ import socket
 import sys
 
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
 NETLINK_SOCK_DIAG = 4
 IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -30,11 +31,14 @@ def main(argv: list[str]) -> int:
     It makes itself undumpable first, so no process of the agent's can open its fds (the
     status pipe) or read its memory; it ignores SIGTERM, SIGINT and SIGHUP, so that when the
     runner ends the run it outlives the agent long enough to report the agent's own exit
-    status (bwrap reports a signal as 128 + n, which an exit code could also be)."""
+    status (bwrap reports a signal as 128 + n, which an exit code could also be). It is the
+    subreaper of the agent's processes, and exits only when the last of them has."""
     port, handoff, status = int(argv[0]), int(argv[1]), int(argv[2])
     command = argv[4:]
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", port))
     listener.listen(1024)
@@ -58,18 +62,28 @@ def main(argv: list[str]) -> int:
             os.write(2, f"sandbox: cannot run {command[0]}: {error}\n".encode())
             os._exit(127)
     os.write(status, f"started {pid}\n".encode())
-    while True:
-        try:
-            _, wait_status = os.waitpid(pid, 0)
-            break
-        except InterruptedError:
-            continue
+    wait_status = _wait(pid)
     if os.WIFSIGNALED(wait_status):
         os.write(status, f"signal {os.WTERMSIG(wait_status)}\n".encode())
-        return 128 + os.WTERMSIG(wait_status)
-    code = os.waitstatus_to_exitcode(wait_status)
-    os.write(status, f"exit {code}\n".encode())
+        code = 128 + os.WTERMSIG(wait_status)
+    else:
+        code = os.waitstatus_to_exitcode(wait_status)
+        os.write(status, f"exit {code}\n".encode())
+    # What the agent left running is reparented here (a subreaper): the sandbox lasts until
+    # the runner has ended it too, for bwrap ends the sandbox with the shim (and the shim
+    # with the runner: --die-with-parent).
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            _wait(-1)
     return code
+
+
+def _wait(pid: int) -> int:
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except InterruptedError:
+            continue
 
 
 if __name__ == "__main__":

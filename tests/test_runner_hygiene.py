@@ -4,9 +4,11 @@ asserted gone by pid; socket paths that fit at every run dir length.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -14,7 +16,7 @@ import tempfile
 import time
 import unittest
 
-from shell import rundir
+from shell import procs, rundir, sandbox
 from tests.runner_case import (
     DAEMON_LOGGED_AS,
     GRACE,
@@ -58,15 +60,15 @@ class HygieneTest(RunnerTestCase):
         self.assertIn(escaped, result["cleanup"]["killed"])
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
-    def interrupt_hanging_run(self, signum: int, drive: str) -> tuple[subprocess.Popen, dict, int]:
-        """Signal the runner once simulated/hang has spawned its children and its
-        SIGTERM-ignoring grandchild; returns the runner, its printed result and the pid of
-        the grandchild's parent, read before the signal (the CLI one-shot, the daemon
-        resident: simulated/hang runs the root in the CLI, or in a thread of the daemon)."""
+    def started_hanging_run(
+        self, *extra: str, env: dict | None = None
+    ) -> tuple[subprocess.Popen, int]:
+        """runner.py on simulated/hang, once the agent has logged its SIGTERM-ignoring
+        grandchild; returns the runner and the grandchild's pid here."""
         runner = subprocess.Popen(
-            self.runner_argv("simulated/hang", JSON_EVENTS, "--drive", drive, *GRACE),
+            self.runner_argv("simulated/hang", JSON_EVENTS, *extra, *GRACE),
             cwd=self.tmp,
-            env=self.env,
+            env=env or self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -79,7 +81,49 @@ class HygieneTest(RunnerTestCase):
             self.assertLess(time.monotonic(), deadline, "the agent never started")
             time.sleep(0.05)
         (grandchild,) = logged_pids(glob.glob(os.path.join(self.out, "*"))[0], "grandchild")
-        parent = parent_pid(live_host_pid(runner.pid, grandchild))
+        return runner, live_host_pid(runner.pid, grandchild)
+
+    def test_a_runner_killed_with_sigkill_takes_its_sandboxed_agent_with_it(self):
+        """The runner's own cleanup never runs after SIGKILL (an OOM kill, a CI job's
+        timeout): the sandbox must end with it, grandchild that ignores SIGTERM and all."""
+        if not sandbox.availability().usable:
+            self.skipTest(sandbox.availability().problem)
+        # Its temp files are left too: in this test's own temp dir, removed with it.
+        env = {**self.env, "TMPDIR": self.tmp}
+        runner, grandchild = self.started_hanging_run("--sandbox", env=env)
+        tree = procs.descendants(runner.pid, procs.process_table())
+        self.assertIn(grandchild, tree)
+        ends = {}
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):  # one that has already ended
+                ends[os.pidfd_open(pid)] = pid
+        self.addCleanup(self.kill_and_close, ends)
+        runner.kill()
+        runner.communicate(timeout=60)
+        waiting = dict(ends)
+        while waiting:
+            # A guard against a hang, not a measure: a process left would never end.
+            ready, _, _ = select.select(list(waiting), [], [], 60)
+            if not ready:
+                break
+            for fd in ready:
+                del waiting[fd]
+        self.assertEqual(sorted(waiting.values()), [], "processes of the run left running")
+
+    @staticmethod
+    def kill_and_close(ends: dict[int, int]) -> None:
+        for fd in ends:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.close(fd)
+
+    def interrupt_hanging_run(self, signum: int, drive: str) -> tuple[subprocess.Popen, dict, int]:
+        """Signal the runner once simulated/hang has spawned its children and its
+        SIGTERM-ignoring grandchild; returns the runner, its printed result and the pid of
+        the grandchild's parent, read before the signal (the CLI one-shot, the daemon
+        resident: simulated/hang runs the root in the CLI, or in a thread of the daemon)."""
+        runner, grandchild = self.started_hanging_run("--drive", drive)
+        parent = parent_pid(grandchild)
         runner.send_signal(signum)
         out, _ = runner.communicate(timeout=60)
         return runner, json.loads(out), parent
