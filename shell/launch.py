@@ -9,6 +9,7 @@ run's whole tree, and the product's daemon is shut down over its own socket
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -146,7 +147,9 @@ def launch_and_wait(
                 else:
                     started.status.read(0.05)
         else:
-            resident = drive_resident(run, process, model, task, env, watch, wire, stream)
+            # Sandboxed, the daemon's own end (the shim's word), not bwrap's, says it died.
+            daemon_runs = functools.partial(_agent_runs, process, started)
+            resident = drive_resident(run, daemon_runs, model, task, env, watch, wire, stream)
     finally:
         wall = round(time.monotonic() - watch.started, 3)
         stopped = _agent_runs(process, started)

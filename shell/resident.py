@@ -9,8 +9,8 @@ exactly like a one-shot one.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
+from collections.abc import Callable
 
 from evidence.jsonl import open_regular
 from shell import daemon
@@ -33,7 +33,7 @@ SESSION_FIELDS = (
 
 def drive_resident(
     run: RunDir,
-    process: subprocess.Popen,
+    daemon_runs: Callable[[], bool],
     model: str,
     task: str,
     env: dict,
@@ -54,7 +54,7 @@ def drive_resident(
     try:
         start_deadline = min(watch.deadline, time.monotonic() + DAEMON_START_S)
         client = daemon.connect_when_ready(
-            run.socket, start_deadline, lambda: process.poll() is None, watch.stop_reason
+            run.socket, start_deadline, daemon_runs, watch.stop_reason
         )
     except daemon.DaemonError as error:
         record["error"] = {"code": error.code, "message": str(error)}

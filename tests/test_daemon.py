@@ -224,15 +224,6 @@ class ClientTest(SocketTestCase):
         self.assertEqual(events, [{"type": "session_event", "text": "a\u2028b"}])
 
 
-class _Process:
-    """Stands in for the daemon process the runner started."""
-
-    returncode = None
-
-    def poll(self):
-        return None
-
-
 class ResidentDriveTest(SocketTestCase):
     def setUp(self) -> None:
         super().setUp()
@@ -255,7 +246,7 @@ class ResidentDriveTest(SocketTestCase):
         stream = observer.Channel(private, "stdout.jsonl")
         wire = observer.Channel(private, "daemon-wire.jsonl")
         record = resident.drive_resident(
-            self.run, _Process(), "fake/fake-rlm", "the task", self.env, watch, wire, stream
+            self.run, lambda: True, "fake/fake-rlm", "the task", self.env, watch, wire, stream
         )
         self.published = [stream.publish(self.run.stdout), wire.publish(self.run.wire)]
         return record
