@@ -25,7 +25,6 @@ from evidence.runpaths import RunPaths
 from rules import triage
 from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_UNRESOLVED
 from scorer import Verdict, outcome, score
-from shell import forked
 from shell.cli import ArgumentParser, print_json, print_note
 
 
@@ -97,8 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(args.run_dir):
         return _refused(RegradeError("run_dir_missing", f"{args.run_dir} is not a directory"))
     if os.path.exists(os.path.join(args.run_dir, runsets.RUN_SET_FILE)):
-        jobs = args.jobs if args.jobs is not None else forked.available_cpus()
-        return _regrade_set(args.run_dir, args.fixture, args.force, jobs)
+        return _regrade_set(args.run_dir, args.fixture, args.force, args.jobs)
     try:
         graded = regrade(args.run_dir, args.fixture, args.force)
     except RegradeError as error:
@@ -248,12 +246,16 @@ def _hold_digest(fixture: Fixture, recorded: object, force: bool) -> None:
     print_note(f"scorer.py: {said}; scored against it (--force)")
 
 
-def _regrade_set(set_dir: str, fixture_path: str | None, force: bool, jobs: int = 1) -> int:
-    """Every trial of a run set, each its attempt the summary uses, `jobs` at once (in
-    trial order all the same); a table on stdout."""
-    # Only a run set needs its summary (and the statistics it imports): a single run's
-    # regrade, `scorer.py` among them, starts without.
+def _regrade_set(set_dir: str, fixture_path: str | None, force: bool, jobs: int | None = 1) -> int:
+    """Every trial of a run set, each its attempt the summary uses, `jobs` at once (None:
+    one per CPU; in trial order all the same); a table on stdout."""
+    # Only a run set needs its summary (and the statistics it imports) and the forked
+    # workers: a single run's regrade, `scorer.py` among them, starts without.
     from reporting.summary import TrialRecord, set_exit_code
+    from shell import forked
+
+    if jobs is None:
+        jobs = forked.available_cpus()
 
     try:
         config = runsets.load_config(set_dir) or {}
