@@ -9,10 +9,12 @@ verdict bytes of its result.json; a baseline on coverage alone; an agent error
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import json
 import os
+import signal
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -23,7 +25,13 @@ from evidence.fixture import Fixture, FixtureError, fixture_digest, load_manifes
 from evidence.jsonl import read_json_object
 from evidence.runpaths import RunPaths
 from rules import triage
-from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_UNRESOLVED
+from rules.exit_codes import (
+    EXIT_AGENT,
+    EXIT_INVALID,
+    EXIT_RESOLVED,
+    EXIT_SIGNAL,
+    EXIT_UNRESOLVED,
+)
 from scorer import Verdict, outcome, score
 from shell.cli import ArgumentParser, print_json, print_note
 
@@ -67,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         "result.json, so an untouched run gives the verdict bytes of its result.json. Prints "
         "the verdict JSON on stdout; a run set's dir regrades every trial and prints a table. "
         "Exit 0 resolved, 1 not resolved, 2 bad fixture or run dir, 3 the agent failed on its "
-        "own (agent error) or never ran.",
+        "own (agent error) or never ran, 130 interrupted.",
     )
     parser.add_argument(
         "--fixture",
@@ -93,6 +101,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    try:
+        return _regrade_main(args)
+    except KeyboardInterrupt:
+        # A regrade writes nothing: stopping it loses nothing (the forked workers are
+        # killed on the way out).
+        print_note("scorer.py: interrupted; nothing was written")
+        print_json(json.dumps({"error": "interrupted", "detail": "stopped by SIGINT"}))
+        return EXIT_SIGNAL[signal.SIGINT]
+
+
+def _regrade_main(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.run_dir):
         return _refused(RegradeError("run_dir_missing", f"{args.run_dir} is not a directory"))
     if os.path.exists(os.path.join(args.run_dir, runsets.RUN_SET_FILE)):

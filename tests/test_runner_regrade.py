@@ -209,6 +209,12 @@ class RegradeTest(unittest.TestCase):
             "scorer.py: trial-3: a worker ended without its result (killed by SIGKILL)", err
         )
 
+    def test_ctrl_c_stops_a_regrade_with_exit_130_and_says_so(self):
+        with mock.patch.object(regrade, "collect", side_effect=KeyboardInterrupt):
+            code, out, err = self.regrade(self.result["run_dir"])
+        self.assertEqual((code, json.loads(out)["error"]), (130, "interrupted"))
+        self.assertIn("scorer.py: interrupted; nothing was written", err)
+
     def test_fewer_than_one_job_is_a_usage_error(self):
         code, out, err = self.scorer("--jobs", "0", self.set_dir)
         self.assertEqual((code, out), (2, ""))
