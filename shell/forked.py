@@ -114,6 +114,9 @@ def _worker(work: Callable, item: object, write_fd: int, parent: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the parent died before the request took hold
         os._exit(1)
+    # Ctrl-C reaches the whole foreground process group: it is the caller's to act on (it
+    # kills the workers on its way out), not each worker's to end its item with.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     captured = io.StringIO()
     with contextlib.redirect_stderr(captured):
         try:

@@ -63,6 +63,10 @@ PROGRAM = textwrap.dedent(
             os.kill(os.getpid(), 9)
         return item
 
+    def interrupted(item):
+        os.kill(os.getpid(), 2)  # SIGINT to this worker alone
+        return item
+
     def blocks(item):
         told(item)
         os.read(hold_r, 1)
@@ -106,6 +110,13 @@ PROGRAM = textwrap.dedent(
         except forked.WorkerLost as error:
             got.append(str(error))
         print(json.dumps(got))
+    elif case == "sigint_worker":
+        print(json.dumps(list(forked.in_order(interrupted, range(3), 3))))
+    elif case == "ctrl_c":
+        try:
+            list(forked.in_order(blocks, range(3), 3))
+        except KeyboardInterrupt:
+            print(json.dumps("interrupted"))
     elif case == "parent_dies":
         list(forked.in_order(blocks, range(3), 3))
     """
@@ -123,6 +134,7 @@ class InOrderTest(unittest.TestCase):
             stderr=subprocess.PIPE,
             text=True,
             pass_fds=(write_fd,),
+            start_new_session=True,  # a process group of its own, for the Ctrl-C test
         )
         os.close(write_fd)
         self.addCleanup(self.stop, process)
@@ -188,6 +200,20 @@ class InOrderTest(unittest.TestCase):
         self.assertIsNone(process.poll())
         process.communicate(timeout=60)  # closes its stdin: it exits
         self.assertEqual(process.returncode, 0)
+
+    def test_ctrl_c_to_the_process_group_interrupts_the_caller_and_ends_the_workers(self):
+        process, reader = self.start("ctrl_c")
+        workers = reader.pids(3)
+        os.killpg(process.pid, signal.SIGINT)  # as a terminal sends it
+        result, _ = self.finished(process)
+        self.assertEqual(result, "interrupted")
+        self.assertEqual(reader.ended(workers), workers)
+
+    def test_a_worker_goes_on_through_a_sigint_of_its_own(self):
+        # Ctrl-C is its caller's to act on: a worker that took it too would lose its item.
+        process, _ = self.start("sigint_worker")
+        result, _ = self.finished(process)
+        self.assertEqual(result, [0, 1, 2])
 
     def test_workers_die_with_a_killed_parent(self):
         process, reader = self.start("parent_dies")
