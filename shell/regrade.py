@@ -265,7 +265,7 @@ def _hold_digest(fixture: Fixture, recorded: object, force: bool) -> None:
     print_note(f"scorer.py: {said}; scored against it (--force)")
 
 
-def _regrade_set(set_dir: str, fixture_path: str | None, force: bool, jobs: int | None = 1) -> int:
+def _regrade_set(set_dir: str, fixture_path: str | None, force: bool, jobs: int | None) -> int:
     """Every trial of a run set, each its attempt the summary uses, `jobs` at once (None:
     one per CPU; in trial order all the same); a table on stdout."""
     # Only a run set needs its summary (and the statistics it imports) and the forked
