@@ -168,7 +168,7 @@ def _size(path: str | None) -> int:
 # --- the page (pure) --------------------------------------------------------------------------
 
 
-def outcome(result: dict | None, verdict: dict | None) -> Cell:
+def status_cell(result: dict | None, verdict: dict | None) -> Cell:
     """The run's outcome as the report shows it."""
     status = (result or {}).get("status")
     if status in ERRORED:
@@ -191,7 +191,7 @@ def build_evidence(evidence: Evidence, raw_prefix: str = "", back: Cell | None =
     blocks: list = []
     if back is not None:
         blocks.append(Paragraph((back,)))
-    state = outcome(evidence.result, evidence.verdict)
+    state = status_cell(evidence.result, evidence.verdict)
     blocks.append(Heading(1, f"Evidence: {_title(evidence)} — {state.text}"))
     blocks += _summary(evidence, state)
     blocks += _criteria(verdict)

@@ -15,7 +15,8 @@ import unittest
 from html.parser import HTMLParser
 from typing import ClassVar
 
-import report
+from reporting import report_page
+from reporting.compare_page import build_compare
 from reporting.render import (
     Cell,
     Chart,
@@ -28,6 +29,8 @@ from reporting.render import (
     render_svg,
     ticks,
 )
+from reporting.report_page import build_report
+from reporting.run_set_views import RunSetView, TrialView
 from reporting.summary import TrialRecord, summarize
 from reporting.timeline import ChildSpan, Timeline
 
@@ -275,7 +278,7 @@ class TrialsSectionTest(unittest.TestCase):
             {"index": 3, "dir": "trial-3", "status": "scored", "resolved": True},
         ]
         views = tuple(
-            report.TrialView(
+            TrialView(
                 row["index"],
                 row["dir"],
                 row,
@@ -288,8 +291,8 @@ class TrialsSectionTest(unittest.TestCase):
             "baseline": False, "trials": 3,
         }  # fmt: skip
         summary = summarize(config, [TrialRecord(r["index"], r["dir"], 1, None) for r in rows])
-        view = report.RunSetView("/r/set", config, summary, views)
-        blocks = report._timelines(view, "/r")
+        view = RunSetView("/r/set", config, summary, views)
+        blocks = report_page._timelines(view, "/r")
         shown = [type(block).__name__ for block in blocks]
         self.assertEqual(shown, ["Paragraph", "Chart", "Fold", "Fold"])
         self.assertEqual(blocks[0].text[0].text, "Trial 2")
@@ -301,7 +304,7 @@ class TrialsSectionTest(unittest.TestCase):
 
 
 class CostTest(unittest.TestCase):
-    def view(self, name: str, model: str, costs: list) -> report.RunSetView:
+    def view(self, name: str, model: str, costs: list) -> RunSetView:
         config = {
             "fixture": {"name": "small"}, "model": model, "drive": "oneshot",
             "baseline": False, "trials": len(costs), "fixture_digest": "d",
@@ -320,24 +323,24 @@ class CostTest(unittest.TestCase):
             for n, (cost, resolved) in enumerate(costs, start=1)
         ]
         summary = summarize(config, records)
-        views = tuple(report.TrialView(r["index"], r["dir"], r, None) for r in summary["trials"])
-        return report.RunSetView(f"/r/{name}", config, summary, views)
+        views = tuple(TrialView(r["index"], r["dir"], r, None) for r in summary["trials"])
+        return RunSetView(f"/r/{name}", config, summary, views)
 
     def test_the_report_and_compare_show_dollars_and_say_when_there_are_none(self):
         priced = self.view("a", "p/m", [(0.5, True), (1.75, False), (0.25, True)])
-        text = render_markdown(report.build_report([priced], "/r"))
+        text = render_markdown(build_report([priced], "/r"))
         # Median $0.50; $2.50 over 2 resolved trials.
         self.assertIn("| $0.50 ($1.25) |", text)
         self.assertIn("| [trial 2](evidence/a/trial-2.html) | **FAILED** |", text)
         self.assertIn("| $1.75 |", text)
         free = self.view("b", "simulated/oracle", [(0, True)])
-        text = render_markdown(report.build_report([free], "/r"))
+        text = render_markdown(build_report([free], "/r"))
         self.assertIn("| simulated |", text)
         self.assertNotIn("$0", text)
         cheaper = self.view("c", "p/m", [(0.25, True), (0.25, True), (0.25, True)])
-        compared = render_markdown(report.build_compare([priced], [cheaper], ("a", "c")))
+        compared = render_markdown(build_compare([priced], [cheaper], ("a", "c")))
         self.assertIn("| $0.50 → $0.25 (-$0.25) |", compared)
-        compared = render_markdown(report.build_compare([free], [free], ("b", "b")))
+        compared = render_markdown(build_compare([free], [free], ("b", "b")))
         self.assertIn("| simulated |", compared)
 
 
@@ -366,10 +369,8 @@ class AgentErrorTest(unittest.TestCase):
         ]  # fmt: skip
         records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
         summary = summarize(config, records)
-        views = tuple(
-            report.TrialView(row["index"], row["dir"], row, None) for row in summary["trials"]
-        )
-        blocks = report.build_report([report.RunSetView("/r/set", config, summary, views)], "/r")
+        views = tuple(TrialView(row["index"], row["dir"], row, None) for row in summary["trials"])
+        blocks = build_report([RunSetView("/r/set", config, summary, views)], "/r")
         html = render_html(blocks, "t")
         self.assertIn("1/2 of 3 planned; 1 errored (not counted)", html)
         self.assertIn('<tr class="row-error"><td class="nw"><a href="evidence/set/trial-3.html">'
@@ -378,8 +379,8 @@ class AgentErrorTest(unittest.TestCase):
                       'trial 2</a></td><td class="nw bad">FAILED</td>', html)  # fmt: skip
         self.assertIn('<a href="#set-1">1 failed, 1 errored</a>', html)
         errors = dict(summary, errors={"agent_exited": 1})
-        view = report.RunSetView("/r/set", config, errors, views)
-        html = render_html(report.build_report([view], "/r"), "t")
+        view = RunSetView("/r/set", config, errors, views)
+        html = render_html(build_report([view], "/r"), "t")
         self.assertIn("Errored trials by code", html)
         self.assertIn('<td class="nw">agent_exited</td><td class="n nw error">1</td>', html)
 
@@ -402,11 +403,9 @@ class FailureAccountingTest(unittest.TestCase):
         ]  # fmt: skip
         records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
         summary = summarize(self.config, records)
-        views = tuple(
-            report.TrialView(row["index"], row["dir"], row, None) for row in summary["trials"]
-        )
-        view = report.RunSetView("/r/set", self.config, summary, views)
-        return render_markdown(report.build_report([view], "/r"))
+        views = tuple(TrialView(row["index"], row["dir"], row, None) for row in summary["trials"])
+        view = RunSetView("/r/set", self.config, summary, views)
+        return render_markdown(build_report([view], "/r"))
 
     def test_the_report_gives_the_accounting_rate_beside_the_resolve_rate(self):
         text = self.markdown(True, True, True, False)
@@ -418,17 +417,15 @@ class FailureAccountingTest(unittest.TestCase):
 
 
 class CompareTestTest(unittest.TestCase):
-    def view(self, name: str, planned: int, results: list[dict]) -> report.RunSetView:
+    def view(self, name: str, planned: int, results: list[dict]) -> RunSetView:
         config = {
             "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
             "baseline": False, "fixture_digest": "d", "trials": planned,
         }  # fmt: skip
         records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
         summary = summarize(config, records)
-        views = tuple(
-            report.TrialView(row["index"], row["dir"], row, None) for row in summary["trials"]
-        )
-        return report.RunSetView(f"/r/{name}", config, summary, views)
+        views = tuple(TrialView(row["index"], row["dir"], row, None) for row in summary["trials"])
+        return RunSetView(f"/r/{name}", config, summary, views)
 
     def test_a_real_difference_is_said_in_words_and_errored_trials_stay_out(self):
         verdict = {"efficiency": {"total_tokens": 1000, "total_turns": 4}}
@@ -437,7 +434,7 @@ class CompareTestTest(unittest.TestCase):
         errored = {"status": "agent_error", "resolved": False}
         a = self.view("a", 6, [failed] * 6)
         b = self.view("b", 8, [resolved] * 6 + [errored] * 2)
-        blocks = report.build_compare([a], [b], ("a", "b"))
+        blocks = build_compare([a], [b], ("a", "b"))
         text = render_markdown(blocks)
         # 6 planned against 8: not paired. 0/6 against 6/6: only the two extreme tables of
         # C(12, 6) = 924 are as unlikely, p = 2/924.

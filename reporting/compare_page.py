@@ -1,0 +1,355 @@
+"""The comparison of two sides of run sets as blocks (pure), and the evidence pages of the
+trials that flipped, written beside it.
+
+It names the model and drive of both sides and says per fixture whether the difference in
+resolve rate is real (reporting/difference.py), then shows both verdicts, both rates and
+the deltas, flips marked, the trials that flipped and the reason codes that changed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from reporting import difference, evidence_page
+from reporting.render import NONE, Cell, Heading, Paragraph, Table, dollars
+from reporting.render import number as fmt
+from reporting.run_set_views import RunSetView, TrialView, evidence_path, relative
+
+# A verdict's rank, so that a flip has a direction.
+VERDICT_RANK = {"unresolved": 0, "mixed": 1, "resolved": 2}
+
+
+def overall_result(summary: dict) -> str:
+    """`resolved` when every scored trial resolved, `unresolved` when none did, else `mixed`."""
+    n, c = summary["trials_scored"], summary["resolved"]
+    if n == 0:
+        return "not run"
+    return "resolved" if c == n else "unresolved" if c == 0 else "mixed"
+
+
+def _sides(
+    before: list[RunSetView], after: list[RunSetView], names: tuple[str, str], out_dir: str | None
+) -> Table:
+    """What each side is: its models and drives, its run sets and trials, and their reports."""
+    rows = []
+    for side, name, sets in (("A", names[0], before), ("B", names[1], after)):
+        rows.append(
+            (
+                Cell(side),
+                Cell(name),
+                Cell(", ".join(sorted({item.key[1] for item in sets})) or NONE),
+                Cell(", ".join(sorted({item.key[2] for item in sets})) or NONE),
+                Cell(fmt(len(sets)), numeric=True),
+                Cell(fmt(sum(item.summary["trials_scored"] for item in sets)), numeric=True),
+                _reports(sets, out_dir),
+            )
+        )
+    headers = ("side", "name", "model", "drive", "run sets", "trials scored", "report")
+    return Table(headers, tuple(rows))
+
+
+def _reports(sets: list[RunSetView], out_dir: str | None) -> tuple[Cell, ...]:
+    """A link to each run set's report, or the command that writes it."""
+    cells: list[Cell] = []
+    for item in sets:
+        if cells:
+            cells.append(Cell(", "))
+        if item.report and out_dir is not None:
+            cells.append(Cell(f"{item.name} report", relative(item.report, out_dir)))
+        else:
+            cells.append(Cell(f"no report yet: report.py {item.name}", tone="muted"))
+    return tuple(cells) or (Cell(NONE),)
+
+
+def build_compare(
+    before: list[RunSetView],
+    after: list[RunSetView],
+    names: tuple[str, str],
+    out_dir: str | None = None,
+) -> list:
+    """Per fixture (and kind), whether A and B really differ, then the verdict and numbers of
+    A and of B and the deltas B - A; a flip is marked worse (red) or better (green); then
+    the trials that flipped, linked to their evidence pages, and the reason codes that
+    appeared or vanished. The models and drives of both sides head the page, linked to their
+    reports, and each row names its own when a side has more than one. Links are relative
+    to `out_dir`, where the page is written (None: no links)."""
+
+    first, second = compare_sides(before, after)
+    mixed = any(len({item.key[1:3] for item in sets}) > 1 for sets in (before, after))
+    rows, tones = [], []
+    for key in sorted(set(first) | set(second)):
+        a, b = first.get(key), second.get(key)
+        sides = [Cell(f"{s.key[1]} · {s.key[2]}" if s else "absent") for s in (a, b)] * mixed
+        if a is None or b is None:
+            found = [Cell(overall_result(item.summary) if item else "absent") for item in (a, b)]
+            rows.append((Cell(key[0]), Cell(key[1]), *sides, *found, *(Cell(NONE),) * 10))
+            tones.append("muted")
+            continue
+        flip = _flip(overall_result(a.summary), overall_result(b.summary))
+        k = min(a.summary["trials_scored"], b.summary["trials_scored"])
+        hat = [(s.summary["pass_hat_k"].get(str(k)) if k else None) for s in (a, b)]
+        rates = [s.summary["resolve_rate"] for s in (a, b)]
+        rows.append(
+            (
+                Cell(key[0]),
+                Cell(key[1]),
+                *sides,
+                Cell(overall_result(a.summary)),
+                Cell(overall_result(b.summary)),
+                flip,
+                *_both(*rates, better="higher"),
+                *_both(*hat, better="higher", label=f"k={k}: " if k else ""),
+                _changed(*(s.summary["tokens"]["median"] for s in (a, b))),
+                _changed(*(s.summary["turns"]["median"] for s in (a, b))),
+                _cost_change(a, b),
+            )
+        )
+        tones.append(flip.tone)
+    headers = (
+        "fixture", "kind", *("A: model · drive", "B: model · drive") * mixed, "verdict A",
+        "verdict B", "flip", "rate A", "rate B", "Δ rate", "pass^k A", "pass^k B", "Δ pass^k",
+        "tokens A → B (Δ)", "turns A → B (Δ)", "cost A → B (Δ)",
+    )  # fmt: skip
+    return [
+        Heading(1, "swarm-fanout comparison"),
+        _sides(before, after, names, out_dir),
+        *_tests(first, second),
+        Heading(2, "Verdicts and deltas"),
+        Paragraph(
+            "Per fixture and kind: the verdict on each side (resolved: every scored trial "
+            "resolved, unresolved: none, mixed), a flip marked worse or better, and both "
+            "values beside their delta B - A; pass^k at the largest k both sides have; "
+            "tokens, turns and cost (dollars, as the product priced each call) are medians "
+            "over scored trials."
+        ),
+        Table(headers, tuple(rows), tuple(tones)),
+        *_flipped(first, second, out_dir),
+        *_codes_changed(first, second),
+    ]
+
+
+def flipped_trials(
+    first: dict, second: dict
+) -> list[tuple[tuple, RunSetView, TrialView, RunSetView, TrialView]]:
+    """Per fixture and kind on both sides, trial n of A and trial n of B when both have a
+    result and one resolved while the other did not."""
+    found = []
+    for key in sorted(set(first) & set(second)):
+        a, b = first[key], second[key]
+        theirs = {trial.index: trial for trial in b.trials if trial.dir is not None}
+        for mine in a.trials:
+            other = theirs.get(mine.index)
+            if mine.dir is None or other is None:
+                continue
+            if bool(mine.summary.get("resolved")) != bool(other.summary.get("resolved")):
+                found.append((key, a, mine, b, other))
+    return found
+
+
+def compare_sides(before: list[RunSetView], after: list[RunSetView]) -> tuple[dict, dict]:
+    """Each side's run sets by (fixture, kind); of several, the one with the latest dir."""
+
+    def by_fixture(sets):
+        return {(item.key[0], item.key[3]): item for item in sorted(sets, key=lambda s: s.dir)}
+
+    return by_fixture(before), by_fixture(after)
+
+
+COMPARE_EVIDENCE = "compare-evidence"  # beside compare.html: the flipped trials' pages
+
+
+def _flipped(first: dict, second: dict, out_dir: str | None) -> list:
+    """A row per trial that resolved on one side and not on the other, each side's outcome
+    linked to its evidence page, with its reason codes."""
+    found = flipped_trials(first, second)
+    blocks: list = [Heading(2, "Trials that flipped")]
+    if not found:
+        blocks.append(Paragraph("No trial resolved on one side and not on the other."))
+        return blocks
+    blocks.append(
+        Paragraph(
+            "Trial n of A beside trial n of B, where one resolved and the other did not; each "
+            "outcome links to that trial's evidence page (why its verdict is what it is)."
+        )
+    )
+    rows, tones = [], []
+    for key, a, mine, b, other in found:
+        cells = []
+        for item, trial in ((a, mine), (b, other)):
+            page = None
+            if out_dir is not None:
+                path = evidence_path(out_dir, item.dir, trial.dir, COMPARE_EVIDENCE)
+                page = relative(path, out_dir)
+            status = trial.status_cell
+            cells += [
+                Cell(status.text, page, status.tone),
+                Cell(", ".join(trial.summary.get("reasons") or []) or ""),
+            ]
+        rows.append((Cell(key[0]), Cell(key[1]), Cell(f"trial {mine.index}"), *cells))
+        tones.append("bad" if mine.summary.get("resolved") else "good")
+    headers = ("fixture", "kind", "trial", "A", "A's reasons", "B", "B's reasons")
+    blocks.append(Table(headers, tuple(rows), tuple(tones)))
+    return blocks
+
+
+def _codes_changed(first: dict, second: dict) -> list:
+    """Per fixture and kind, every reason code of a failed or errored trial on either side:
+    how many trials had it in A and in B, and whether it appeared or vanished."""
+    rows, tones = [], []
+    for key in sorted(set(first) & set(second)):
+        a, b = first[key].summary, second[key].summary
+        for field in ("failures", "errors"):
+            before, after = a.get(field) or {}, b.get(field) or {}
+            for code in sorted(set(before) | set(after)):
+                n, m = before.get(code, 0), after.get(code, 0)
+                change, tone = _code_change(n, m)
+                rows.append(
+                    (
+                        Cell(key[0]),
+                        Cell(key[1]),
+                        Cell(code, tone="error" if field == "errors" else None),
+                        Cell(fmt(n), numeric=True),
+                        Cell(fmt(m), numeric=True),
+                        Cell(change, tone=tone),
+                    )
+                )
+                tones.append(tone if tone in ("bad", "good") and not n * m else None)
+    if not rows:
+        return [Heading(2, "Reason codes"), Paragraph("No trial failed on either side.")]
+    return [
+        Heading(2, "Reason codes"),
+        Paragraph(
+            "Per fixture and kind, the trials failing (or, in purple, erroring) with each "
+            "code on each side: a code that appeared in B is red, one that vanished green."
+        ),
+        Table(
+            ("fixture", "kind", "reason code", "A trials", "B trials", "change"),
+            tuple(rows),
+            tuple(tones),
+        ),
+    ]
+
+
+def _code_change(n: int, m: int) -> tuple[str, str | None]:
+    if n == m:
+        return "same", None
+    if not n:
+        return "appeared", "bad"
+    if not m:
+        return "vanished", "good"
+    return (f"more (+{m - n})", "bad") if m > n else (f"fewer ({m - n})", "good")
+
+
+def _cost_change(a: RunSetView, b: RunSetView) -> Cell:
+    """The median cost `A → B (B - A)`; without a cost on both sides, why not, once when the
+    sides say the same."""
+    costs = [(s.summary.get("cost_usd") or {}).get("median") for s in (a, b)]
+    shown = [dollars(cost, s.key[1]) for cost, s in zip(costs, (a, b), strict=True)]
+    if not all(costs):
+        return Cell(shown[0] if shown[0] == shown[1] else " → ".join(shown), tone="muted")
+    change = costs[1] - costs[0]
+    sign = "+" if change > 0 else "-" if change < 0 else "±"
+    amount = dollars(abs(change)) if change else "$0"
+    return Cell(f"{shown[0]} → {shown[1]} ({sign}{amount})", numeric=True)
+
+
+def _tests(first: dict, second: dict) -> list:
+    """Per fixture and kind on both sides: is B's resolve rate really different from A's?
+    A verdict line each, then the numbers behind them."""
+    lines, rows, tones = [], [], []
+    for key in sorted(set(first) & set(second)):
+        a, b = first[key], second[key]
+        found = difference.compare_rates(a.config, a.summary, b.config, b.summary)
+        sentence = difference.verdict_sentence(found)
+        tone = None
+        if isinstance(found, difference.RateDifference) and found.real:
+            tone = "good" if found.difference > 0 else "bad"
+        lines.append(Paragraph((Cell(f"{key[0]} · {key[1]}: "), Cell(sentence, tone=tone))))
+        if isinstance(found, difference.NotTested):
+            continue
+        low, high = found.ci95
+        rows.append(
+            (
+                Cell(key[0]),
+                Cell(key[1]),
+                Cell(f"{found.a_resolved}/{found.a_trials}"),
+                Cell(f"{found.b_resolved}/{found.b_trials}"),
+                Cell(_delta(0, found.difference), tone=tone, numeric=True),
+                Cell(f"{fmt(low)} to {fmt(high)}"),
+                Cell(found.test + (f", {found.pairs} pairs" if found.pairs is not None else "")),
+                Cell(difference.p_text(found.p_value).removeprefix("p = "), tone=tone),
+                Cell(fmt(found.needed), numeric=True),
+            )
+        )
+        tones.append(tone)
+    if not lines:
+        return []
+    blocks: list = [Heading(2, "Is the difference real?"), *lines]
+    if rows:
+        headers = (
+            "fixture", "kind", "A resolved", "B resolved", "Δ rate", "95% CI of Δ", "test",
+            "p (two-sided)", "trials for 80% power",
+        )  # fmt: skip
+        blocks.append(Table(headers, tuple(rows), tuple(tones)))
+    blocks.append(
+        Paragraph(
+            "Errored trials are left out. Trials are paired when both sides record the same "
+            "fixture digest and the same number of planned trials: trial n of each got the "
+            "same fixture and trial seed ($SWARM_FANOUT_TRIAL=n), and McNemar's exact test "
+            "counts the pairs only one side resolved; otherwise Fisher's exact test compares "
+            "the two sets. A difference is called real below p = 0.05. The 95% interval of "
+            "B - A is Newcombe's hybrid score interval. Trials for 80% power: how many would "
+            "detect a difference of the size seen, from a normal approximation. pass^k is "
+            "the chance that k trials all resolve, p^k, which rises with the resolve rate p "
+            "alone: it differs between A and B exactly when the rate does, so this test is "
+            "the test for pass^k at every k too."
+        )
+    )
+    return blocks
+
+
+def _flip(a: str, b: str) -> Cell:
+    if a == b:
+        return Cell("same")
+    if a in VERDICT_RANK and b in VERDICT_RANK:
+        worse = VERDICT_RANK[b] < VERDICT_RANK[a]
+        return Cell("FLIP, worse", tone="bad") if worse else Cell("FLIP, better", tone="good")
+    return Cell("FLIP", tone="warn")
+
+
+def _both(a, b, better: str, label: str = "") -> tuple[Cell, Cell, Cell]:
+    """A, B and B - A: the delta green when it went the `better` way ("higher"), else red."""
+    tone = None
+    if a is not None and b is not None and a != b:
+        tone = "good" if (b > a) == (better == "higher") else "bad"
+    return (
+        Cell(fmt(a), numeric=True),
+        Cell(fmt(b), numeric=True),
+        Cell(label + _delta(a, b), tone=tone, numeric=True),
+    )
+
+
+def _changed(a, b) -> Cell:
+    """`A → B (B - A)`, for numbers reported, never judged."""
+    return Cell(f"{fmt(a)} → {fmt(b)} ({_delta(a, b)})", numeric=True)
+
+
+def _delta(a, b) -> str:
+    if a is None or b is None:
+        return NONE
+    value = b - a
+    sign = "+" if value > 0 else ""
+    return f"{sign}{fmt(float(value))}"
+
+
+def write_flipped_pages(sides: list[list[RunSetView]], out_dir: str) -> list[str]:
+    """The evidence page of each trial that flipped, on both sides, beside compare.html."""
+    pages = []
+    back_to = os.path.join(out_dir, "compare.html")
+    for _, *pairs in flipped_trials(*compare_sides(*sides)):
+        for item, trial in zip(pairs[::2], pairs[1::2], strict=True):
+            page = evidence_path(out_dir, item.dir, trial.dir, COMPARE_EVIDENCE)
+            back = Cell("← the comparison", relative(back_to, os.path.dirname(page)))
+            evidence_page.write_page(os.path.join(item.dir, trial.dir), page, back)
+            pages.append(page)
+    return pages
