@@ -267,7 +267,6 @@ def _tests(first: dict, second: dict) -> list:
         lines.append(Paragraph((Cell(f"{key[0]} · {key[1]}: "), Cell(sentence, tone=tone))))
         if isinstance(found, difference.NotTested):
             continue
-        low, high = found.ci95
         rows.append(
             (
                 Cell(key[0]),
@@ -275,10 +274,9 @@ def _tests(first: dict, second: dict) -> list:
                 Cell(f"{found.a_resolved}/{found.a_trials}"),
                 Cell(f"{found.b_resolved}/{found.b_trials}"),
                 Cell(_delta(0, found.difference), tone=tone, numeric=True),
-                Cell(f"{fmt(low)} to {fmt(high)}"),
-                Cell(found.test + (f", {found.pairs} pairs" if found.pairs is not None else "")),
+                Cell(difference.odds_ratio_text(found.odds_ratio_ci95), tone=tone),
                 Cell(difference.p_text(found.p_value).removeprefix("p = "), tone=tone),
-                Cell(fmt(found.needed), numeric=True),
+                Cell(difference.needed_text(found)),
             )
         )
         tones.append(tone)
@@ -287,19 +285,19 @@ def _tests(first: dict, second: dict) -> list:
     blocks: list = [Heading(2, "Is the difference real?"), *lines]
     if rows:
         headers = (
-            "fixture", "kind", "A resolved", "B resolved", "Δ rate", "95% CI of Δ", "test",
-            "p (two-sided)", "trials for 80% power",
+            "fixture", "kind", "A resolved", "B resolved", "Δ rate", "odds ratio B:A, 95% CI",
+            "p (two-sided)", "trials a side for 80% power",
         )  # fmt: skip
         blocks.append(Table(headers, tuple(rows), tuple(tones)))
     blocks.append(
         Paragraph(
-            "Errored trials are left out. Trials are paired when both sides record the same "
-            "fixture digest and the same number of planned trials: trial n of each got the "
-            "same fixture and trial seed ($SWARM_FANOUT_TRIAL=n), and McNemar's exact test "
-            "counts the pairs only one side resolved; otherwise Fisher's exact test compares "
-            "the two sets. A difference is called real below p = 0.05. The 95% interval of "
-            "B - A is Newcombe's hybrid score interval. Trials for 80% power: how many would "
-            "detect a difference of the size seen, from a normal approximation. pass^k is "
+            f"Errored trials are left out. {difference.UNPAIRED} Fisher's exact test "
+            "compares them (two-sided: twice its smaller tail), and a difference is called "
+            "real below p = 0.05. The 95% interval is of the odds ratio, B's odds of "
+            "resolving over A's, and is that same test inverted: the odds ratios it would not "
+            "reject, so the interval leaves out 1 exactly when p < 0.05. Trials a side for "
+            "80% power: how many, those run counted, would give that test an 80% chance of "
+            "calling a difference of the size seen real. pass^k is "
             "the chance that k trials all resolve, p^k, which rises with the resolve rate p "
             "alone: it differs between A and B exactly when the rate does, so this test is "
             "the test for pass^k at every k too."

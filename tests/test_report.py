@@ -242,21 +242,17 @@ class ReportTest(unittest.TestCase):
             "| resolved | unresolved | **FLIP, worse** | 1 | 0 | **-1** | 1 | 0 | **k=2: -1** |",
             row,
         )
-        # A flip on 2 trials a side is no evidence: both sets ran 2 trials of one fixture,
-        # so trial n pairs with trial n, and 2 of 2 pairs going A's way gives p = 2/2^2.
+        # A flip on 2 trials a side is no evidence: of C(4, 2) = 6 ways to seat the two
+        # successes, B got none in 1, so p = 2/6; 4/4 against 0/4 would be called real.
         verdict = (
-            "json-events · fan-out: The data can't tell A and B apart (p = 0.50; McNemar's "
-            "exact test, 2 trials paired by index: A alone resolved 2, B alone 0): about 4 "
-            "paired trials would detect a difference of this size with 80% power (normal "
-            "approximation)."
+            "json-events · fan-out: The data can't tell A and B apart (p = 0.33; Fisher's "
+            "exact test, 2 and 2 trials): about 4 trials a side in all, the 2 and 2 run "
+            "counted, would detect a difference of this size with 80% power."
         )
         self.assertIn(verdict, text)
-        # Wilson: 2/2 from 0.3424, 0/2 up to 0.6576; Newcombe's upper bound of B - A is
-        # -1 + hypot(1 - 0.3424, 0.6576 - 0) = -0.07.
-        (numbers,) = [line for line in rows if "McNemar" in line]
-        self.assertIn(
-            "| 2/2 | 0/2 | -1 | -1 to -0.07 | McNemar's exact test, 2 pairs | 0.50 | 4 |", numbers
-        )
+        (numbers,) = [line for line in rows if "| 2/2 | 0/2 |" in line]
+        self.assertIn("| 2/2 | 0/2 | -1 | 0 to 4.6 | 0.33 | 4 (2 and 2 run) |", numbers)
+        self.assertIn("not paired by index: a trial records no seed that its agent used", text)
         html = self.read(written["html"])
         self.assertEqual(check_html(html).errors, [])
         self.assertIn(f"<p>{verdict.replace(chr(39), '&#x27;')}</p>", html)
@@ -436,8 +432,8 @@ class CompareTestTest(unittest.TestCase):
         b = self.view("b", 8, [resolved] * 6 + [errored] * 2)
         blocks = build_compare([a], [b], ("a", "b"))
         text = render_markdown(blocks)
-        # 6 planned against 8: not paired. 0/6 against 6/6: only the two extreme tables of
-        # C(12, 6) = 924 are as unlikely, p = 2/924.
+        # 0/6 against 6/6: B's count is the most it could be, 1 table of C(12, 6) = 924,
+        # doubled: p = 2/924.
         self.assertIn(
             "small · fan-out: B resolves more often than A (p = 0.0022; Fisher's exact test, "
             "6 and 6 trials).",
