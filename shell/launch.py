@@ -20,7 +20,7 @@ from shell import callers, daemon, procs, sandbox
 from shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
 from shell.resident import drive_resident
 from shell.rundir import RunDir
-from shell.watch import Interrupt, Watch
+from shell.watch import ENDING, Interrupt, Watch
 
 # How long the agent's processes get to act on their own when a run ends, before the
 # runner goes on: the daemon to answer shutdown{force}, what is left to exit after it, and
@@ -130,6 +130,8 @@ def launch_and_wait(
     finally:
         out_end.close()
         err_end.close()
+    interrupt.ending = _ending(label, grace)
+    interrupt.now = functools.partial(_kill_run_now, run, process)
     processes = _run_processes(process, started)
     if proxy is not None:
         proxy.attribute(processes)
@@ -154,6 +156,7 @@ def launch_and_wait(
         wall = round(time.monotonic() - watch.started, 3)
         stopped = _agent_runs(process, started)
         cleanup = end_run(run, process, grace, in_sandbox=started is not None)
+        interrupt.ending, interrupt.now = ENDING, None
         # The tree is gone: whatever held the sockets' other ends is gone with it.
         for drained in drains:
             drained.join(timeout=10.0)
@@ -226,6 +229,35 @@ def _agent_runs(process: subprocess.Popen, started: sandbox.Started | None) -> b
     return process.poll() is None and started.status.exit_status() is None
 
 
+def _waits(grace: float | None) -> tuple[float, float, float]:
+    """How long the daemon gets to answer its shutdown, what is left to exit after it, and
+    each process between SIGTERM and SIGKILL."""
+    if grace is None:
+        return SHUTDOWN_ANSWER_S, SETTLE_S, TERM_GRACE_S
+    return max(grace, MIN_ANSWER_S), grace, grace
+
+
+def _ending(label: str, grace: float | None) -> str:
+    """What a Ctrl-C ends while the agent runs, as the line it prints says it."""
+    of = f" of {label}" if label else ""
+    _, _, term = _waits(grace)
+    return (
+        f"the agent's processes{of} (the daemon shut down, then SIGTERM, and SIGKILL to what "
+        f"is left after {term:g}s); what exists is still scored"
+    )
+
+
+def _run_marker(run: RunDir) -> tuple[str, str]:
+    """The environment entry every process of the run inherits (shell/procs.py)."""
+    return ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+
+
+def _kill_run_now(run: RunDir, process: subprocess.Popen) -> None:
+    """SIGKILL to every process of the run at once (a second Ctrl-C): `end_run`'s waits then
+    find them gone, and its sweep reaps them."""
+    procs.kill_now(procs.run_processes(process.pid, *_run_marker(run)))
+
+
 def end_run(
     run: RunDir, process: subprocess.Popen, grace: float | None = None, in_sandbox: bool = False
 ) -> dict:
@@ -234,12 +266,8 @@ def end_run(
     `grace`, when given, replaces SHUTDOWN_ANSWER_S (down to MIN_ANSWER_S), SETTLE_S and
     TERM_GRACE_S. `in_sandbox`: the daemon's pids are the sandbox's; `sandbox_pids` in the
     record maps the pids here to those, for every process of the run seen while ending it."""
-    answer, settle, term = (
-        (SHUTDOWN_ANSWER_S, SETTLE_S, TERM_GRACE_S)
-        if grace is None
-        else (max(grace, MIN_ANSWER_S), grace, grace)
-    )
-    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+    answer, settle, term = _waits(grace)
+    marker = _run_marker(run)
     inside: dict[int, int] = {}
     if in_sandbox:
         _note_inside(procs.run_processes(process.pid, *marker), inside)
