@@ -113,6 +113,8 @@ def how_tested(found: RateDifference) -> str:
 
 def needed_text(found: RateDifference) -> str:
     """The trials a side a study needs, counting those run: `36 (10 and 10 run)`."""
+    if found.real:
+        return "called real already"
     if found.needed is None:
         return "no difference"
     if found.needed > stats.MAX_TRIALS_SIZED:

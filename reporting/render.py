@@ -153,7 +153,8 @@ def percent(value: float | None) -> str:
 
 
 def percent_interval(low: float, high: float) -> str:
-    return f"{percent(low)} to {percent(high)}"
+    """`38%-96%`, as stderr gives an interval."""
+    return f"{percent(low)}-{percent(high)}"
 
 
 def points(a: float | None, b: float | None) -> str:
