@@ -122,7 +122,14 @@ def fisher_exact_p(a_successes: int, a_n: int, b_successes: int, b_n: int) -> fl
     of its two tails (`fisher_tails`), at most 1. Doubling the smaller tail, rather than adding
     up the tables at most as likely as the one seen, is what lets the test be inverted into an
     interval that agrees with it (`odds_ratio_interval`)."""
-    return float(min(Fraction(1), 2 * min(fisher_tails(a_successes, a_n, b_successes, b_n))))
+    return min(map(_doubled, fisher_tails(a_successes, a_n, b_successes, b_n)))
+
+
+def _doubled(tail: Fraction) -> float:
+    """A tail as the p-value it gives: doubled, at most 1, in floats. The interval decides
+    which side of 1 its bounds are on from these same numbers, so that p and the interval
+    agree even at p = alpha exactly."""
+    return float(min(Fraction(1), 2 * tail))
 
 
 def odds_ratio_interval(
@@ -132,7 +139,7 @@ def odds_ratio_interval(
     B's count is below alpha/2, so those that `fisher_exact_p`'s test would not reject. 0 (or
     inf) when B's count is the least (or the most) it could be. The interval leaves 1 out
     exactly when p < alpha: the exact tails at psi = 1 decide which side of 1 each bound is
-    on, and the search for the bound never leaves that side."""
+    on (as `_doubled` gives them), and the search for the bound never leaves that side."""
     at_most, at_least = fisher_tails(a_successes, a_n, b_successes, b_n)
     total = a_successes + b_successes
     support = _support(a_n, b_n, total)
@@ -149,9 +156,9 @@ def odds_ratio_interval(
 
     low, high = 0.0, math.inf
     if x > support.start:  # the upper tail rises with psi
-        low = math.exp(_first_true(lambda t: tail_ok(t, True), at_least >= alpha / 2))
+        low = math.exp(_first_true(lambda t: tail_ok(t, True), _doubled(at_least) >= alpha))
     if x < support.stop - 1:  # the lower tail falls with psi
-        high = math.exp(-_first_true(lambda t: tail_ok(-t, False), at_most >= alpha / 2))
+        high = math.exp(-_first_true(lambda t: tail_ok(-t, False), _doubled(at_most) >= alpha))
     return (low, high)
 
 

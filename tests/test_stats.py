@@ -194,6 +194,16 @@ class OddsRatioIntervalTest(unittest.TestCase):
                 if real == (low <= 1 <= high):
                     self.fail(f"{a}/{a_n} against {b}/{b_n}: p and ({low}, {high}) disagree")
 
+    def test_a_p_of_exactly_005_is_not_real_and_its_interval_holds_1(self):
+        # 0/2 against 13/14: of C(16, 13) = 560 tables, B holds 13 successes in C(14, 13) = 14,
+        # its most; a tail of 14/560 = 1/40, so p = 1/20 exactly: not real, and no bound of
+        # the interval may cross 1 (a float 0.025 against the exact 1/40 once made one do so).
+        for table in ((0, 2, 13, 14), (2, 3, 0, 13)):
+            with self.subTest(table=table):
+                self.assertEqual(fisher_exact_p(*table), 0.05)
+                low, high = odds_ratio_interval(*table)
+                self.assertTrue(low <= 1 <= high, (low, high))
+
     def test_each_bound_is_where_its_tail_is_2_5_percent(self):
         for a, a_n, b, b_n in ((6, 10, 9, 10), (4, 4, 0, 4), (0, 4, 5, 6), (3, 12, 7, 9)):
             total = a + b
