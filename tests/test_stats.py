@@ -197,7 +197,7 @@ class OddsRatioIntervalTest(unittest.TestCase):
     def test_a_p_of_exactly_005_is_not_real_and_its_interval_holds_1(self):
         # 0/2 against 13/14: of C(16, 13) = 560 tables, B holds 13 successes in C(14, 13) = 14,
         # its most; a tail of 14/560 = 1/40, so p = 1/20 exactly: not real, and no bound of
-        # the interval may cross 1 (a float 0.025 against the exact 1/40 once made one do so).
+        # the interval may cross 1 (held against a float 0.025, the exact 1/40 would).
         for table in ((0, 2, 13, 14), (2, 3, 0, 13)):
             with self.subTest(table=table):
                 self.assertEqual(fisher_exact_p(*table), 0.05)
