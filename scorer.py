@@ -60,9 +60,10 @@ MESSAGES = {
     "answer_known_before_spawn": "the parent put the shard's answer, which it knew, in its "
     "child's task: it derived or received it before it delegated, or the spawning cell "
     "computed it",
-    "answer_not_derived": "the child that replied with the shard's answer did not work it out: "
-    "it was typed into its code, read from another session's file, or received from a "
-    "session that knew it first",
+    "answer_not_derived": "the child that replied with the shard's answer did not work it out "
+    "from its shard: the call that first showed it did not read the shard, or it was typed "
+    "into its code, read from another session's file, or received from a session that knew "
+    "it first",
     "answer_written_before_reply": "the answer file's final content was written before the "
     "reply that sources the shard reached the parent",
     **INTEGRITY_MESSAGES,
@@ -191,7 +192,7 @@ def _shard_delegation(
     written = view.answers[shard.file].value
     if ok and written is not None:
         for code, failed_status, rule in PROVENANCE_RULES:
-            extra = rule(ShardTrace(view, written, tuple(ok), knowledge))
+            extra = rule(ShardTrace(view, written, tuple(ok), knowledge, shard.file))
             if extra is not None:
                 status = failed_status
                 problem = reason(code, shard.file, chosen.child_id, extra)

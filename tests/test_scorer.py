@@ -26,6 +26,7 @@ class RunTestCase(unittest.TestCase):
         self.addCleanup(self._tmp.cleanup)
         self.run_dir = os.path.join(self._tmp.name, "run")
         self.build = RunBuilder(self.run_dir)
+        self.build.shard_files.update({shard.worker: shard.file for shard in FIXTURE.shards})
 
     def verdict(self):
         return score(FIXTURE, collect(self.run_dir, FIXTURE.artifact))
@@ -558,6 +559,7 @@ class DerivationTest(RunTestCase):
     def test_a_scratch_file_a_sibling_wrote_is_no_derivation_of_the_reader(self):
         # worker-c works out every shard and writes the answers where its siblings read them.
         compute_all = (
+            "FILES = ['shards/a.jsonl', 'shards/b.jsonl', 'shards/c.jsonl']\n"
             "answers = {f: count(f) for f in FILES}\n"
             "json.dump(answers, open('/tmp/answers.json', 'w'))\nprint(answers)\n",
             "{'a.jsonl': 11, 'b.jsonl': 22, 'c.jsonl': 33}\n",
@@ -769,9 +771,11 @@ class DerivationTest(RunTestCase):
 
     def test_a_child_that_writes_its_own_scratch_file_and_reads_it_back_derived(self):
         # Every child uses the same scratch name: each wrote it before it read it.
-        write = ("Path('/tmp/scratch.txt').write_text(str(count()))", "")
+        def write(shard):
+            return (f"Path('/tmp/scratch.txt').write_text(str(count('shards/{shard.file}')))", "")
+
         read = self.read_and_send(A, "answer = int(Path('/tmp/scratch.txt').read_text())\n")
-        per_worker = {s.worker: {"before": (write,), "work": read} for s in FIXTURE.shards}
+        per_worker = {s.worker: {"before": (write(s),), "work": read} for s in FIXTURE.shards}
         children = self.fan_out(**per_worker)
         self.reply_all(children)
         self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
@@ -822,6 +826,7 @@ class BatchedRunsTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             run_dir = os.path.join(tmp, "run")
             build = RunBuilder(run_dir)
+            build.shard_files.update({shard.worker: shard.file for shard in fixture.shards})
             build.assistant(
                 "Listing the shards.",
                 code="FILES = sorted(glob('events-*.jsonl'))[:100]\nprint(len(FILES), 'shards')",
