@@ -7,7 +7,8 @@ it uses drew on when an earlier call of the session bound it (the kernel keeps i
 variables), and on what an earlier call drew on when it wrote a file this call names (a
 scratch file of its own carries what went into it). Besides files, a call's sources name the
 channels its code opens that are no file, as `<channel>` (CHANNELS): a network connection,
-a listing or glob, the environment, a path joined from parts, code run from a string.
+a listing or glob, the environment, a path joined from parts, code run from a string; and
+`<shards_dir>` when the code names the shards' dir on its own (`Path('shards') / name`).
 
 The granularity is the call: every variable a call binds draws on everything that call drew
 on. So `rows = load('shards/a.jsonl')` in one cell and `print(len(rows))` in the next make
@@ -21,6 +22,7 @@ import os
 import re
 
 from evidence.cell_paths import IDENTIFIER, LITERAL
+from evidence.fixture import SHARDS_DIR
 
 # Channels a cell can learn a number through without naming a file, by the marks of their use.
 CHANNELS = (
@@ -36,6 +38,9 @@ CHANNELS = (
     ("joined_path", re.compile(r"path\.join|joinpath|\bchr\(|fromhex|b64decode")),
     ("code_from_text", re.compile(r"\beval\(|\bexec\(|\bcompile\(")),
 )
+# The shards' dir named on its own (`Path('shards') / name`, `cd shards`): a bare shard name
+# beside it is a path to the shard, where alone it may be a key searched for in a text.
+SHARDS_DIR_NAMED = re.compile(rf"""['"](?:\./)?{SHARDS_DIR}/?['"]|\bcd\s+(?:\./)?{SHARDS_DIR}\b""")
 # What a statement binds: an assignment's targets (`a, b = …`, `d[k] += …`), a `for` target,
 # a `with … as`, a `def`, a walrus; and a value changed in place (`rows.append(…)`).
 TARGETS = re.compile(
@@ -85,6 +90,8 @@ def cell_sources(
     for path in named:
         sources |= flows.get("/" + os.path.normpath(path), frozenset())
     sources |= {f"<{name}>" for name, pattern in CHANNELS if pattern.search(code)}
+    if SHARDS_DIR_NAMED.search(code):
+        sources.add(f"<{SHARDS_DIR}_dir>")
     bare = LITERAL.sub("''", code)
     for name in set(IDENTIFIER.findall(bare)):
         sources |= flows.get(name, frozenset())

@@ -28,12 +28,12 @@ nor a network connection (`from_shard`).
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from collections.abc import Iterable
 
 from evidence.cell_sources import channel
+from evidence.fixture import SHARDS_DIR
 from evidence.runpaths import RunPaths
 from evidence.transcripts import Heard, ToolCallFacts, Transcript
 from rules.runview import Child, RunView
@@ -43,7 +43,8 @@ SYSTEM_DIRS = ("/usr/", "/bin/", "/sbin/", "/lib", "/etc/", "/dev/", "/proc/", "
 # Names of the product's own records wherever they are (§3, §4, §6).
 RECORD_MARKERS = ("/sessions/", "session-artifacts", "rlm-ledger", "rlm-subagent.json")
 WILDCARD = re.compile(r"[*?\[]")
-PLACEHOLDER = re.compile(r"\{[^{}]*\}")  # an f-string's `{name}`: any name may stand there
+# A pattern's pieces: `**`, `*`, `?`, and an f-string's `{name}`, where any name may stand.
+PATTERN_PIECE = re.compile(r"(\*\*|\*|\?|\{[^{}]*\})")
 # What a call drew on besides files, in words (evidence/cell_sources.py CHANNELS).
 CHANNEL_WORDS = {
     "network": "took data over a network connection",
@@ -70,7 +71,9 @@ class Knowledge:
         sessions += [transcript for child in run.children for transcript in child.transcripts]
         self.by_id = {t.header_id: t for t in sessions if t.header_id}
         # Each session's calls with their files resolved against its cwd.
-        self.calls: dict[str, list[tuple[ToolCallFacts, set[str], set[str], set[str]]]] = {}
+        # Each call: its facts, the files it named and wrote, resolved, and its sources
+        # (resolved -> as typed).
+        self.calls: dict[str, list[tuple[ToolCallFacts, set[str], set[str], dict[str, str]]]] = {}
         self.writers: dict[str, set[str]] = {}  # file -> the sessions (paths) that wrote it
         for transcript in sessions:
             resolved = []
@@ -78,7 +81,9 @@ class Knowledge:
                 named = {self._resolve(transcript, path) for path in call.named}
                 written = {self._resolve(transcript, path) for path in call.written}
                 sources = {
-                    path if channel(path) else self._resolve(transcript, path)
+                    path
+                    if channel(path) or path.startswith("{")
+                    else self._resolve(transcript, path): path
                     for path in call.sources
                 }
                 resolved.append((call, named, written, sources))
@@ -110,8 +115,8 @@ class Knowledge:
     def _foreign_among(self, transcript: Transcript, index: int, paths: set[str]) -> str | None:
         calls = self.calls[transcript.path]
         for path in sorted(paths):
-            if channel(path) or os.path.basename(path) in self.shards:
-                continue
+            if channel(path) or path.startswith("{") or os.path.basename(path) in self.shards:
+                continue  # a shard, or a path whose place a variable holds
             if any(path in written for _, _, written, _ in calls[: index + 1]):
                 continue  # its own scratch file, or its own copy of a shard
             if self._record(path):
@@ -139,26 +144,35 @@ class Knowledge:
 
     # --- a child's own shard ----------------------------------------------------------
 
-    def _names_shard(self, transcript: Transcript, path: str, shard: str) -> bool:
-        """`path` (or the pattern it is) is the file `shard`, and no other session wrote it."""
-        if channel(path):
+    def _names_shard(
+        self, transcript: Transcript, path: str, typed: str, shard: str, sources
+    ) -> bool:
+        """`path` (resolved; `typed` as the code has it) is the shard `shard`, or a pattern
+        that matches it, in the repo: typed with its dir (`shards/a.jsonl`, an absolute path)
+        or beside the shards' dir named on its own (`Path('shards') / 'a.jsonl'`), since a bare
+        name may be a key searched for in a text; and no other session wrote it."""
+        if channel(path) or self.writers.get(path, set()) - {transcript.path}:
             return False
-        pattern = PLACEHOLDER.sub("*", os.path.basename(path))
-        if not fnmatch.fnmatchcase(shard, pattern):
+        if "/" not in typed and f"<{SHARDS_DIR}_dir>" not in sources:
             return False
-        return not self.writers.get(path, set()) - {transcript.path}
+        repos = {where for where in (transcript.cwd, self.paths.repo) if where}
+        inside = path.startswith("{") or any(path.startswith(repo + os.sep) for repo in repos)
+        return inside and _matches(os.path.basename(path), shard)
 
     def from_shard(self, transcript: Transcript, index: int, shard: str) -> str | None:
         """None when the session's `index`-th noted call worked from its shard `shard`: it
         drew on that file and on nothing foreign nor the network; else what it drew on
         instead, in words."""
         sources = self.calls[transcript.path][index][3]
-        foreign = self._foreign_among(transcript, index, sources)
+        foreign = self._foreign_among(transcript, index, set(sources))
         if foreign is not None:
             return f"it drew on {foreign}, which is not its own"
         if "<network>" in sources:
             return f"it {CHANNEL_WORDS['network']}"
-        if any(self._names_shard(transcript, path, shard) for path in sources):
+        if any(
+            self._names_shard(transcript, path, typed, shard, sources)
+            for path, typed in sources.items()
+        ):
             return None
         files = sorted(path for path in sources if not channel(path))
         words = [CHANNEL_WORDS[name] for name in CHANNEL_WORDS if f"<{name}>" in sources]
@@ -306,3 +320,20 @@ class Knowledge:
             and cell is not None
             and self.knew(self.parent, number, cell.line)
         )
+
+
+def _matches(pattern: str, path: str) -> bool:
+    """`path` is `pattern`, or matches it as a glob (`*` and `?` within one name, `**` across
+    names) whose f-string `{name}`s stand for any name (a leading one for any dirs). A pattern
+    with no letter or digit of its own matches nothing."""
+    if not any(ch.isalnum() for ch in PATTERN_PIECE.sub("", pattern)):
+        return False
+    regex = []
+    for index, piece in enumerate(PATTERN_PIECE.split(pattern)):
+        if piece == "**" or (piece.startswith("{") and index == 1 and not regex[0]):
+            regex.append(".*")
+        elif piece in ("*", "?") or piece.startswith("{"):
+            regex.append("[^/]*" if piece != "?" else "[^/]")
+        else:
+            regex.append(re.escape(piece))
+    return re.fullmatch("".join(regex), path) is not None

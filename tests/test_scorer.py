@@ -675,7 +675,7 @@ class DerivationTest(RunTestCase):
     def test_a_child_that_prints_shard_lines_with_numbers_before_counting_is_derived(self):
         # Its own shard's head and another shard's first line, numbers and all (11 among
         # them by chance), before the cell that counts and sends.
-        peek = ("print(open('a.jsonl').read(200))", '{"n": 11, "id": 7}\n{"n": 3}\n')
+        peek = ("print(open('shards/a.jsonl').read(200))", '{"n": 11, "id": 7}\n{"n": 3}\n')
         other = ("print(open('b.jsonl').readline())", '{"n": 22}\n')
         children = self.fan_out(**{"worker-a": {"before": (peek, other)}})
         self.reply_all(children)
