@@ -8,7 +8,7 @@ variables), and on what an earlier call drew on when it wrote a file this call n
 scratch file of its own carries what went into it). Besides files, a call's sources name the
 channels its code opens that are no file, as `<channel>` (CHANNELS): a network connection,
 a listing or glob, the environment, a path joined from parts, code run from a string; and
-`<shards_dir>` when the code names the shards' dir on its own (`Path('shards') / name`).
+`<shards_dir>` when the code names the shards' dir (`Path('shards') / name`).
 
 The granularity is the call: every variable a call binds draws on everything that call drew
 on. So `rows = load('shards/a.jsonl')` in one cell and `print(len(rows))` in the next make
@@ -38,9 +38,12 @@ CHANNELS = (
     ("joined_path", re.compile(r"path\.join|joinpath|\bchr\(|fromhex|b64decode")),
     ("code_from_text", re.compile(r"\beval\(|\bexec\(|\bcompile\(")),
 )
-# The shards' dir named on its own (`Path('shards') / name`, `cd shards`): a bare shard name
-# beside it is a path to the shard, where alone it may be a key searched for in a text.
-SHARDS_DIR_NAMED = re.compile(rf"""['"](?:\./)?{SHARDS_DIR}/?['"]|\bcd\s+(?:\./)?{SHARDS_DIR}\b""")
+# The shards' dir named (`Path('shards') / name`, `f'shards/{name}'`, `cd shards`): a bare
+# shard name beside it is a path to the shard, where alone it may be a key searched for in a
+# text.
+SHARDS_DIR_NAMED = re.compile(
+    rf"""['"](?:\./)?{SHARDS_DIR}(?:['"]|/)|\bcd\s+(?:\./)?{SHARDS_DIR}\b"""
+)
 # What a statement binds: an assignment's targets (`a, b = …`, `d[k] += …`), a `for` target,
 # a `with … as`, a `def`, a walrus; and a value changed in place (`rows.append(…)`).
 TARGETS = re.compile(
