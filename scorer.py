@@ -31,6 +31,7 @@ from evidence.artifacts import RunArtifacts, relative
 from evidence.fixture import Fixture, Shard, undistinctive_answers
 from evidence.number_tokens import INTEGER
 from evidence.transcripts import Usage
+from rules.file_access import file_access
 from rules.integrity import MESSAGES as INTEGRITY_MESSAGES
 from rules.knowledge import Knowledge
 from rules.provenance import PROVENANCE_RULES, ShardTrace
@@ -209,6 +210,13 @@ def _shard_delegation(
     return row, problem
 
 
+def _file_access(run) -> dict:
+    """Whether the runner witnessed file access (rules/file_access.py), for a run whose
+    witness says; nothing for one from before there was such a witness."""
+    access = file_access(run.witness)
+    return {} if access is None else {"file_access": access.to_json()}
+
+
 def _best_child(ok: list[Child]) -> Child:
     """Among qualifying children, the latest one that replied, else the latest."""
     replied = [child for child in ok if child.receipt and child.receipt.kind == "reply"]
@@ -318,7 +326,11 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         shards=shard_rows,
         children=_children_table(view),
         integrity=view.integrity.to_json(),
-        witness={"witnessed": run.witness is not None, **view.witness.to_json()},
+        witness={
+            "witnessed": run.witness is not None,
+            **_file_access(run),
+            **view.witness.to_json(),
+        },
         details=_details(view),
         efficiency=_efficiency(view, wall_time_s),
         findings=_findings_summary(run),

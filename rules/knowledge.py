@@ -36,6 +36,7 @@ from evidence.cell_sources import channel
 from evidence.fixture import SHARDS_DIR
 from evidence.runpaths import RunPaths
 from evidence.transcripts import Heard, ToolCallFacts, Transcript
+from rules.file_access import file_access
 from rules.runview import Child, RunView
 
 # Where an honest cell may name a file outside the run without reading anyone's answers.
@@ -53,6 +54,8 @@ CHANNEL_WORDS = {
     "joined_path": "built a path from parts at run time",
     "code_from_text": "ran code held in a string",
 }
+# Said where the verdict rests on the code alone.
+UNWITNESSED = "judged on its code: the runner did not witness which files it opened"
 # The shape every shortcut so far has, named in a reason and on the evidence page.
 SHORTCUT = "the parent knew it before the spawn and the child never read its shard"
 
@@ -64,6 +67,7 @@ class Knowledge:
     def __init__(self, view: RunView):
         run = view.run
         self.paths = RunPaths.of(run.run_dir)
+        self.access = file_access(run.witness)
         self.shards = {shard.file for shard in view.fixture.shards}
         self.parent = run.parent
         self.children = {child.child_id: child for child in view.children}
@@ -161,14 +165,20 @@ class Knowledge:
 
     def from_shard(self, transcript: Transcript, index: int, shard: str) -> str | None:
         """None when the session's `index`-th noted call worked from its shard `shard`: it
-        drew on that file and on nothing foreign nor the network; else what it drew on
-        instead, in words."""
+        drew on that file and on nothing foreign nor the network and, where the runner
+        witnessed the session's file access, its processes opened the shard and no record of
+        the product nor a file another session wrote; else what it did instead, in words."""
         sources = self.calls[transcript.path][index][3]
         foreign = self._foreign_among(transcript, index, set(sources))
         if foreign is not None:
             return f"it drew on {foreign}, which is not its own"
         if "<network>" in sources:
             return f"it {CHANNEL_WORDS['network']}"
+        watched = self.access is not None and self.access.watched(transcript.header_id)
+        if watched:
+            seen = self._witnessed(transcript.header_id or "", shard)
+            if seen is not None:
+                return seen
         if any(
             self._names_shard(transcript, path, typed, shard, sources)
             for path, typed in sources.items()
@@ -179,11 +189,26 @@ class Knowledge:
         if files:
             words.insert(0, "it named only " + ", ".join(files))
         elif not words:
-            return (
+            words = [
                 "it drew on no file at all: the number came from its code alone (an "
                 "expression, such as one handed in its task)"
-            )
+            ]
+        if not watched:
+            words.append(UNWITNESSED)
         return "; ".join(words)
+
+    def _witnessed(self, session_id: str, shard: str) -> str | None:
+        """What the runner saw the session's processes open that disproves the work, or
+        None."""
+        if self.access is None:
+            return None
+        foreign = self.access.foreign_opened(session_id)
+        if foreign is not None:
+            return f"the runner saw its processes open {foreign}"
+        opened = (self.access.opened or {}).get(session_id, frozenset())
+        if not any(path.startswith("repo/") and os.path.basename(path) == shard for path in opened):
+            return f"the runner saw its processes open no file {shard}"
+        return None
 
     def _outside(self, path: str) -> bool:
         if path.startswith("~"):
