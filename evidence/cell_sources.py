@@ -44,18 +44,19 @@ CHANNELS = (
 SHARDS_DIR_NAMED = re.compile(
     rf"""['"](?:\./)?{SHARDS_DIR}(?:['"]|/)|\bcd\s+(?:\./)?{SHARDS_DIR}\b"""
 )
-# What a statement binds: an assignment's targets (`a, b = …`, `d[k] += …`), a `for` target,
-# a `with … as`, a `def`, a walrus; and a value changed in place (`rows.append(…)`).
+# What a statement binds, over a whole cell: an assignment's targets (`a, b = …`,
+# `d[k] += …`), a `for` target, a `with … as` (not an import's alias: a module holds no data
+# the session read), a `def`, a walrus; and a value changed in place (`rows.append(…)`).
 TARGETS = re.compile(
-    r"^\s*([A-Za-z_][\w.\[\]']*(?:\s*,\s*[A-Za-z_][\w.\[\]']*)*)\s*"
-    r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)?=(?!=)"
+    r"^[ \t]*([A-Za-z_][\w.\[\]']*(?:[ \t]*,[ \t]*[A-Za-z_][\w.\[\]']*)*)[ \t]*"
+    r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)?=(?!=)",
+    re.MULTILINE,
 )
-FOR_TARGET = re.compile(r"\bfor\s+([\w\s,()]+?)\s+in\b")
-AS_TARGET = re.compile(r"\bas\s+([A-Za-z_]\w*)")
-DEF_NAME = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_]\w*)")
-WALRUS = re.compile(r"([A-Za-z_]\w*)\s*:=")
-MUTATED = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:\.\w+\(|\[)")
-IMPORT = re.compile(r"^\s*(?:import|from)\s")
+FOR_TARGET = re.compile(r"\bfor[ \t]+([\w \t,()]{1,80}?)[ \t]+in\b")
+AS_TARGET = re.compile(r"^(?![ \t]*(?:import|from)\s)[^\n]*?\bas[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+DEF_NAME = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+WALRUS = re.compile(r"(?<!\w)([A-Za-z_]\w*)[ \t]*:=")
+MUTATED = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*(?:\.\w+\(|\[)", re.MULTILINE)
 
 
 def channel(source: str) -> str | None:
@@ -63,19 +64,15 @@ def channel(source: str) -> str | None:
     return source[1:-1] if source.startswith("<") and source.endswith(">") else None
 
 
-def _bound_names(line: str, flows: dict[str, frozenset[str]]) -> set[str]:
-    if IMPORT.match(line):
-        return set()  # a module holds no data the session read
+def _bound_names(code: str, flows: dict[str, frozenset[str]]) -> set[str]:
     names: set[str] = set()
-    targets = TARGETS.match(line)
-    if targets:
+    for targets in TARGETS.finditer(code):
         names |= {IDENTIFIER.match(part.strip()).group() for part in targets.group(1).split(",")}
     for pattern in (FOR_TARGET, AS_TARGET, DEF_NAME, WALRUS):
-        for match in pattern.finditer(line):
+        for match in pattern.finditer(code):
             names |= set(IDENTIFIER.findall(match.group(1)))
-    mutated = MUTATED.match(line)
-    if mutated and mutated.group(1) in flows:  # a variable, not a module: `json.dump(…)`
-        names.add(mutated.group(1))
+    # A variable changed in place, not a module: `json.dump(…)` binds nothing.
+    names |= {match.group(1) for match in MUTATED.finditer(code) if match.group(1) in flows}
     return names
 
 
@@ -99,9 +96,8 @@ def cell_sources(
     for name in set(IDENTIFIER.findall(bare)):
         sources |= flows.get(name, frozenset())
     drawn = frozenset(sources)
-    for line in bare.splitlines():
-        for name in _bound_names(line, flows):
-            flows[name] = drawn
+    for name in _bound_names(bare, flows):
+        flows[name] = drawn
     for path in written:
         flows["/" + os.path.normpath(path)] = drawn
     return drawn
