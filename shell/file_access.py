@@ -21,9 +21,9 @@ import struct
 import threading
 import time
 
-FAN_CLOEXEC, FAN_NONBLOCK, FAN_CLASS_NOTIF = 0x1, 0x2, 0x0
+FAN_CLOEXEC, FAN_NONBLOCK, FAN_CLASS_NOTIF, FAN_UNLIMITED_QUEUE = 0x1, 0x2, 0x0, 0x10
 FAN_MARK_ADD, FAN_MARK_FILESYSTEM = 0x1, 0x100
-FAN_OPEN, FAN_CLOSE_WRITE = 0x20, 0x8
+FAN_OPEN, FAN_CLOSE_WRITE, FAN_Q_OVERFLOW = 0x20, 0x8, 0x4000
 AT_FDCWD = -100
 # struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid.
 EVENT = struct.Struct("=IBBHQii")
@@ -62,6 +62,7 @@ class FileAccessWitness:
         self.fd = -1
         self.why: str | None = None
         self.events = 0
+        self.overflows = 0
         self.cpu_s = 0.0
         self._records: list[dict] = []
         self._seen: set[tuple[int, str, str]] = set()
@@ -76,7 +77,9 @@ class FileAccessWitness:
                 ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p,
             ]  # fmt: skip
             flags = os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC
-            fd = libc.fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK, flags)
+            # An unlimited queue: a lost event would read as a file never opened.
+            init = FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_UNLIMITED_QUEUE
+            fd = libc.fanotify_init(init, flags)
             if fd < 0:
                 raise OSError(ctypes.get_errno(), "fanotify_init")
             mask = FAN_OPEN | FAN_CLOSE_WRITE
@@ -118,6 +121,8 @@ class FileAccessWitness:
     def status(self) -> dict:
         if self.why is not None:
             return {"witnessed": False, "why": self.why}
+        if self.overflows:
+            return {"witnessed": False, "why": "fanotify's queue overflowed: opens were lost"}
         return {
             "witnessed": True,
             "mechanism": "fanotify",
@@ -143,6 +148,7 @@ class FileAccessWitness:
                 length, _, _, _, mask, event_fd, pid = EVENT.unpack_from(data, at)
                 at += max(length, EVENT.size)
                 self.events += 1
+                self.overflows += bool(mask & FAN_Q_OVERFLOW)
                 if event_fd < 0:
                     continue
                 try:
