@@ -54,11 +54,16 @@ def ancestors(pid: int) -> list[int]:
 
 class FileAccessWitness:
     """Reads fanotify events on a thread from `start()` to `stop()`; `records()` are the
-    first open and the first write of each (process, file) under `root`, `status()` says
-    whether it ran, why not, and what it cost."""
+    first open and the first write of each (process, file) under `root`, or under `tmp`
+    (the run's TMPDIR, which a run dir too long for the product's sockets keeps under /tmp:
+    recorded as `tmp/…`, where the run dir's layout has it); `status()` says whether it ran,
+    why not, and what it cost."""
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, tmp: str | None = None):
         self.root = os.path.realpath(root)
+        self.prefixes = [(self.root + os.sep, "")]
+        if tmp is not None and not os.path.realpath(tmp).startswith(self.root + os.sep):
+            self.prefixes.append((os.path.realpath(tmp) + os.sep, "tmp/"))
         self.fd = -1
         self.why: str | None = None
         self.events = 0
@@ -82,16 +87,13 @@ class FileAccessWitness:
             fd = libc.fanotify_init(init, flags)
             if fd < 0:
                 raise OSError(ctypes.get_errno(), "fanotify_init")
-            mask = FAN_OPEN | FAN_CLOSE_WRITE
-            if (
-                libc.fanotify_mark(
-                    fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, mask, AT_FDCWD, self.root.encode()
-                )
-                != 0
-            ):
-                error = ctypes.get_errno()
-                os.close(fd)
-                raise OSError(error, "fanotify_mark")
+            mark = FAN_MARK_ADD | FAN_MARK_FILESYSTEM
+            for prefix, _ in self.prefixes:
+                where = prefix.rstrip(os.sep).encode()
+                if libc.fanotify_mark(fd, mark, FAN_OPEN | FAN_CLOSE_WRITE, AT_FDCWD, where):
+                    error = ctypes.get_errno()
+                    os.close(fd)
+                    raise OSError(error, "fanotify_mark")
         except (OSError, AttributeError) as error:
             errno = getattr(error, "errno", None)
             self.why = (
@@ -133,7 +135,6 @@ class FileAccessWitness:
 
     def _loop(self) -> None:
         own = os.getpid()
-        prefix = self.root + os.sep
         while not self._stopping.is_set():
             select.select([self.fd], [], [], WAIT_S)
             try:
@@ -157,11 +158,13 @@ class FileAccessWitness:
                     path = ""
                 finally:
                     os.close(event_fd)
-                if pid == own or not path.startswith(prefix) or len(self._records) >= MAX_RECORDS:
+                if pid == own or len(self._records) >= MAX_RECORDS:
                     continue
-                self._note(
-                    pid, path[len(prefix) :], "write" if mask & FAN_CLOSE_WRITE else "open", now
-                )
+                what = "write" if mask & FAN_CLOSE_WRITE else "open"
+                for prefix, named in self.prefixes:
+                    if path.startswith(prefix):
+                        self._note(pid, named + path[len(prefix) :], what, now)
+                        break
         self.cpu_s = time.thread_time()
 
     def _note(self, pid: int, path: str, what: str, now: float) -> None:

@@ -96,7 +96,7 @@ def launch_and_wait(
     stream = Channel(private, "stdout.jsonl")
     wire = Channel(private, "daemon-wire.jsonl")
     observer = Observer(run.paths, artifact).start()
-    opened = FileAccessWitness(run.root).start()
+    opened = FileAccessWitness(run.root, run.tmp).start()
     # The agent's stdout (one-shot: the stream; resident: the daemon's, to a file) and its
     # stderr are socket pairs the runner drains (observer.stream_socket): a socket cannot be
     # opened through /proc/<pid>/fd, as a pipe or a file of the run dir could.

@@ -57,6 +57,22 @@ class RecorderTest(unittest.TestCase):
         self.assertEqual(record["ancestors"][0], os.getpid())
         self.assertNotIn(os.getpid(), [r["pid"] for r in self.witness.records()])
 
+    def test_a_tmpdir_kept_outside_the_run_dir_is_recorded_where_the_layout_has_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            witness = FileAccessWitness(self.root, tmp).start()
+            self.addCleanup(witness.stop)
+            if not witness.status()["witnessed"]:
+                self.assertEqual(witness.records(), [])
+                return
+            path = os.path.join(os.path.realpath(tmp), "counts.txt")
+            subprocess.run([sys.executable, "-c", f"open({path!r}, 'w').write('1')"], check=True)
+            deadline = time.monotonic() + DEADLINE_S
+            while not any(r["what"] == "write" for r in witness.records()):
+                self.assertLess(time.monotonic(), deadline, witness.records())
+                time.sleep(0.05)
+            witness.stop()
+            self.assertEqual({r["path"] for r in witness.records()}, {"tmp/counts.txt"})
+
 
 class FileAccessRuleTest(unittest.TestCase):
     """A builder's witnessed run whose witness also holds what each kernel opened."""
