@@ -20,7 +20,10 @@ Children answer their shard's question for real, with the cell the simulated age
 (tasks.child_cell): the question phrasings live in the task language, fixtures/tasks.py, and
 only there.
 The scripts that cheat on provenance are the exception: their children send a number typed
-into their cell (tasks.literal_send_cell), one they were told or one the model worked out.
+into their cell (tasks.literal_send_cell), one they were told or one the model worked out,
+or one they took by a channel that names no file (CHANNEL_CELLS: the parent's transcript
+found by a glob, a socket the parent's kernel serves, an expression the task hands them, a
+file by a name joined from parts).
 
 Why one module of this size: every script, the request parsing and the SSE writer must agree
 with each other turn by turn, and each script carries the outcome the contract check expects
