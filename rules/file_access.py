@@ -7,7 +7,8 @@ its header id (`session-artifacts/<root id>/` for the root,
 `session-artifacts/<root id>/session-artifacts/<session id>/` for a child), and writes it
 after the session's cells run. Any other process of the run is the session's whose kernel is
 its nearest recorded ancestor (a shell a cell started, what that shell ran). A process that
-ended before the runner read its first event has no ancestors on record and is no one's.
+ended before the runner read its first event has no ancestors on record: what it opened is
+*unplaced*, anyone's (a `wc` a cell ran on its shard may be gone that soon).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class FileAccess:
     why: str | None = None
     opened: dict[str, frozenset[str]] | None = None
     written: dict[str, frozenset[str]] | None = None
+    unplaced: frozenset[str] = frozenset()  # opened by processes whose ancestors are unknown
 
     def to_json(self) -> dict:
         if not self.witnessed:
@@ -78,14 +80,18 @@ def file_access(witness: Witness | None) -> FileAccess | None:
             ancestors[record["pid"]] = record["ancestors"]
     opened: dict[str, set[str]] = {session: set() for session in kernels.values()}
     written: dict[str, set[str]] = {session: set() for session in kernels.values()}
+    unplaced: set[str] = set()
     for record in witness.file_opens:
         pid = record["pid"]
         chain = [pid, *ancestors.get(pid, [])]
         session = next((kernels[p] for p in chain if p in kernels), None)
         if session is not None:
             (opened if record["what"] == "open" else written)[session].add(record["path"])
+        elif not ancestors.get(pid) and record["what"] == "open":
+            unplaced.add(record["path"])
     return FileAccess(
         True,
         opened={session: frozenset(paths) for session, paths in opened.items()},
         written={session: frozenset(paths) for session, paths in written.items()},
+        unplaced=frozenset(unplaced),
     )

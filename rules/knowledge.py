@@ -205,7 +205,8 @@ class Knowledge:
         foreign = self.access.foreign_opened(session_id)
         if foreign is not None:
             return f"the runner saw its processes open {foreign}"
-        opened = (self.access.opened or {}).get(session_id, frozenset())
+        # Its own processes', or one that ended before the runner could place it.
+        opened = (self.access.opened or {}).get(session_id, frozenset()) | self.access.unplaced
         if not any(path.startswith("repo/") and os.path.basename(path) == shard for path in opened):
             return f"the runner saw its processes open no file {shard}"
         return None

@@ -177,6 +177,18 @@ class FileAccessRuleTest(unittest.TestCase):
         opens = [*self.honest_opens(children), self.opened(8000, "open", parent)]
         self.assertTrue(self.verdict(opens).resolved)
 
+    def test_a_shard_opened_by_a_process_gone_before_it_could_be_placed_counts(self):
+        # A `wc` the child's cell ran on its shard ended before the runner read its event.
+        children = self.fan_out()
+        kernel = self.kernels(children)["worker-c"]
+        opens = [
+            o
+            for o in self.honest_opens(children)
+            if not (o["pid"] == kernel and o["path"].startswith("repo/shards/"))
+        ]
+        opens.append(self.opened(7100, "open", "repo/shards/c.jsonl", ancestors=()))
+        self.assertTrue(self.verdict(opens).resolved)
+
     def test_where_the_runner_could_not_watch_the_verdict_says_so_and_rests_on_the_code(self):
         self.fan_out()
         verdict = self.verdict([], UNPRIVILEGED)
