@@ -792,6 +792,7 @@ def _write_witness(run: RunDir, args, proxy: RecordingProxy, outcome: dict) -> d
         "proxy": bool(proxy.routes),
         "observer": outcome["observer"],
         "processes": outcome["processes"],
+        "file_access": outcome["file_access"],
     }
     digest = write_witness(
         run.paths.witness,
@@ -799,6 +800,7 @@ def _write_witness(run: RunDir, args, proxy: RecordingProxy, outcome: dict) -> d
         model_calls=calls,
         sightings=outcome["sightings"],
         channels=outcome["channels"],
+        file_opens=outcome["file_opens"],
     )
     return {
         "file": os.path.basename(run.paths.witness),

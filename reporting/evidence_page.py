@@ -58,6 +58,7 @@ from reporting.render import (
 )
 from reporting.render import number as fmt
 from rules import integrity, witness_checks
+from rules.knowledge import SHORTCUT
 
 PAGE_FILE = "evidence.html"
 # A run whose agent failed on its own or could not be run: its environment's failure, shown
@@ -453,6 +454,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         rows = [tuple(row[i] for i in kept) for row in rows]
         blocks += meanings
         blocks.append(Table(headers, tuple(rows), (tone,) * len(rows)))
+        blocks += _shortcut(reasons)
     if warnings:
         rows = tuple(
             (
@@ -463,6 +465,27 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         )
         blocks += [Paragraph("Warnings:"), Table(("warning", "what"), rows, ("warn",) * len(rows))]
     return blocks
+
+
+def _shortcut(reasons: list) -> list:
+    """The shape of the shortcut, in words, when a reason found it (rules/knowledge.py
+    SHORTCUT): the parent knew the answer before the spawn and the child never read its
+    shard."""
+    shards = [
+        str(item.get("shard"))
+        for item in reasons
+        if isinstance(item, dict) and SHORTCUT in str(item.get("message", ""))
+    ]
+    if not shards:
+        return []
+    return [
+        Paragraph(
+            "The shortcut: the parent knew the answer before it spawned the child (a cell of "
+            "its own computed it), and the child never read its shard; it took the number "
+            f"by another way. Shards: {', '.join(shards)}.",
+            tone="bad",
+        )
+    ]
 
 
 def _rests_on(place: dict, places: Places, root: str) -> Cell:

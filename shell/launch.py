@@ -17,6 +17,7 @@ import subprocess
 import time
 
 from shell import callers, daemon, procs, sandbox
+from shell.file_access import FileAccessWitness
 from shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
 from shell.resident import drive_resident
 from shell.rundir import RunDir
@@ -95,6 +96,7 @@ def launch_and_wait(
     stream = Channel(private, "stdout.jsonl")
     wire = Channel(private, "daemon-wire.jsonl")
     observer = Observer(run.paths, artifact).start()
+    opened = FileAccessWitness(run.root, run.tmp).start()
     # The agent's stdout (one-shot: the stream; resident: the daemon's, to a file) and its
     # stderr are socket pairs the runner drains (observer.stream_socket): a socket cannot be
     # opened through /proc/<pid>/fd, as a pipe or a file of the run dir could.
@@ -120,6 +122,7 @@ def launch_and_wait(
             proxy.serve(started.listener)
     except BaseException:
         observer.stop()
+        opened.stop()
         shutil.rmtree(private, ignore_errors=True)
         out_end.close()
         err_end.close()
@@ -161,6 +164,7 @@ def launch_and_wait(
         for drained in drains:
             drained.join(timeout=10.0)
         observer.stop()
+        opened.stop()
         processes.stop()
         exit_code = process.returncode
         if started is not None:
@@ -178,6 +182,8 @@ def launch_and_wait(
         "channels": channels,
         "sightings": observer.sightings(),
         "observer": {"poll_s": observer.interval, "polls": observer.polls},
+        "file_access": opened.status(),
+        "file_opens": opened.records(),
         "processes": processes.summary(),
         "exit_code": exit_code,
         "timed_out": watch.timed_out,

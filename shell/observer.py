@@ -311,12 +311,14 @@ def write_witness(
     model_calls: Iterable[dict],
     sightings: Iterable[dict],
     channels: Iterable[dict],
+    file_opens: Iterable[dict] = (),
 ) -> str:
     """Write witness.jsonl (after the agent's tree is gone); returns its sha256."""
     lines = [{"kind": "witness", "version": WITNESS_VERSION, **header}]
     lines += [{"kind": "model_call", **call} for call in model_calls]
     lines += [{"kind": "sighting", **sighting} for sighting in sightings]
     lines += [{"kind": "channel", **channel} for channel in channels]
+    lines += [{"kind": "file_open", **opened} for opened in file_opens]
     text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)

@@ -369,6 +369,29 @@ class RestsOnTest(unittest.TestCase):
         self.assertTrue(href.startswith("#child-1-L"), href)
         self.assertIn("task from the parent", self.entry(page, href[1:]))
 
+    def test_a_child_that_never_read_its_shard_after_the_parent_counted_names_the_shortcut(self):
+        self.build.assistant("Counting first.", code="answers = {f: count(f) for f in FILES}")
+        self.build.tool_result("".join(f"{s.file} {s.expected}\n" for s in FIXTURE.shards))
+        children = self.build.fan_out(FIXTURE, reply=False)
+        for shard in FIXTURE.shards:
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+        self.build.correct_index(FIXTURE)
+        # worker-a's cell took its number by a glob over the sessions dir, not from its shard.
+        glob_cell = "logs = glob.glob(os.path.join(RUN, 'sess' + 'ions', '*'))\nsend(logs)\n"
+        with open(children["worker-a"].path, encoding="utf-8") as handle:
+            lines = handle.read().replace("count('shards/a.jsonl')", "0").splitlines()
+        records = [json.loads(line) for line in lines]
+        for record in records:
+            for part in (record.get("message") or {}).get("content") or []:
+                if isinstance(part, dict) and part.get("type") == "toolCall":
+                    part["arguments"]["code"] = glob_cell
+        with open(children["worker-a"].path, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(record) + "\n" for record in records)
+        page, _, result = self.page()
+        self.assertEqual([r["code"] for r in result["reasons"]], ["answer_not_derived"])
+        self.assertIn("The shortcut: the parent knew the answer before it spawned the child", page)
+        self.assertIn("Shards: a.jsonl.", page)
+
     def test_a_missing_receipt_rests_on_the_childs_last_entry(self):
         children = self.build.fan_out(FIXTURE, reply=False)
         self.build.reply(children["worker-a"], f"{A.file}: {A.expected}")
