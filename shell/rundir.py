@@ -232,6 +232,13 @@ class RunDir:
             task,
         ]
 
+    def acp_argv(self, agent_bin: str, model: str) -> list[str]:
+        """The one-shot argv in `--mode acp` and without its `-- <task>`: the task comes as
+        `session/prompt` on stdin (§12)."""
+        options = self.argv(agent_bin, model, "")[:-2]
+        options[options.index("--mode") + 1] = "acp"
+        return options
+
     def daemon_argv(self, agent_bin: str) -> list[str]:
         """Own the supervisor: start it ourselves on the run's socket (§8.2, last line)."""
         return [agent_bin, "--mode", "daemon", "--daemon-socket", self.socket]
