@@ -22,6 +22,25 @@ from tests.runner_case import (
     process_gone,
     two_shard_fixture,
 )
+from tests.simulated_case import shapes
+
+REAL_STREAM = os.path.join(os.path.dirname(__file__), "data", "real-acp", "end-turn-early.jsonl")
+STAMP = ("promptTurnId", "eventSequence", "phase", "outcome")
+
+
+def acp_kind(message: dict) -> tuple:
+    """A response by its id (the runner's requests go out in one order), an update by its
+    kind, its phase and what else its prime-agent `_meta` holds."""
+    if "method" not in message:
+        return ("response", message.get("id"), "result" in message)
+    update = message["params"]["update"]
+    meta = update.get("_meta", {}).get("ai.primeintellect.prime-agent", {})
+    held = tuple(key for key in meta if key not in STAMP)
+    return ("update", update["sessionUpdate"], meta.get("phase"), held)
+
+
+def acp_shapes(path: str) -> dict:
+    return shapes(read_jsonl(path), acp_kind)
 
 
 def read_jsonl(path: str) -> list[dict]:
@@ -65,13 +84,23 @@ class AcpDriveTest(RunnerTestCase):
         self.assertEqual(channel["lines"], len(messages))
 
     def test_parent_that_ends_its_turn_early_resolves_because_the_drive_waits(self):
-        done, result = self.run_runner("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp")
+        shared = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp")
+        done, result = shared.done, shared.result
         self.assertEqual(done.returncode, 0, result["reasons"])
         self.assertTrue(result["resolved"])
         self.assertEqual(result["verdict"]["details"]["child_replies"], 8)
         # Every child was still running when the prompt's response came.
         self.assertEqual(result["outstanding_at_response"], 8)
         self.assertTrue(result["acp"]["terminal_update"])
+
+    def test_the_simulated_stream_has_the_real_ones_shapes(self):
+        result = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp").result
+        ours = acp_shapes(os.path.join(self.run_dir(result), "acp-stream.jsonl"))
+        theirs = acp_shapes(REAL_STREAM)
+        self.assertEqual(set(ours), set(theirs))
+        for kind, orders in ours.items():
+            with self.subTest(kind=kind):
+                self.assertLessEqual(orders, theirs[kind])
 
     def test_every_behaviour_gets_the_resident_drives_verdict(self):
         from simulated.run import BEHAVIOURS  # here: the other tests need none of it
