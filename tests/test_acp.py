@@ -14,10 +14,12 @@ import unittest
 
 from evidence.acp_stream import read_acp_stream
 from evidence.artifacts import collect
+from reporting.summary import summarize
 from scorer import score
 from shell.acp import AcpError, parse_message
 from shell.acp_drive import Turn
 from tests.builders import RunBuilder, small_fixture
+from tests.test_trials import errored, record, scored
 
 FIXTURE = small_fixture()
 REAL_STREAM = os.path.join(os.path.dirname(__file__), "data", "real-acp", "end-turn-early.jsonl")
@@ -172,6 +174,27 @@ class AcpStreamCheckTest(unittest.TestCase):
         kept = [u for u in self.updates() if gone not in json.dumps(u)]
         self.write(kept)
         self.assertEqual(self.codes(), ["stream_mismatch"])
+
+
+class WouldLoseChildrenTest(unittest.TestCase):
+    """The run-set summary counts the scored trials a client that stops at the prompt's
+    response would have lost children in."""
+
+    def test_trials_with_children_outstanding_at_the_response_are_counted(self):
+        records = [
+            record(1, dict(scored(True), outstanding_at_response=8)),
+            record(2, dict(scored(True), outstanding_at_response=0)),
+            record(3, dict(scored(False, "wrong_answer"), outstanding_at_response=2)),
+            record(4, dict(errored(), outstanding_at_response=5)),  # errored: not counted
+        ]
+        summary = summarize({"trials": 4}, records)
+        self.assertEqual(summary["would_lose_children"], 2)
+        outstanding = [row["outstanding_at_response"] for row in summary["trials"]]
+        self.assertEqual(outstanding, [8, 0, 2, 5])
+
+    def test_a_set_whose_drive_reports_no_count_says_none(self):
+        summary = summarize({"trials": 2}, [record(1, scored(True)), record(2, scored(False))])
+        self.assertIsNone(summary["would_lose_children"])
 
 
 def acp_updates(event: dict) -> list[dict]:

@@ -93,6 +93,15 @@ class AcpDriveTest(RunnerTestCase):
         self.assertEqual(result["outstanding_at_response"], 8)
         self.assertTrue(result["acp"]["terminal_update"])
 
+    def test_the_evidence_page_says_how_many_children_ran_at_the_response(self):
+        from reporting.evidence_page import build_evidence, read_evidence
+        from reporting.render import render_markdown
+
+        result = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp").result
+        page = render_markdown(build_evidence(read_evidence(self.run_dir(result))))
+        row = next(line for line in page.splitlines() if "at the prompt's response" in line)
+        self.assertIn("| 8 |", row)
+
     def test_the_simulated_stream_has_the_real_ones_shapes(self):
         result = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp").result
         ours = acp_shapes(os.path.join(self.run_dir(result), "acp-stream.jsonl"))
