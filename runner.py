@@ -898,7 +898,7 @@ def _result(
         cleanup=outcome["cleanup"],
         finished_at=_now(),
         **({"resident": resident} if resident else {}),
-        # The children a client that stops at the prompt's response would have lost (§12).
+        # The children a client that stops at the prompt's response would have lost (§13).
         **({"acp": acp, "outstanding_at_response": acp["outstanding_at_response"]} if acp else {}),
         verdict=verdict.to_json(),
     )

@@ -49,7 +49,7 @@ def _wall(result: dict | None):
 
 def would_lose_children(records: list[TrialRecord]) -> int | None:
     """The scored trials whose children were still queued or running when the prompt's
-    response came (ACP's `outstanding_at_response`, contract §12): those a client that stops
+    response came (ACP's `outstanding_at_response`, contract §13): those a client that stops
     at the response would have lost. None when no trial's drive reported it."""
     counts = [
         record.result.get("outstanding_at_response")

@@ -113,7 +113,7 @@ class Script:
     @property
     def acp(self) -> Outcome:
         """The ACP drive waits for the terminal-quiescence update as the resident drive
-        waits on the barrier (contract §12): the resident outcome."""
+        waits on the barrier (contract §13): the resident outcome."""
         return self.resident
 
 

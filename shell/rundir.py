@@ -234,7 +234,7 @@ class RunDir:
 
     def acp_argv(self, agent_bin: str, model: str) -> list[str]:
         """The one-shot argv in `--mode acp` and without its `-- <task>`: the task comes as
-        `session/prompt` on stdin (§12)."""
+        `session/prompt` on stdin (§13)."""
         options = self.argv(agent_bin, model, "")[:-2]
         options[options.index("--mode") + 1] = "acp"
         return options

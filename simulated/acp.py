@@ -1,4 +1,4 @@
-"""The simulated CLI's `--mode acp` (contract §12): the Agent Client Protocol, JSON-RPC 2.0
+"""The simulated CLI's `--mode acp` (contract §13): the Agent Client Protocol, JSON-RPC 2.0
 in one line per message, requests on stdin, responses and `session/update` notifications on
 stdout, as prime-agent v0.8.0's `modes/acp/` speaks it.
 
@@ -85,7 +85,7 @@ class AcpAgent:
             self.send({"id": request_id, "result": result})
 
     def update(self, update: dict, turn: int, phase: str = "event", **extra) -> None:
-        """A session/update, stamped as the product's producer stamps each (§12)."""
+        """A session/update, stamped as the product's producer stamps each (§13)."""
         with self.lock:
             self.sequence += 1
             stamp = {"promptTurnId": turn, "eventSequence": self.sequence, "phase": phase}
@@ -123,7 +123,7 @@ class AcpAgent:
         self.session = ResidentSession(
             self.cwd, self.agent_dir, self.session_dir, self.behaviour, dict(os.environ), path
         )
-        # The ACP session id is the connection's own, not the product session's (§12).
+        # The ACP session id is the connection's own, not the product session's (§13).
         self.session_id = str(uuid.uuid4())
         self.session.attach(self.updates, {"id": "acp", "capabilities": []})
         requested = params.get("cwd")
@@ -160,7 +160,7 @@ class AcpAgent:
 
     def respond_to_prompt(self, request_id, turn: int) -> None:
         """The response boundary, the update counting the children still running, the
-        response; the terminal-quiescence update once they have all settled (§12)."""
+        response; the terminal-quiescence update once they have all settled (§13)."""
         session = self.session
         outstanding = sum(1 for child in session.run.children if not child.settled)
         failure = turn_failure(session)
