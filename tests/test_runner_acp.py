@@ -7,9 +7,13 @@ terminal-quiescence update that never comes).
 from __future__ import annotations
 
 import concurrent.futures
+import glob
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 import unittest
 
 from tests.runner_case import (
@@ -19,6 +23,7 @@ from tests.runner_case import (
     SIMULATED,
     RunnerTestCase,
     logged_host_pids,
+    logged_pids,
     process_gone,
     two_shard_fixture,
 )
@@ -149,6 +154,35 @@ class AcpDriveTest(RunnerTestCase):
         self.assertIsNone(result["outstanding_at_response"])
         pids = logged_host_pids(result, "grandchild") + logged_host_pids(result, "supervisor")
         self.assertTrue(pids)
+        for pid in pids:
+            self.assertTrue(process_gone(pid), pid)
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+    def test_ctrl_c_closes_the_session_ends_every_process_and_exits_130(self):
+        runner = subprocess.Popen(
+            self.runner_argv("simulated/hang", JSON_EVENTS, "--drive", "acp", *GRACE),
+            cwd=self.tmp,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(runner.kill)
+        deadline = time.monotonic() + 60
+        while not glob.glob(os.path.join(self.out, "*", "stderr.txt")) or not logged_pids(
+            glob.glob(os.path.join(self.out, "*"))[0], "grandchild"
+        ):
+            self.assertLess(time.monotonic(), deadline, "the agent never started")
+            time.sleep(0.05)
+        runner.send_signal(signal.SIGINT)
+        out, _ = runner.communicate(timeout=60)
+        result = json.loads(out)
+        self.assertEqual((runner.returncode, result["exit_code"]), (130, 130))
+        self.assertEqual(self.codes(result)[0], "interrupted")
+        self.assertTrue(result["acp"]["admitted"])
+        self.assertTrue(result["acp"]["close"]["session_close"])
+        pids = logged_host_pids(result, "grandchild") + logged_host_pids(result, "supervisor")
+        self.assertEqual(len(pids), 2)
         for pid in pids:
             self.assertTrue(process_gone(pid), pid)
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
