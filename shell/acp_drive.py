@@ -146,7 +146,9 @@ def drive_acp(run: RunDir, client: AcpClient, task: str, watch: Watch, close_s: 
         finally:
             turn.responded = True
             record["outstanding_at_response"] = turn.outstanding_at_response
-        _wait_for_terminal(client, turn, watch)
+        if turn.boundary is None or turn.promises_terminal():
+            # A boundary that promises none (a turn that never ran, §13) gets none.
+            _wait_for_terminal(client, turn, watch)
     except AcpError as error:
         record.setdefault("error", {"code": error.code, "message": str(error)})
     except AcpStopped:

@@ -249,6 +249,13 @@ class BadAcpAgentTest(RunnerTestCase):
         self.assertEqual(result["outstanding_at_response"], 2)
         self.assertTrue(result["acp"]["close"]["session_close"])
 
+    def test_a_response_whose_boundary_promises_no_terminal_update_is_not_waited_on(self):
+        _, result = self.run_fake("no-promise", "--timeout", "600")
+        self.assertNotIn("timeout", self.codes(result))
+        self.assertFalse(result["agent"]["timed_out"])
+        self.assertFalse(result["acp"]["terminal_update"])
+        self.assertEqual(result["acp"]["stop_reason"], "end_turn")
+
 
 # An ACP agent that goes wrong in one way (BEHAVIOUR): it answers initialize and
 # session/new, and exits at EOF on stdin, as the product does.
@@ -283,6 +290,9 @@ for line in sys.stdin:
         send({{"id": number, "error": {{"code": -32603, "message": "the turn broke"}}}})
     elif method == "session/prompt" and behaviour == "die":
         os._exit(7)
+    elif method == "session/prompt" and behaviour == "no-promise":
+        update("s-1", "responseBoundary", terminalQuiescenceExpected=False, outcome="error")
+        send({{"id": number, "result": {{"stopReason": "end_turn"}}}})
     elif method == "session/prompt":
         update("s-1", "responseBoundary", terminalQuiescenceExpected=True, outcome="result")
         quiescence = {{"outstandingSubagents": 2, "remainingAutonomousContinuations": 0}}
