@@ -642,11 +642,7 @@ def _run(
             "HOME has no prime-agent kernel venv): the agent will try to build one in the "
             "run's own HOME, which needs internet and takes minutes"
         )
-    argv = {
-        "oneshot": lambda: run.argv(agent_bin, args.model, task),
-        "resident": lambda: run.daemon_argv(agent_bin),
-        "acp": lambda: run.acp_argv(agent_bin, args.model),
-    }[args.drive]()
+    argv = run.drive_argv(args.drive, agent_bin, args.model, task)
     run.write_meta(dict(base, argv=argv))
     if interrupt.signum:
         run.cleanup_tmp()

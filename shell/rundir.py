@@ -243,6 +243,14 @@ class RunDir:
         """Own the supervisor: start it ourselves on the run's socket (§8.2, last line)."""
         return [agent_bin, "--mode", "daemon", "--daemon-socket", self.socket]
 
+    def drive_argv(self, drive: str, agent_bin: str, model: str, task: str) -> list[str]:
+        """What the runner starts under each `--drive` (docs/drives.md)."""
+        if drive == "oneshot":
+            return self.argv(agent_bin, model, task)
+        if drive == "acp":
+            return self.acp_argv(agent_bin, model)
+        return self.daemon_argv(agent_bin)
+
     def write_meta(self, meta: dict) -> None:
         write_atomic(self.run_meta, json.dumps(meta, indent=2) + "\n")
 
