@@ -249,6 +249,13 @@ class BadAcpAgentTest(RunnerTestCase):
         self.assertEqual(result["outstanding_at_response"], 2)
         self.assertTrue(result["acp"]["close"]["session_close"])
 
+    def test_a_failed_turns_terminal_update_is_still_waited_for(self):
+        _, result = self.run_fake("failed-turn", "--timeout", "600")
+        self.assertEqual(self.acp_reason(result)["detail"], "acp_prompt_failed")
+        self.assertNotIn("timeout", self.codes(result))
+        self.assertTrue(result["acp"]["terminal_update"])
+        self.assertEqual(result["outstanding_at_response"], 1)
+
     def test_a_response_whose_boundary_promises_no_terminal_update_is_not_waited_on(self):
         _, result = self.run_fake("no-promise", "--timeout", "600")
         self.assertNotIn("timeout", self.codes(result))
@@ -290,6 +297,13 @@ for line in sys.stdin:
         send({{"id": number, "error": {{"code": -32603, "message": "the turn broke"}}}})
     elif method == "session/prompt" and behaviour == "die":
         os._exit(7)
+    elif method == "session/prompt" and behaviour == "failed-turn":
+        update("s-1", "responseBoundary", terminalQuiescenceExpected=True, outcome="error")
+        quiescence = {{"outstandingSubagents": 1, "remainingAutonomousContinuations": 0}}
+        update("s-1", "event", quiescence=quiescence)
+        error = {{"code": -32603, "message": "prime-agent turn failed: the model broke"}}
+        send({{"id": number, "error": error}})
+        update("s-1", "terminalQuiescence", quiescence=dict(quiescence, outstandingSubagents=0))
     elif method == "session/prompt" and behaviour == "no-promise":
         update("s-1", "responseBoundary", terminalQuiescenceExpected=False, outcome="error")
         send({{"id": number, "result": {{"stopReason": "end_turn"}}}})
