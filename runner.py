@@ -58,7 +58,7 @@ from shell.rundir import STRIPPED_ENV_PREFIXES, RunDir, write_atomic
 from shell.watch import Interrupt
 
 HARNESS = {"name": "swarm-fanout", "version": "0.1.0"}
-DRIVES = ("oneshot", "resident")
+DRIVES = ("oneshot", "resident", "acp")
 SIMULATED_PROVIDER = "simulated"  # the bundled stand-in's models (simulated/agent.py)
 # The providers the harness serves itself, suggested with the built-in ones for a typo.
 HARNESS_PROVIDERS = (SIMULATED_PROVIDER, scripted_model.PROVIDER)
@@ -144,7 +144,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=DRIVES,
         help="oneshot: the CLI's --mode json, which stops the worker (and aborts running "
         "children) when the parent first goes idle; resident: start the daemon, run the parent "
-        "as a resident session and wait on the RLM quiescence barrier (default oneshot)",
+        "as a resident session and wait on the RLM quiescence barrier; acp: --mode acp over "
+        "stdio, as editors and verifiers drive it, waited on until its terminal-quiescence "
+        "update (default oneshot)",
     )
     parser.add_argument(
         "--sandbox",
@@ -640,11 +642,7 @@ def _run(
             "HOME has no prime-agent kernel venv): the agent will try to build one in the "
             "run's own HOME, which needs internet and takes minutes"
         )
-    argv = (
-        run.argv(agent_bin, args.model, task)
-        if args.drive == "oneshot"
-        else run.daemon_argv(agent_bin)
-    )
+    argv = run.drive_argv(args.drive, agent_bin, args.model, task)
     run.write_meta(dict(base, argv=argv))
     if interrupt.signum:
         run.cleanup_tmp()
@@ -687,12 +685,14 @@ def _run(
     base["witness"] = _write_witness(run, args, proxy, outcome)
     if args.inject_failure:
         base["injected_failures"] = _injected(args, proxy)
-    resident = outcome["resident"]
+    drive, session = next(
+        ((name, outcome[name]) for name in ("resident", "acp") if outcome[name]), (None, None)
+    )
     stopped = outcome["timed_out"] or outcome["interrupted"]
-    if resident is not None and not resident["admitted"] and resident.get("error") and not stopped:
-        # The daemon never took the task: nothing of the agent ran.
-        error = resident["error"]
-        extra = {"resident": resident, "cleanup": outcome["cleanup"]}
+    if session is not None and not session["admitted"] and session.get("error") and not stopped:
+        # The daemon (or the ACP agent) never took the task: nothing of the agent ran.
+        error = session["error"]
+        extra = {drive: session, "cleanup": outcome["cleanup"]}
         return _not_run(base, run, error["code"], error["message"], extra=extra)
     collected = artifacts.collect(run.root, fixture.artifact, base["witness"]["sha256"])
     verdict = scorer.score(fixture, collected, wall_time_s=outcome["wall_time_s"])
@@ -851,12 +851,17 @@ def _result(
     """The result of a run whose agent was launched: scored, or an agent error when the
     agent failed on its own before the model answered anything (rules/triage.py)."""
     passed, kept = scorer.outcome(verdict, baseline=bool(base.get("baseline")))
-    resident = outcome["resident"]
+    resident, acp = outcome["resident"], outcome["acp"]
     daemon_error = resident.get("error") if resident else None
+    acp_error = acp.get("error") if acp else None
     # What the runner saw end the run is a root cause: named before what it caused.
     seen = []
     if daemon_error:
         seen.append({"code": "daemon_error", "message": daemon_error["message"]})
+    if acp_error:
+        seen.append(
+            {"code": "acp_error", "detail": acp_error["code"], "message": acp_error["message"]}
+        )
     if outcome["interrupted"]:
         seen.append({"code": "interrupted", "message": "the runner was interrupted"})
     if outcome["timed_out"]:
@@ -891,6 +896,8 @@ def _result(
         cleanup=outcome["cleanup"],
         finished_at=_now(),
         **({"resident": resident} if resident else {}),
+        # The children a client that stops at the prompt's response would have lost (§13).
+        **({"acp": acp, "outstanding_at_response": acp["outstanding_at_response"]} if acp else {}),
         verdict=verdict.to_json(),
     )
     return result

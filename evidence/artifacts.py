@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 import ledger
+from evidence.acp_stream import AcpStream, read_acp_stream
 from evidence.jsonl import (
     UNREAD,
     Finding,
@@ -108,6 +109,8 @@ class RunArtifacts:
     # for it in result.json (None: the run was not witnessed, or its result says nothing).
     witness: Witness | None = None
     witness_expected: str | None = None
+    # The ACP drive's stream (evidence/acp_stream.py); None for the other drives.
+    acp_stream: AcpStream | None = None
     # The answer file's bytes' sha256, and each ledger file's lines' sha256 by file name,
     # to hold against what the runner saw appear (only read for a witnessed run).
     artifact_sha256: str | None = None
@@ -213,6 +216,7 @@ def _collect(run_dir: str, artifact: str | None, witness_expected: str | None) -
         served=served,
         witness=witness,
         witness_expected=witness_expected,
+        acp_stream=read_acp_stream(paths.acp_stream),
         artifact_sha256=file_digest(paths.artifact(artifact)) if witness and artifact else None,
         ledger_line_digests=(
             {os.path.basename(item.path): line_digests(item.path) for item in ledgers}

@@ -39,13 +39,14 @@ class RunPaths:
           stderr.txt                  the agent's stderr
           daemon-wire.jsonl           resident only: every message the daemon sent
           daemon-stdout.txt           resident only: the daemon's stdout
+          acp-stream.jsonl            acp only: every message the agent wrote on its stdout
           model-log.jsonl             scripted model only: every request its endpoint served
           run-meta.json               what was launched, written before the agent starts
           result.json                 the runner's result, with witness.jsonl's sha256
           witness.jsonl               what the runner itself saw (shell/observer.py): every call
                                       its proxy relayed, when each record first appeared, the
                                       digests of the streams it received; written, like
-                                      stdout.jsonl and daemon-wire.jsonl, once the agent is gone
+                                      the streams above, once the agent is gone
     """
 
     root: str
@@ -60,6 +61,7 @@ class RunPaths:
     stderr: str
     wire: str
     daemon_stdout: str
+    acp_stream: str
     model_log: str
     run_meta: str
     result: str
@@ -83,6 +85,7 @@ class RunPaths:
             stderr=inside("stderr.txt"),
             wire=inside("daemon-wire.jsonl"),
             daemon_stdout=inside("daemon-stdout.txt"),
+            acp_stream=inside("acp-stream.jsonl"),
             model_log=inside("model-log.jsonl"),
             run_meta=inside("run-meta.json"),
             result=inside("result.json"),

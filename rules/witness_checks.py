@@ -25,6 +25,7 @@ from ledger import Edge
 from rules.integrity import Failure, Integrity, run_checks
 
 TOLERANCE_S = 1.0
+ACP_STREAM = "acp-stream.jsonl"
 
 
 @dataclass(frozen=True)
@@ -67,29 +68,42 @@ def _in_order(shown: tuple[str, ...], held: tuple[str, ...] | list[str]) -> bool
     return all(any(item == other for other in rest) for item in shown)
 
 
+def _shown(r: _Run) -> tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]] | None:
+    """What the root's stream showed, as (its file, model calls, cells, children): the
+    one-shot or resident stream whose header is the parent's, else the ACP drive's, which
+    names no model call (§13)."""
+    stream, acp, parent = r.run.stream, r.run.acp_stream, r.run.parent
+    if stream is not None and stream.header_id == parent.header_id:
+        return "stdout.jsonl", stream.response_ids, stream.tool_call_ids, stream.child_ids
+    if stream is None and acp is not None:
+        return ACP_STREAM, (), acp.tool_call_ids, acp.child_ids
+    return None
+
+
 def _stream(r: _Run) -> Iterator[Failure]:
-    """The root's event stream (one-shot: up to its first idle, §7) shows only model calls
-    and cells of the root transcript, in its order, and an `rlm_child_update` for every
-    child spawned in a cell it shows. It may skip whole turns: the product's daemon sends a
-    client that falls behind a snapshot instead of the events it missed, and the one-shot
-    CLI prints only events (§7 "A turn's events can be missing"). A stream that shows a call
-    or a cell the transcript lacks, or in another order, fails."""
-    stream, parent = r.run.stream, r.run.parent
-    if stream is None or parent is None or stream.header_id != parent.header_id:
+    """The root's event stream (one-shot: up to its first idle, §7; ACP: its session
+    updates, §13) shows only model calls and cells of the root transcript, in its order, and
+    a child update for every child spawned in a cell it shows. It may skip whole turns: the
+    product's daemon sends a client that falls behind a snapshot instead of the events it
+    missed, and the one-shot CLI prints only events (§7 "A turn's events can be missing").
+    A stream that shows a call or a cell the transcript lacks, or in another order, fails."""
+    parent = r.run.parent
+    shown = _shown(r) if parent is not None else None
+    if shown is None:
         return
+    file, response_ids, cells, child_ids = shown
     ids = [call.response_id for call in parent.assistant_calls if call.response_id]
-    if not _in_order(stream.response_ids, ids):
+    if not _in_order(response_ids, ids):
         yield Failure(
-            f"the stream shows {len(stream.response_ids)} model calls that are not, in "
+            f"the stream shows {len(response_ids)} model calls that are not, in "
             f"order, among the root transcript's {len(ids)}",
-            file="stdout.jsonl",
+            file=file,
         )
-    cells = stream.tool_call_ids
     if not _in_order(cells, parent.tool_call_ids):
         yield Failure(
             f"the stream shows {len(cells)} tool calls that are not, in order, among the "
             f"root transcript's {len(parent.tool_call_ids)}",
-            file="stdout.jsonl",
+            file=file,
         )
     streamed = set(cells)
     # A session's cells run one after another: the cell that ran at a moment is the last
@@ -103,15 +117,12 @@ def _stream(r: _Run) -> Iterator[Failure]:
         at = edge.spawned_at_ms
         index = bisect.bisect_right(starts, at) - 1 if at is not None else -1
         spawning = calls[index] if index >= 0 and calls[index].contains(at) else None
-        if (
-            spawning is not None
-            and spawning.call_id in streamed
-            and edge.child_id not in stream.child_ids
-        ):
+        if spawning is not None and spawning.call_id in streamed and edge.child_id not in child_ids:
+            update = "subagent update" if file == ACP_STREAM else "rlm_child_update"
             yield Failure(
-                "the stream shows the cell that spawned this child but no rlm_child_update for it",
+                f"the stream shows the cell that spawned this child but no {update} for it",
                 edge.child_id,
-                "stdout.jsonl",
+                file,
             )
 
 
@@ -202,15 +213,18 @@ def _callers(r: _Run) -> Iterator[Failure]:
             )
 
 
+STREAM_FILES = ("stdout.jsonl", ACP_STREAM)  # the CLI's stdout, one-shot or ACP
+
+
 def _stream_writers(r: _Run) -> Iterator[Failure]:
-    """Every byte of the one-shot stream was written by the CLI the runner started: the
-    kernel names the writer of each piece that reaches the runner's end of its socket."""
+    """Every byte of the one-shot or ACP stream was written by the CLI the runner started:
+    the kernel names the writer of each piece that reaches the runner's end of its socket."""
     if r.witness is None:
         return
     processes = r.witness.header.get("processes")
     cli = processes.get("initial_pid") if isinstance(processes, dict) else None
     for channel in r.witness.channels:
-        if channel.get("file") != "stdout.jsonl" or not isinstance(channel.get("writers"), list):
+        if channel.get("file") not in STREAM_FILES or not isinstance(channel.get("writers"), list):
             continue
         for writer in channel["writers"]:
             if isinstance(writer, dict) and writer.get("pid") != cli:

@@ -18,6 +18,8 @@ import time
 
 from shell import callers, daemon, procs, sandbox
 from shell.file_access import FileAccessWitness
+from shell.acp import AcpClient, AcpSink, stdin_socket
+from shell.acp_drive import drive_acp
 from shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
 from shell.resident import drive_resident
 from shell.rundir import RunDir
@@ -86,8 +88,8 @@ def launch_and_wait(
     judged (shell/callers.py)."""
     procs.become_subreaper()
     watch = Watch(run, timeout, interrupt, label, plan is not None)
-    oneshot = drive == "oneshot"
-    argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
+    oneshot, acp = drive == "oneshot", drive == "acp"
+    argv = run.drive_argv(drive, agent_bin, model, task)
     # The runner's own channels (shell/observer.py): the one-shot stream comes through a socket
     # pair that a thread drains (so it never fills and stalls the agent), the resident
     # daemon's messages over the socket; both are kept outside the run dir until the
@@ -95,12 +97,15 @@ def launch_and_wait(
     private = private_dir()
     stream = Channel(private, "stdout.jsonl")
     wire = Channel(private, "daemon-wire.jsonl")
+    acp_stream = Channel(private, "acp-stream.jsonl")
     observer = Observer(run.paths, artifact).start()
     opened = FileAccessWitness(run.root, run.tmp).start()
     # The agent's stdout (one-shot: the stream; resident: the daemon's, to a file) and its
     # stderr are socket pairs the runner drains (observer.stream_socket): a socket cannot be
     # opened through /proc/<pid>/fd, as a pipe or a file of the run dir could.
     (out, out_end), (err, err_end) = stream_socket(), stream_socket()
+    # The ACP drive speaks to the agent on its stdin (shell/acp.py); the others close it.
+    stdin, stdin_end = stdin_socket() if acp else (None, subprocess.DEVNULL)
     started = None
     try:
         if plan is None:
@@ -109,14 +114,21 @@ def launch_and_wait(
                 argv,
                 cwd=run.repo,
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=stdin_end,
                 stdout=out_end,
                 stderr=err_end,
                 start_new_session=True,
             )
         else:
             started = sandbox.start(
-                argv, plan, port=proxy.port, cwd=run.repo, env=env, stdout=out_end, stderr=err_end
+                argv,
+                plan,
+                port=proxy.port,
+                cwd=run.repo,
+                env=env,
+                stdin=stdin_end,
+                stdout=out_end,
+                stderr=err_end,
             )
             process = started.process
             proxy.serve(started.listener)
@@ -127,22 +139,28 @@ def launch_and_wait(
         out_end.close()
         err_end.close()
         out.close()
+        if stdin is not None:
+            stdin.close()
         # What bwrap said before it gave up is the only word on why (the result names it).
         drain_socket(err, FileSink(run.stderr)).join(timeout=5)
         raise
     finally:
         out_end.close()
         err_end.close()
+        if stdin is not None:
+            stdin_end.close()
     interrupt.ending = _ending(label, grace)
     interrupt.now = functools.partial(_kill_run_now, run, process)
     processes = _run_processes(process, started)
     if proxy is not None:
         proxy.attribute(processes)
+    acp_sink = AcpSink(acp_stream) if acp else None
     drains = [
-        drain_socket(out, stream if oneshot else FileSink(run.daemon_stdout)),
+        drain_socket(out, stream if oneshot else acp_sink or FileSink(run.daemon_stdout)),
         drain_socket(err, FileSink(run.stderr)),
     ]
     resident: dict | None = None
+    acp_record: dict | None = None
     try:
         if oneshot:
             while _agent_runs(process, started) and not watch.stop_reason():
@@ -151,6 +169,10 @@ def launch_and_wait(
                         process.wait(timeout=0.05)
                 else:
                     started.status.read(0.05)
+        elif acp:
+            client = AcpClient(stdin, acp_sink, functools.partial(_agent_runs, process, started))
+            close_s = SHUTDOWN_ANSWER_S if grace is None else max(grace, MIN_ANSWER_S)
+            acp_record = drive_acp(run, client, task, watch, close_s)
         else:
             # Sandboxed, the daemon's own end (the shim's word), not bwrap's, says it died.
             daemon_runs = functools.partial(_agent_runs, process, started)
@@ -160,6 +182,8 @@ def launch_and_wait(
         stopped = _agent_runs(process, started)
         cleanup = end_run(run, process, grace, in_sandbox=started is not None)
         interrupt.ending, interrupt.now = ENDING, None
+        if stdin is not None:
+            stdin.close()
         # The tree is gone: whatever held the sockets' other ends is gone with it.
         for drained in drains:
             drained.join(timeout=10.0)
@@ -173,7 +197,9 @@ def launch_and_wait(
             started.status.close()
             exit_code = exit_code if told is None else told
         channels = [stream.publish(run.stdout)] if oneshot or stream.bytes else []
-        if not oneshot:
+        if acp:
+            channels.append(acp_stream.publish(run.acp_stream))
+        elif not oneshot:
             channels.append(wire.publish(run.wire))
         shutil.rmtree(private, ignore_errors=True)
     ended = "interrupted" if interrupt.signum else "timed out" if watch.timed_out else "finished"
@@ -191,6 +217,7 @@ def launch_and_wait(
         "wall_time_s": wall,
         "cleanup": cleanup,
         "resident": resident,
+        "acp": acp_record,
         # Only an agent that failed on its own has its last words quoted; one the
         # runner ended (timeout, interrupt) exits by the runner's signal.
         "stderr_tail": stderr_tail(run.stderr) if exit_code and not stopped else None,

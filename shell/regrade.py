@@ -186,6 +186,7 @@ def _judged(stored: dict, agent: dict, run: RunArtifacts, verdict: Verdict) -> t
         code
         for code, happened in (
             ("daemon_error", _object(stored.get("resident")).get("error")),
+            ("acp_error", _object(stored.get("acp")).get("error")),
             ("interrupted", stored.get("interrupted")),
             ("timeout", agent.get("timed_out")),
         )

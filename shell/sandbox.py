@@ -460,6 +460,7 @@ def start(
     env: dict,
     stdout,
     stderr,
+    stdin=subprocess.DEVNULL,
 ) -> Started:
     """Start `argv` in a sandbox; returns once the shim has handed over the socket the proxy
     serves the sandbox on. Raises SandboxError when it does not come."""
@@ -480,7 +481,7 @@ def start(
             [*command, *argv],
             cwd=cwd,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=stdout,
             stderr=stderr,
             pass_fds=passed,

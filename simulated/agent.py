@@ -7,6 +7,13 @@
         enveloped `shutdown`), runs the root session and prints the --mode json stream,
         then returns at the root's first idle point and stops the worker (contract §1 fact 4).
 
+    simulated/agent.py --mode acp --daemon-socket S --cwd DIR --session-dir DIR \\
+        --model simulated/<behaviour>
+        The Agent Client Protocol on stdio (contract §13, simulated/acp.py): starts the detached
+        supervisor as one-shot does, then initialize, session/new, session/prompt (answered at
+        the root's first idle point, the terminal-quiescence update following once every child
+        has settled) and session/close; EOF on stdin ends it.
+
     simulated/agent.py --mode daemon --daemon-socket S
         A foreground daemon speaking protocol 7 on S (contract §8), for the resident drive:
         create{lifecycle:"resident", config:{cwd, agentDir, sessionDir, model}, launchEnv},
@@ -54,6 +61,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+from simulated.acp import AcpAgent
 from simulated.daemon import Daemon
 from simulated.processes import detach
 from simulated.product import bind_worker_socket, log, worker_sessions_dir
@@ -189,10 +197,12 @@ def parse_args(argv: list[str]) -> Options:
 
 def validate(options: Options) -> str:
     behaviour = behaviour_of(options.model)
-    if options.mode != "json":
-        raise UsageError("the simulation runs as --mode json or --mode daemon")
-    if len(options.prompts) != 1:
+    if options.mode not in ("json", "acp"):
+        raise UsageError("the simulation runs as --mode json, --mode acp or --mode daemon")
+    if options.mode == "json" and len(options.prompts) != 1:
         raise UsageError("pass exactly one prompt after --")
+    if options.mode == "acp" and options.prompts:
+        raise UsageError("--mode acp takes its prompts over ACP, not on the command line")
     if options.cwd is not None and not os.path.isdir(options.cwd):
         raise UsageError(f"--cwd {options.cwd} is not a directory")
     return behaviour
@@ -229,6 +239,12 @@ def main(argv: list[str]) -> int:
     sessions_dir = os.path.abspath(
         options.session_dir or worker_sessions_dir(agent_dir, os.environ)
     )
+    if options.mode == "acp":
+        # The worker runs in --cwd, as the supervisor does (contract §2).
+        os.chdir(cwd)
+        AcpAgent(cwd, agent_dir, sessions_dir, behaviour).serve()
+        sys.stdout.flush()
+        os._exit(0)  # at EOF, as the product does: the session's threads end with it
     one_shot_run(cwd, sessions_dir, behaviour, agent_dir).respond(options.prompts[0])
     return 0
 

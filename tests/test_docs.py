@@ -254,11 +254,13 @@ class DriftTest(unittest.TestCase):
         from scripted.model import SCRIPTS
 
         text = " ".join(read(os.path.join("docs", "scripted-model.md")).split())
-        loop = re.search(r"for s in ([a-z -]+); do", text).group(1).split()
+        loop = re.search(r"for s in ([a-z \\-]+); do", text).group(1).replace("\\", " ").split()
         self.assertEqual(loop, list(SCRIPTS), "the developer's loop runs every script")
-        # "all N pairs agree", said of no script in particular, is every script's two drives.
+        drives = re.search(r"for d in ([a-z ]+); do", text).group(1).split()
+        self.assertEqual(drives, ["oneshot", "resident", "acp"], "the loop runs every drive")
+        # "all N pairs agree", said of no script in particular, is every script's every drive.
         for count in re.findall(r"all (\w+) script \u00d7 drive pairs agree", text):
-            self.assertEqual(count, NUMBER_WORDS[len(SCRIPTS) * 2], count)
+            self.assertEqual(count, str(len(SCRIPTS) * len(drives)), count)
 
     def test_the_readme_says_how_to_run_a_source_build_of_the_agent(self):
         # A source checkout has no `prime-agent` on PATH: its script, or the package's `pi`.
@@ -267,7 +269,6 @@ class DriftTest(unittest.TestCase):
         self.assertIn("--agent-bin pi", text)
 
 
-NUMBER_WORDS = {10: "ten", 12: "twelve", 14: "fourteen", 16: "sixteen", 18: "eighteen"}
 
 
 class TestingPageTest(unittest.TestCase):
