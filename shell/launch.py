@@ -17,9 +17,9 @@ import subprocess
 import time
 
 from shell import callers, daemon, procs, sandbox
-from shell.file_access import FileAccessWitness
 from shell.acp import AcpClient, AcpSink, stdin_socket
 from shell.acp_drive import drive_acp
+from shell.file_access import FileAccessWitness
 from shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
 from shell.resident import drive_resident
 from shell.rundir import RunDir

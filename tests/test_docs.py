@@ -269,8 +269,6 @@ class DriftTest(unittest.TestCase):
         self.assertIn("--agent-bin pi", text)
 
 
-
-
 class TestingPageTest(unittest.TestCase):
     def test_the_testing_page_names_every_test_module(self):
         page = section(read(os.path.join("docs", "testing.md")), "## What each module covers")
