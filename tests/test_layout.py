@@ -8,7 +8,7 @@ generator). A module imports only its own layer and those below it. The test dou
 (scripted/, simulated/) import only the task language and themselves, and no layer imports
 them: only runner.py, the composition root, starts the scripted model in its own process.
 The optional verifiers taskset (verifiers-taskset/) sits above the entry points and below
-nothing: it may import any layer but the doubles and the tests.
+nothing: it may import any layer but the doubles and the tests; its tests are tests.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def layer_of(module: str) -> str | None:
     if module in ("runner", "report", "fixtures.generate"):
         return "entry"
     if top == TASKSET_DIR:
-        return "taskset"
+        return "tests" if ".tests" in module else "taskset"
     return None
 
 

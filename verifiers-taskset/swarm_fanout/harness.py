@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 ROOT_KEY = "swarm_fanout_root"
 MARKER = "PRIME_AGENT_CODING_AGENT_DIR"  # every process of the rollout carries it (§2)
 TERM_GRACE_S = 3.0
+SHUTDOWN_WAIT_S = 10.0
 
 
 class LocalPrimeAgentConfig(PrimeAgentHarnessConfig):
@@ -166,9 +167,14 @@ def end_rollout(root: str) -> dict:
     dir, then remove its dir: what was left running is reported, never ignored."""
     paths = RunPaths.of(root)
     shutdown = daemon.shutdown_daemon(paths.socket)
-    remaining = procs.with_environment(MARKER, paths.agent_home, procs.process_table())
+    supervisor = shutdown.get("supervisor_pid")
+    if shutdown.get("success") and supervisor:
+        # A forced shutdown ends every worker and kernel (§2 "Processes"): let it finish.
+        procs.wait_gone([supervisor], SHUTDOWN_WAIT_S)
+        procs.wait_gone(_marked(paths), TERM_GRACE_S)
+    remaining = _marked(paths)
     ended = procs.end_processes(remaining, TERM_GRACE_S) if remaining else {}
-    leaked = sorted(procs.with_environment(MARKER, paths.agent_home, procs.process_table()))
+    leaked = sorted(_marked(paths))
     shutil.rmtree(root, ignore_errors=True)
     if leaked:
         logger.warning("swarm-fanout: processes of %s still running: %s", root, leaked)
@@ -178,3 +184,8 @@ def end_rollout(root: str) -> dict:
         "leaked_pids": leaked,
         "removed": not os.path.lexists(root),
     }
+
+
+def _marked(paths: RunPaths) -> set[int]:
+    """The live processes whose environment names the rollout's agent dir."""
+    return procs.with_environment(MARKER, paths.agent_home, procs.process_table())
