@@ -108,6 +108,8 @@ async def copy_out(runtime, layout: RuntimeLayout, artifact: str, dest: str) -> 
         files[name] = _extract(base64.b64decode(encoded), target, skipped) if encoded else 0
     os.makedirs(paths.repo, exist_ok=True)
     answer = await _read_file(runtime, os.path.join(real.repo, artifact))
+    if answer is not None and len(answer) > budget:
+        raise CopyError("copy_too_large", f"the runtime's files exceed {MAX_COPY_BYTES} bytes")
     if answer is not None:
         with open(paths.artifact(artifact), "wb") as handle:
             handle.write(answer)

@@ -60,6 +60,13 @@ class LocalPrimeAgentHarness(PrimeAgentHarness, ACPHarness[LocalPrimeAgentConfig
     NEEDS_CONTAINER = False
 
     async def setup(self, runtime) -> None:
+        # `agent_bin` and the cleanup's processes and dirs are this host's.
+        if runtime.type != "subprocess":
+            raise RuntimeError(
+                f"the swarm-fanout harness runs prime-agent on this host: use "
+                f"--env.agent.runtime.type subprocess (not {runtime.type!r}), or verifiers' "
+                "own --env.agent.harness.id prime-agent in a container"
+            )
         # The ACP client's own script, as ACPHarness prepares it; no node, no install.
         await ACPHarness.setup(self, runtime)
         found = await runtime.run(["sh", "-c", 'command -v -- "$1"', "sh", self._bin()], {})

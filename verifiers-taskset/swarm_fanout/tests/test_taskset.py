@@ -200,6 +200,29 @@ class RewardTest(RolloutCase):
         self.assertEqual(run(task.resolved(trace)), 0.0)
         self.assertGreater(run(task.verdict(trace))["integrity_failures"], 0.0)
 
+    def test_without_the_local_harness_the_stock_harness_layout_is_scored(self):
+        # Where verifiers' prime-agent harness keeps the product's state: its agent dir under
+        # a root of its own, sessions in the agent dir's default place.
+        from verifiers.v1.harnesses.prime_agent.harness import PrimeAgentHarness
+
+        task, trace = tasks()["json-events"], fake_trace(f"stock-{os.getpid()}")
+        root = PrimeAgentHarness._root(trace)
+        self.addCleanup(end_rollout, root)
+        agent_home = os.path.join(root, "agent")
+        os.makedirs(agent_home)
+        run(task.setup(trace, self.runtime))
+        env = {**os.environ, MARKER: agent_home, "HOME": self.paths.home, "TMPDIR": self.paths.tmp}
+        env.pop("PRIME_AGENT_SESSION_DIR", None)
+        argv = [sys.executable, str(AGENT), "--mode", "json", "--daemon-socket", self.paths.socket]
+        argv += ["--model", "simulated/oracle", "--", task.data.prompt]
+        done = subprocess.run(
+            argv, cwd=self.runtime.workdir, env=env, stdin=subprocess.DEVNULL, capture_output=True
+        )
+        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        run(task.finalize(trace, self.runtime))
+        self.assertEqual(trace.info[VERDICT_KEY]["layout"]["agent_home"], agent_home)
+        self.assertEqual(run(task.resolved(trace)), 1.0)
+
     def test_a_copy_too_large_is_refused_by_name_and_earns_zero(self):
         original = copyout.MAX_COPY_BYTES
         copyout.MAX_COPY_BYTES = 1000
@@ -307,12 +330,19 @@ class LocalHarnessTest(RolloutCase):
             "time.sleep(600)\n"
         )
         stray = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE)
+        self.addCleanup(stray.stdout.close)
         self.addCleanup(stray.kill)
         stray.stdout.readline()  # SIGTERM is ignored from here on
         report = end_rollout(self.paths.root)
         self.assertIn(stray.pid, report["terminated"])
         self.assertEqual(report["leaked_pids"], [])
         self.assertIsNotNone(stray.wait(timeout=30))
+
+    def test_a_runtime_other_than_this_hosts_is_refused(self):
+        container = SimpleNamespace(type="docker")
+        with self.assertRaises(RuntimeError) as caught:
+            run(self.harness.setup(container))
+        self.assertIn("--env.agent.runtime.type subprocess", str(caught.exception))
 
     def test_outstanding_at_response_is_the_quiescence_after_the_response_boundary(self):
         quiescence = {"outstandingSubagents": 8, "remainingAutonomousContinuations": 0}
