@@ -642,11 +642,7 @@ def _run(
             "HOME has no prime-agent kernel venv): the agent will try to build one in the "
             "run's own HOME, which needs internet and takes minutes"
         )
-    argv = {
-        "oneshot": lambda: run.argv(agent_bin, args.model, task),
-        "resident": lambda: run.daemon_argv(agent_bin),
-        "acp": lambda: run.acp_argv(agent_bin, args.model),
-    }[args.drive]()
+    argv = run.drive_argv(args.drive, agent_bin, args.model, task)
     run.write_meta(dict(base, argv=argv))
     if interrupt.signum:
         run.cleanup_tmp()
@@ -898,7 +894,7 @@ def _result(
         cleanup=outcome["cleanup"],
         finished_at=_now(),
         **({"resident": resident} if resident else {}),
-        # The children a client that stops at the prompt's response would have lost (§12).
+        # The children a client that stops at the prompt's response would have lost (§13).
         **({"acp": acp, "outstanding_at_response": acp["outstanding_at_response"]} if acp else {}),
         verdict=verdict.to_json(),
     )

@@ -1,5 +1,5 @@
 """The ACP drive's stream read back: `acp-stream.jsonl`, every JSON-RPC message the agent
-wrote on its stdout under `--mode acp` (docs/product-contract.md §12), kept by the runner.
+wrote on its stdout under `--mode acp` (docs/product-contract.md §13), kept by the runner.
 
 What the witness's stream check holds against the root transcript
 (rules/witness_checks.py): the cells its `tool_call` updates showed, in order, and the
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from evidence.jsonl import Finding, dict_field, iter_objects, text_field
 from evidence.transcripts import MAX_KEPT_PER_TRANSCRIPT
 
-PRIME_META = "ai.primeintellect.prime-agent"  # the product's `_meta` namespace (§12)
+PRIME_META = "ai.primeintellect.prime-agent"  # the product's `_meta` namespace (§13)
 # The product's bash runs are tool calls of its own making, in no transcript (source
 # `modes/acp/acp-events.ts`).
 BASH_CALL_PREFIX = "prime-agent-bash"

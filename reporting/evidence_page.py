@@ -234,6 +234,8 @@ def _summary(evidence: Evidence, state: Cell) -> list:
         "turns": efficiency.get("total_turns"),
         "cost": _cost_text(efficiency, result.get("model")),
         "witnessed": None if witnessed is None else "yes" if witnessed else "no",
+        # What a client that stops at the prompt's response (ACP, §13) would have lost.
+        "children running at the prompt's response": result.get("outstanding_at_response"),
         "started · finished": result.get("started_at")
         and f"{result['started_at']} · {result.get('finished_at')}",
     }

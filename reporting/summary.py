@@ -47,6 +47,18 @@ def _wall(result: dict | None):
     return ((result or {}).get("agent") or {}).get("wall_time_s")
 
 
+def would_lose_children(records: list[TrialRecord]) -> int | None:
+    """The scored trials whose children were still queued or running when the prompt's
+    response came (ACP's `outstanding_at_response`, contract §13): those a client that stops
+    at the response would have lost. None when no trial's drive reported it."""
+    counts = [
+        record.result.get("outstanding_at_response")
+        for record in records
+        if _scored(record) and isinstance(record.result.get("outstanding_at_response"), int)
+    ]
+    return sum(1 for count in counts if count > 0) if counts else None
+
+
 def cost_per_resolved(records: list[TrialRecord]) -> float | None:
     """What the scored trials cost in all, per resolved trial: None when a scored trial said
     no cost (a partial sum would flatter the model) or none resolved."""
@@ -99,6 +111,7 @@ def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) ->
             _efficiency(r.result, "total_cost_usd") for r in scored
         ).to_json(),
         "cost_per_resolved_usd": cost_per_resolved(records),
+        "would_lose_children": would_lose_children(records),
         "max_concurrent_children": stats.distribution(r.max_concurrent for r in scored).to_json(),
         "parallelism": stats.distribution(r.parallelism for r in scored).to_json(),
         "agent_versions": sorted(
@@ -122,6 +135,7 @@ def summarize(config: dict, records: list[TrialRecord], interrupted: int = 0) ->
                 "turns": _efficiency(record.result, "total_turns"),
                 "wall_time_s": _wall(record.result),
                 "cost_usd": _efficiency(record.result, "total_cost_usd"),
+                "outstanding_at_response": (record.result or {}).get("outstanding_at_response"),
                 "max_concurrent_children": record.max_concurrent,
                 "parallelism": record.parallelism,
             }

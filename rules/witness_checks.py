@@ -71,7 +71,7 @@ def _in_order(shown: tuple[str, ...], held: tuple[str, ...] | list[str]) -> bool
 def _shown(r: _Run) -> tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]] | None:
     """What the root's stream showed, as (its file, model calls, cells, children): the
     one-shot or resident stream whose header is the parent's, else the ACP drive's, which
-    names no model call (§12)."""
+    names no model call (§13)."""
     stream, acp, parent = r.run.stream, r.run.acp_stream, r.run.parent
     if stream is not None and stream.header_id == parent.header_id:
         return "stdout.jsonl", stream.response_ids, stream.tool_call_ids, stream.child_ids
@@ -82,7 +82,7 @@ def _shown(r: _Run) -> tuple[str, tuple[str, ...], tuple[str, ...], frozenset[st
 
 def _stream(r: _Run) -> Iterator[Failure]:
     """The root's event stream (one-shot: up to its first idle, §7; ACP: its session
-    updates, §12) shows only model calls and cells of the root transcript, in its order, and
+    updates, §13) shows only model calls and cells of the root transcript, in its order, and
     a child update for every child spawned in a cell it shows. It may skip whole turns: the
     product's daemon sends a client that falls behind a snapshot instead of the events it
     missed, and the one-shot CLI prints only events (§7 "A turn's events can be missing").

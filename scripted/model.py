@@ -112,6 +112,12 @@ class Script:
     oneshot: Outcome
     resident: Outcome
 
+    @property
+    def acp(self) -> Outcome:
+        """The ACP drive waits for the terminal-quiescence update as the resident drive
+        waits on the barrier (contract §13): the resident outcome."""
+        return self.resident
+
 
 RESOLVED = Outcome(resolved=True)
 SCRIPTS = {

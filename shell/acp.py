@@ -1,5 +1,5 @@
 """A small client for the Agent Client Protocol as prime-agent v0.8.0 speaks it under
-`--mode acp` (contract §12): JSON-RPC 2.0, one message per line, requests on the agent's
+`--mode acp` (contract §13): JSON-RPC 2.0, one message per line, requests on the agent's
 stdin, responses and `session/update` notifications on its stdout.
 
 The agent's stdout reaches the runner through a socket pair a thread drains
@@ -22,7 +22,7 @@ from shell.observer import Channel
 MAX_LINE_BYTES = 64 * 1024 * 1024
 POLL_S = 0.05  # how soon a wait for the agent notices a timeout, an interrupt or its end
 PROTOCOL_VERSION = 1
-PRIME_META = "ai.primeintellect.prime-agent"  # the product's `_meta` namespace (§12)
+PRIME_META = "ai.primeintellect.prime-agent"  # the product's `_meta` namespace (§13)
 METHOD_NOT_FOUND = -32601
 EXIT_DRAIN_S = 1.0  # after the agent's exit, how long what it wrote last gets to arrive
 _ENDED = object()  # the agent's stdout closed

@@ -1,5 +1,5 @@
 """The ACP drive: the parent driven as an editor or PrimeIntellect's `verifiers` drives it,
-`--mode acp` over stdio (docs/product-contract.md §12), and waited on until the
+`--mode acp` over stdio (docs/product-contract.md §13), and waited on until the
 terminal-quiescence update, not just the prompt's response.
 
 `session/prompt` answers once the parent's turn is over, without waiting for its RLM
@@ -24,7 +24,7 @@ CLIENT_INFO = {"name": "swarm-fanout", "title": "swarm-fanout runner", "version"
 
 
 class Turn:
-    """What the session's updates said of the prompt's turn (§12 "Correlation")."""
+    """What the session's updates said of the prompt's turn (§13 "Correlation")."""
 
     def __init__(self, session_id: str | None = None):
         self.session_id = session_id
@@ -72,7 +72,7 @@ class Turn:
 def drive_acp(run: RunDir, client: AcpClient, task: str, watch: Watch, close_s: float) -> dict:
     """initialize, session/new with the run's repo as cwd, session/prompt with the task; then
     the terminal-quiescence update, the timeout or an interrupt; then session/close and the
-    agent's stdin closed, which ends the CLI (§12 "Lifecycle")."""
+    agent's stdin closed, which ends the CLI (§13 "Lifecycle")."""
     record: dict = {
         "agent_info": None,
         "session_id": None,
@@ -146,7 +146,9 @@ def drive_acp(run: RunDir, client: AcpClient, task: str, watch: Watch, close_s: 
         finally:
             turn.responded = True
             record["outstanding_at_response"] = turn.outstanding_at_response
-        _wait_for_terminal(client, turn, watch)
+        if turn.boundary is None or turn.promises_terminal():
+            # A boundary that promises none (a turn that never ran, §13) gets none.
+            _wait_for_terminal(client, turn, watch)
     except AcpError as error:
         record.setdefault("error", {"code": error.code, "message": str(error)})
     except AcpStopped:
@@ -160,7 +162,7 @@ def drive_acp(run: RunDir, client: AcpClient, task: str, watch: Watch, close_s: 
 
 def _wait_for_terminal(client: AcpClient, turn: Turn, watch: Watch) -> None:
     """Until the terminal-quiescence update of the prompt's turn (it follows the response,
-    §12), or the run's deadline (then AcpStopped, by the watch)."""
+    §13), or the run's deadline (then AcpStopped, by the watch)."""
     while turn.terminal is None:
         message = client.next_message(watch.deadline + 1.0, watch.stop_reason)
         if message is None:
@@ -174,7 +176,7 @@ def _wait_for_terminal(client: AcpClient, turn: Turn, watch: Watch) -> None:
 
 
 def _close(client: AcpClient, turn: Turn, close_s: float) -> dict:
-    """session/close (it cancels the children still running, §12), then EOF on the agent's
+    """session/close (it cancels the children still running, §13), then EOF on the agent's
     stdin, on which the CLI exits; each within `close_s`."""
     closed: dict = {"session_close": None}
     if turn.session_id is not None and not client.ended and client.agent_runs():

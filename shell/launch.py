@@ -88,13 +88,7 @@ def launch_and_wait(
     procs.become_subreaper()
     watch = Watch(run, timeout, interrupt, label, plan is not None)
     oneshot, acp = drive == "oneshot", drive == "acp"
-    argv = (
-        run.argv(agent_bin, model, task)
-        if oneshot
-        else run.acp_argv(agent_bin, model)
-        if acp
-        else run.daemon_argv(agent_bin)
-    )
+    argv = run.drive_argv(drive, agent_bin, model, task)
     # The runner's own channels (shell/observer.py): the one-shot stream comes through a socket
     # pair that a thread drains (so it never fills and stalls the agent), the resident
     # daemon's messages over the socket; both are kept outside the run dir until the

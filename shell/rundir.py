@@ -234,7 +234,7 @@ class RunDir:
 
     def acp_argv(self, agent_bin: str, model: str) -> list[str]:
         """The one-shot argv in `--mode acp` and without its `-- <task>`: the task comes as
-        `session/prompt` on stdin (§12)."""
+        `session/prompt` on stdin (§13)."""
         options = self.argv(agent_bin, model, "")[:-2]
         options[options.index("--mode") + 1] = "acp"
         return options
@@ -242,6 +242,14 @@ class RunDir:
     def daemon_argv(self, agent_bin: str) -> list[str]:
         """Own the supervisor: start it ourselves on the run's socket (§8.2, last line)."""
         return [agent_bin, "--mode", "daemon", "--daemon-socket", self.socket]
+
+    def drive_argv(self, drive: str, agent_bin: str, model: str, task: str) -> list[str]:
+        """What the runner starts under each `--drive` (docs/drives.md)."""
+        if drive == "oneshot":
+            return self.argv(agent_bin, model, task)
+        if drive == "acp":
+            return self.acp_argv(agent_bin, model)
+        return self.daemon_argv(agent_bin)
 
     def write_meta(self, meta: dict) -> None:
         write_atomic(self.run_meta, json.dumps(meta, indent=2) + "\n")

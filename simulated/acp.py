@@ -1,4 +1,4 @@
-"""The simulated CLI's `--mode acp` (contract §12): the Agent Client Protocol, JSON-RPC 2.0
+"""The simulated CLI's `--mode acp` (contract §13): the Agent Client Protocol, JSON-RPC 2.0
 in one line per message, requests on stdin, responses and `session/update` notifications on
 stdout, as prime-agent v0.8.0's `modes/acp/` speaks it.
 
@@ -20,7 +20,7 @@ import threading
 import uuid
 
 from simulated.daemon import ResidentSession
-from simulated.product import dumps
+from simulated.product import dumps, now_ms, uuid7
 
 PRIME_META = "ai.primeintellect.prime-agent"
 PROTOCOL_VERSION = 1
@@ -40,7 +40,10 @@ class AcpAgent:
         self.session_id: str | None = None
         self.lock = threading.Lock()
         self.sequence = 0
-        self.turn = 0  # the prompt turn updates are stamped with; 0 once it is sealed
+        # The prompt turn an update is stamped with (source `modes/acp/acp-mode.ts`): the
+        # root's own while its prompt runs, 0 after the response; a child's, its prompt's
+        # until the terminal update seals the turn, 0 after.
+        self.turns = self.prompt_turn = self.child_turn = 0
         self.updates = Updates(self)
 
     def serve(self) -> None:
@@ -81,11 +84,11 @@ class AcpAgent:
         if result is not None:
             self.send({"id": request_id, "result": result})
 
-    def update(self, update: dict, phase: str = "event", **extra) -> None:
-        """A session/update, stamped as the product's producer stamps each (§12)."""
+    def update(self, update: dict, turn: int, phase: str = "event", **extra) -> None:
+        """A session/update, stamped as the product's producer stamps each (§13)."""
         with self.lock:
             self.sequence += 1
-            stamp = {"promptTurnId": self.turn, "eventSequence": self.sequence, "phase": phase}
+            stamp = {"promptTurnId": turn, "eventSequence": self.sequence, "phase": phase}
         meta = dict(update.get("_meta", {}).get(PRIME_META, {}))
         meta.update(stamp, **extra)
         body = {**update, "_meta": {PRIME_META: meta}}
@@ -101,6 +104,7 @@ class AcpAgent:
             "agentCapabilities": {
                 "loadSession": False,
                 "promptCapabilities": {"image": True, "embeddedContext": True},
+                "mcpCapabilities": {"http": True},
                 "sessionCapabilities": {"close": {}},
             },
             "agentInfo": {"name": "prime-agent", "title": "Prime Agent", "version": "0.8.0"},
@@ -113,10 +117,13 @@ class AcpAgent:
                 "prime-agent ACP mode hosts one session per connection; "
                 "start another prime-agent process for a second session"
             )
+        # The CLI names the root file, the worker writes a fresh header id: its stem is not
+        # the header id, as in one-shot runs (contract §1 fact 2, captured ACP run).
+        path = os.path.join(self.session_dir, uuid7(now_ms()) + ".jsonl")
         self.session = ResidentSession(
-            self.cwd, self.agent_dir, self.session_dir, self.behaviour, dict(os.environ)
+            self.cwd, self.agent_dir, self.session_dir, self.behaviour, dict(os.environ), path
         )
-        # The ACP session id is the connection's own, not the product session's (§12).
+        # The ACP session id is the connection's own, not the product session's (§13).
         self.session_id = str(uuid.uuid4())
         self.session.attach(self.updates, {"id": "acp", "capabilities": []})
         requested = params.get("cwd")
@@ -137,8 +144,8 @@ class AcpAgent:
             and block.get("type") == "text"
             and isinstance(block.get("text"), str)
         )
-        self.turn += 1
-        turn = self.turn
+        self.turns += 1
+        turn = self.prompt_turn = self.child_turn = self.turns
         answered = threading.Event()
 
         def at_idle() -> None:
@@ -153,41 +160,34 @@ class AcpAgent:
 
     def respond_to_prompt(self, request_id, turn: int) -> None:
         """The response boundary, the update counting the children still running, the
-        response; the terminal-quiescence update once they have all settled (§12)."""
+        response; the terminal-quiescence update once they have all settled (§13)."""
         session = self.session
         outstanding = sum(1 for child in session.run.children if not child.settled)
         failure = turn_failure(session)
         outcome = "error" if failure else "result"
+        info = "session_info_update"
+        boundary = {PRIME_META: {"terminalQuiescenceExpected": True}}
         self.update(
-            {
-                "sessionUpdate": "session_info_update",
-                "_meta": {PRIME_META: {"terminalQuiescenceExpected": True}},
-            },
-            "responseBoundary",
-            outcome=outcome,
+            {"sessionUpdate": info, "_meta": boundary}, turn, "responseBoundary", outcome=outcome
         )
-        self.update(
-            {
-                "sessionUpdate": "session_info_update",
-                "_meta": {PRIME_META: {"quiescence": quiescence(outstanding)}},
-            }
-        )
+        counted = {PRIME_META: {"quiescence": quiescence(outstanding)}}
+        self.update({"sessionUpdate": info, "_meta": counted}, turn)
         if failure:
             error = {"code": INTERNAL_ERROR, "message": f"prime-agent turn failed: {failure}"}
             self.send({"id": request_id, "error": error})
         else:
             self.send({"id": request_id, "result": {"stopReason": "end_turn"}})
+        self.prompt_turn = 0
 
         def terminal() -> None:
+            self.child_turn = 0
+            settled = {PRIME_META: {"quiescence": quiescence(0)}}
             self.update(
-                {
-                    "sessionUpdate": "session_info_update",
-                    "_meta": {PRIME_META: {"quiescence": quiescence(0)}},
-                },
+                {"sessionUpdate": info, "_meta": settled},
+                turn,
                 "terminalQuiescence",
                 outcome=outcome,
             )
-            self.turn = 0  # later child updates are the connection's, not the turn's
 
         session.wait_for_quiescence(terminal)
 
@@ -212,8 +212,10 @@ class Updates:
 
     def send(self, envelope: dict) -> None:
         event = envelope.get("event") if envelope.get("type") == "session_event" else None
+        child = (event or {}).get("type") == "rlm_child_update"
+        turn = self.agent.child_turn if child else self.agent.prompt_turn
         for update in acp_updates(event or {}):
-            self.agent.update(update)
+            self.agent.update(update, turn)
 
 
 def acp_updates(event: dict) -> list[dict]:

@@ -9,7 +9,7 @@
 
     simulated/agent.py --mode acp --daemon-socket S --cwd DIR --session-dir DIR \\
         --model simulated/<behaviour>
-        The Agent Client Protocol on stdio (contract §12, simulated/acp.py): starts the detached
+        The Agent Client Protocol on stdio (contract §13, simulated/acp.py): starts the detached
         supervisor as one-shot does, then initialize, session/new, session/prompt (answered at
         the root's first idle point, the terminal-quiescence update following once every child
         has settled) and session/close; EOF on stdin ends it.

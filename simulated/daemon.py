@@ -158,7 +158,15 @@ class ResidentSession:
     quiescence: the root idle, every child settled, the turns their replies started drained.
     """
 
-    def __init__(self, cwd: str, agent_dir: str, session_dir: str, behaviour: str, env: dict):
+    def __init__(
+        self,
+        cwd: str,
+        agent_dir: str,
+        session_dir: str,
+        behaviour: str,
+        env: dict,
+        session_path: str | None = None,
+    ):
         self.lock = threading.Lock()
         self.clients: list[Connection] = []
         self.generation = hex_id(12)
@@ -172,8 +180,9 @@ class ResidentSession:
         header = session_header(cwd, now_ms())
         self.run = Run(
             cwd=cwd,
-            # Without a sessionPath the file stem is the header id (§8.2, captured resident).
-            root_file=os.path.join(session_dir, header["id"] + ".jsonl"),
+            # Without a sessionPath the file stem is the header id (§8.2, captured resident);
+            # a client that names one (the one-shot and ACP CLIs) gets its own stem.
+            root_file=session_path or os.path.join(session_dir, header["id"] + ".jsonl"),
             header=header,
             behaviour=behaviour,
             # Keyed on the worker's sessions dir, resolved against the daemon's cwd (§4).

@@ -7,9 +7,13 @@ terminal-quiescence update that never comes).
 from __future__ import annotations
 
 import concurrent.futures
+import glob
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 import unittest
 
 from tests.runner_case import (
@@ -19,9 +23,29 @@ from tests.runner_case import (
     SIMULATED,
     RunnerTestCase,
     logged_host_pids,
+    logged_pids,
     process_gone,
     two_shard_fixture,
 )
+from tests.simulated_case import shapes
+
+REAL_STREAM = os.path.join(os.path.dirname(__file__), "data", "real-acp", "end-turn-early.jsonl")
+STAMP = ("promptTurnId", "eventSequence", "phase", "outcome")
+
+
+def acp_kind(message: dict) -> tuple:
+    """A response by its id (the runner's requests go out in one order), an update by its
+    kind, its phase and what else its prime-agent `_meta` holds."""
+    if "method" not in message:
+        return ("response", message.get("id"), "result" in message)
+    update = message["params"]["update"]
+    meta = update.get("_meta", {}).get("ai.primeintellect.prime-agent", {})
+    held = tuple(key for key in meta if key not in STAMP)
+    return ("update", update["sessionUpdate"], meta.get("phase"), held)
+
+
+def acp_shapes(path: str) -> dict:
+    return shapes(read_jsonl(path), acp_kind)
 
 
 def read_jsonl(path: str) -> list[dict]:
@@ -65,13 +89,32 @@ class AcpDriveTest(RunnerTestCase):
         self.assertEqual(channel["lines"], len(messages))
 
     def test_parent_that_ends_its_turn_early_resolves_because_the_drive_waits(self):
-        done, result = self.run_runner("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp")
+        shared = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp")
+        done, result = shared.done, shared.result
         self.assertEqual(done.returncode, 0, result["reasons"])
         self.assertTrue(result["resolved"])
         self.assertEqual(result["verdict"]["details"]["child_replies"], 8)
         # Every child was still running when the prompt's response came.
         self.assertEqual(result["outstanding_at_response"], 8)
         self.assertTrue(result["acp"]["terminal_update"])
+
+    def test_the_evidence_page_says_how_many_children_ran_at_the_response(self):
+        from reporting.evidence_page import build_evidence, read_evidence
+        from reporting.render import render_markdown
+
+        result = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp").result
+        page = render_markdown(build_evidence(read_evidence(self.run_dir(result))))
+        row = next(line for line in page.splitlines() if "at the prompt's response" in line)
+        self.assertIn("| 8 |", row)
+
+    def test_the_simulated_stream_has_the_real_ones_shapes(self):
+        result = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp").result
+        ours = acp_shapes(os.path.join(self.run_dir(result), "acp-stream.jsonl"))
+        theirs = acp_shapes(REAL_STREAM)
+        self.assertEqual(set(ours), set(theirs))
+        for kind, orders in ours.items():
+            with self.subTest(kind=kind):
+                self.assertLessEqual(orders, theirs[kind])
 
     def test_every_behaviour_gets_the_resident_drives_verdict(self):
         from simulated.run import BEHAVIOURS  # here: the other tests need none of it
@@ -111,6 +154,35 @@ class AcpDriveTest(RunnerTestCase):
         self.assertIsNone(result["outstanding_at_response"])
         pids = logged_host_pids(result, "grandchild") + logged_host_pids(result, "supervisor")
         self.assertTrue(pids)
+        for pid in pids:
+            self.assertTrue(process_gone(pid), pid)
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+    def test_ctrl_c_closes_the_session_ends_every_process_and_exits_130(self):
+        runner = subprocess.Popen(
+            self.runner_argv("simulated/hang", JSON_EVENTS, "--drive", "acp", *GRACE),
+            cwd=self.tmp,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(runner.kill)
+        deadline = time.monotonic() + 60
+        while not glob.glob(os.path.join(self.out, "*", "stderr.txt")) or not logged_pids(
+            glob.glob(os.path.join(self.out, "*"))[0], "grandchild"
+        ):
+            self.assertLess(time.monotonic(), deadline, "the agent never started")
+            time.sleep(0.05)
+        runner.send_signal(signal.SIGINT)
+        out, _ = runner.communicate(timeout=60)
+        result = json.loads(out)
+        self.assertEqual((runner.returncode, result["exit_code"]), (130, 130))
+        self.assertEqual(self.codes(result)[0], "interrupted")
+        self.assertTrue(result["acp"]["admitted"])
+        self.assertTrue(result["acp"]["close"]["session_close"])
+        pids = logged_host_pids(result, "grandchild") + logged_host_pids(result, "supervisor")
+        self.assertEqual(len(pids), 2)
         for pid in pids:
             self.assertTrue(process_gone(pid), pid)
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
@@ -177,6 +249,13 @@ class BadAcpAgentTest(RunnerTestCase):
         self.assertEqual(result["outstanding_at_response"], 2)
         self.assertTrue(result["acp"]["close"]["session_close"])
 
+    def test_a_response_whose_boundary_promises_no_terminal_update_is_not_waited_on(self):
+        _, result = self.run_fake("no-promise", "--timeout", "600")
+        self.assertNotIn("timeout", self.codes(result))
+        self.assertFalse(result["agent"]["timed_out"])
+        self.assertFalse(result["acp"]["terminal_update"])
+        self.assertEqual(result["acp"]["stop_reason"], "end_turn")
+
 
 # An ACP agent that goes wrong in one way (BEHAVIOUR): it answers initialize and
 # session/new, and exits at EOF on stdin, as the product does.
@@ -211,6 +290,9 @@ for line in sys.stdin:
         send({{"id": number, "error": {{"code": -32603, "message": "the turn broke"}}}})
     elif method == "session/prompt" and behaviour == "die":
         os._exit(7)
+    elif method == "session/prompt" and behaviour == "no-promise":
+        update("s-1", "responseBoundary", terminalQuiescenceExpected=False, outcome="error")
+        send({{"id": number, "result": {{"stopReason": "end_turn"}}}})
     elif method == "session/prompt":
         update("s-1", "responseBoundary", terminalQuiescenceExpected=True, outcome="result")
         quiescence = {{"outstandingSubagents": 2, "remainingAutonomousContinuations": 0}}
