@@ -58,6 +58,7 @@ class LocalPrimeAgentConfig(PrimeAgentHarnessConfig):
 
 class LocalPrimeAgentHarness(PrimeAgentHarness, ACPHarness[LocalPrimeAgentConfig]):
     NEEDS_CONTAINER = False
+    SUPPORTS_SKILLS = False  # the stock harness's skill install is not carried over
 
     async def setup(self, runtime) -> None:
         # `agent_bin` and the cleanup's processes and dirs are this host's.
@@ -74,6 +75,8 @@ class LocalPrimeAgentHarness(PrimeAgentHarness, ACPHarness[LocalPrimeAgentConfig
             raise RuntimeError(f"agent_bin {self.config.agent_bin!r} is not an executable")
 
     async def prepare_acp(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data) -> ACPConfig:
+        if self.config.disabled_tools:
+            raise ValueError("prime-agent has no per-tool disable flag")
         made = await runtime.run(["mktemp", "-d", "/tmp/sf-vf-XXXXXX"], {})
         if made.exit_code != 0:
             raise RuntimeError(f"mktemp failed: {made.stderr.strip()[-300:]}")
@@ -109,6 +112,8 @@ class LocalPrimeAgentHarness(PrimeAgentHarness, ACPHarness[LocalPrimeAgentConfig
             paths.socket,
             "--offline",
         ]
+        if self.config.autonomous:
+            command.append("--autonomous")
         if system_prompt:
             command += ["--append-system-prompt", system_prompt]
         return ACPConfig(env=self._env_of(paths), command=command, prompt=prompt)
