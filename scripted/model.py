@@ -2,11 +2,13 @@
 """A scripted OpenAI-compatible model, so the harness can drive the installed prime-agent
 without credentials or tokens (contract §11).
 
-    python -m scripted.model --log LOG [--provider]
-        Serves on an ephemeral 127.0.0.1 port until SIGINT/SIGTERM, logs one JSON line per
-        request to LOG, prints the base URL on stdout and, with --provider, the `scripted`
-        provider entry for a models.json (`providers.scripted`) as one JSON line, for driving
-        the product by hand. The runner starts its own server for `--model scripted/<script>`.
+    python -m scripted.model --log LOG [--provider] [--echo] [--port N]
+        Serves on 127.0.0.1 (an ephemeral port, or N) until SIGINT/SIGTERM, logs one JSON
+        line per request to LOG, prints the base URL on stdout and, with --provider, the
+        `scripted` provider entry for a models.json (`providers.scripted`) as one JSON line,
+        for driving the product by hand or as the model of `vf-eval` (docs/verifiers.md).
+        --echo answers every request as the simulated agent's upstream (ScriptedModelServer).
+        The runner starts its own server for `--model scripted/<script>`.
 
 The server is stateless: every reply is decided from the request's messages alone. A child
 is told from the parent by its system prompt (`child agent spawned by`, `Recursive agent
@@ -815,8 +817,8 @@ class ScriptedModelServer(ThreadingHTTPServer):
     # which the client's TCP then retries only after a second.
     request_queue_size = 64
 
-    def __init__(self, log_path: str, echo: bool = False):
-        super().__init__(("127.0.0.1", 0), ScriptedModelHandler)
+    def __init__(self, log_path: str, echo: bool = False, port: int = 0):
+        super().__init__(("127.0.0.1", port), ScriptedModelHandler)
         self.request_log = RequestLog(log_path)
         self.echo = echo
         self._thread = threading.Thread(
@@ -873,11 +875,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also print the `scripted` provider entry for models.json, as one JSON line",
     )
+    parser.add_argument(
+        "--echo", action="store_true", help="answer every request, as the simulated agent's model"
+    )
+    parser.add_argument("--port", type=int, default=0, help="the port (default: an ephemeral one)")
     args = parser.parse_args(argv)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with ScriptedModelServer(args.log) as server:
+    with ScriptedModelServer(args.log, echo=args.echo, port=args.port) as server:
         print(server.base_url, flush=True)
         if args.provider:
             print(json.dumps({PROVIDER: provider_entry(server.base_url)}), flush=True)

@@ -7,6 +7,8 @@ and the entry points at the top (runner.py, scorer.py and report.py run as progr
 generator). A module imports only its own layer and those below it. The test doubles
 (scripted/, simulated/) import only the task language and themselves, and no layer imports
 them: only runner.py, the composition root, starts the scripted model in its own process.
+The optional verifiers taskset (verifiers-taskset/) sits above the entry points and below
+nothing: it may import any layer but the doubles and the tests; its tests are tests.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ MAY_IMPORT = {
     "simulated": {"task", "simulated"},
     "tests": {"task", "evidence", "rules", "reporting", "shell", "entry", "scripted", "simulated",
               "tests"},
+    "taskset": {"task", "evidence", "rules", "reporting", "shell", "entry", "taskset"},
 }  # fmt: skip
+TASKSET_DIR = "verifiers-taskset"
 # The one import of a double by the harness: the runner serves the scripted model from a
 # thread of its own (docs/scripted-model.md).
 WIRED_DOUBLES = {("runner", "scripted.check"), ("runner", "scripted.model")}
@@ -62,6 +66,8 @@ def layer_of(module: str) -> str | None:
         return top
     if module in ("runner", "report", "fixtures.generate"):
         return "entry"
+    if top == TASKSET_DIR:
+        return "tests" if ".tests" in module else "taskset"
     return None
 
 
