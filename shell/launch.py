@@ -15,6 +15,8 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from shell import callers, daemon, procs, sandbox
 from shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
@@ -64,29 +66,89 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+@dataclass(frozen=True)
+class Launch:
+    """What to launch and how long to let it run; `label` ("trial 3/10") heads the progress
+    lines."""
+
+    agent_bin: str
+    model: str
+    task: str
+    env: dict
+    drive: str
+    timeout: float
+    grace: float | None = None
+    artifact: str | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Launched:
+    """How a launched agent ended, and what the runner's own channels saw of it."""
+
+    channels: list  # the channels published into the run dir (shell/observer.py)
+    sightings: list  # the observer's
+    observer: dict  # {poll_s, polls}
+    processes: dict  # the run's process tree, as shell/callers.py judged it
+    exit_code: int | None  # the agent's own (negative: ended by that signal)
+    timed_out: bool
+    interrupted: int | None  # the signal that interrupted the runner
+    wall_time_s: float
+    cleanup: dict  # end_run's record
+    resident: dict | None  # the resident drive's record
+    # Only an agent that failed on its own has its last words quoted; one the runner ended
+    # (timeout, interrupt) exits by the runner's signal.
+    stderr_tail: str | None
+
+
+def _wait_oneshot(run, launch, process, started, watch, wire, stream) -> None:
+    """The CLI's `--mode json` run ends when the parent first goes idle."""
+    while _agent_runs(process, started) and not watch.stop_reason():
+        if started is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=0.05)
+        else:
+            started.status.read(0.05)
+
+
+def _wait_resident(run, launch, process, started, watch, wire, stream) -> dict:
+    """The daemon runs the parent as a resident session, until the RLM quiescence barrier."""
+    # Sandboxed, the daemon's own end (the shim's word), not bwrap's, says it died.
+    daemon_runs = functools.partial(_agent_runs, process, started)
+    model, task, env = launch.model, launch.task, launch.env
+    return drive_resident(run, daemon_runs, model, task, env, watch, wire, stream)
+
+
+@dataclass(frozen=True)
+class Drive:
+    """How a drive launches the agent and waits for the run to end."""
+
+    argv: Callable[[RunDir, Launch], list[str]]
+    # Waits for the run to end (run, launch, process, started, watch, wire, stream); returns
+    # the drive's record for the result, if it keeps one.
+    wait: Callable[..., dict | None]
+    streams: bool  # the agent's stdout is the json stream (else the daemon's, to a file)
+
+
+# Each --drive, the one place a drive is chosen.
+DRIVES = {
+    "oneshot": Drive(
+        lambda run, go: run.argv(go.agent_bin, go.model, go.task), _wait_oneshot, True
+    ),
+    "resident": Drive(lambda run, go: run.daemon_argv(go.agent_bin), _wait_resident, False),
+}
+
+
 def launch_and_wait(
-    run: RunDir,
-    agent_bin: str,
-    model: str,
-    task: str,
-    env: dict,
-    timeout: float,
-    interrupt: Interrupt,
-    drive: str,
-    grace: float | None = None,
-    artifact: str | None = None,
-    label: str = "",
-    proxy=None,
-    plan: sandbox.Plan | None = None,
-) -> dict:
-    """Launch the agent, wait for it to end or be ended, end every process it left; `label`
-    ("trial 3/10") heads the progress lines. With a sandbox `plan` the agent runs in it and
-    `proxy` (the recording proxy) serves it there; with `proxy`, each connection's caller is
-    judged (shell/callers.py)."""
+    run: RunDir, launch: Launch, interrupt: Interrupt, proxy=None, plan: sandbox.Plan | None = None
+) -> Launched:
+    """Launch the agent, wait for it to end or be ended, end every process it left. With a
+    sandbox `plan` the agent runs in it and `proxy` (the recording proxy) serves it there;
+    with `proxy`, each connection's caller is judged (shell/callers.py)."""
     procs.become_subreaper()
-    watch = Watch(run, timeout, interrupt, label, plan is not None)
-    oneshot = drive == "oneshot"
-    argv = run.argv(agent_bin, model, task) if oneshot else run.daemon_argv(agent_bin)
+    watch = Watch(run, launch.timeout, interrupt, launch.label, plan is not None)
+    drive = DRIVES[launch.drive]
+    argv = drive.argv(run, launch)
     # The runner's own channels (shell/observer.py): the one-shot stream comes through a socket
     # pair that a thread drains (so it never fills and stalls the agent), the resident
     # daemon's messages over the socket; both are kept outside the run dir until the
@@ -94,12 +156,13 @@ def launch_and_wait(
     private = private_dir()
     stream = Channel(private, "stdout.jsonl")
     wire = Channel(private, "daemon-wire.jsonl")
-    observer = Observer(run.paths, artifact).start()
+    observer = Observer(run.paths, launch.artifact).start()
     # The agent's stdout (one-shot: the stream; resident: the daemon's, to a file) and its
     # stderr are socket pairs the runner drains (observer.stream_socket): a socket cannot be
     # opened through /proc/<pid>/fd, as a pipe or a file of the run dir could.
     (out, out_end), (err, err_end) = stream_socket(), stream_socket()
     started = None
+    env = launch.env
     try:
         if plan is None:
             # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
@@ -134,26 +197,16 @@ def launch_and_wait(
     if proxy is not None:
         proxy.attribute(processes)
     drains = [
-        drain_socket(out, stream if oneshot else FileSink(run.daemon_stdout)),
+        drain_socket(out, stream if drive.streams else FileSink(run.daemon_stdout)),
         drain_socket(err, FileSink(run.stderr)),
     ]
     resident: dict | None = None
     try:
-        if oneshot:
-            while _agent_runs(process, started) and not watch.stop_reason():
-                if started is None:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        process.wait(timeout=0.05)
-                else:
-                    started.status.read(0.05)
-        else:
-            # Sandboxed, the daemon's own end (the shim's word), not bwrap's, says it died.
-            daemon_runs = functools.partial(_agent_runs, process, started)
-            resident = drive_resident(run, daemon_runs, model, task, env, watch, wire, stream)
+        resident = drive.wait(run, launch, process, started, watch, wire, stream)
     finally:
         wall = round(time.monotonic() - watch.started, 3)
         stopped = _agent_runs(process, started)
-        cleanup = end_run(run, process, grace, in_sandbox=started is not None)
+        cleanup = end_run(run, process, launch.grace, in_sandbox=started is not None)
         # The tree is gone: whatever held the sockets' other ends is gone with it.
         for drained in drains:
             drained.join(timeout=10.0)
@@ -165,27 +218,25 @@ def launch_and_wait(
             told = started.status.exit_status()
             started.status.close()
             exit_code = exit_code if told is None else told
-        channels = [stream.publish(run.stdout)] if oneshot or stream.bytes else []
-        if not oneshot:
+        channels = [stream.publish(run.stdout)] if drive.streams or stream.bytes else []
+        if not drive.streams:
             channels.append(wire.publish(run.wire))
         shutil.rmtree(private, ignore_errors=True)
     ended = "interrupted" if interrupt.signum else "timed out" if watch.timed_out else "finished"
     watch.progress.report(wall, ended=ended)
-    return {
-        "channels": channels,
-        "sightings": observer.sightings(),
-        "observer": {"poll_s": observer.interval, "polls": observer.polls},
-        "processes": processes.summary(),
-        "exit_code": exit_code,
-        "timed_out": watch.timed_out,
-        "interrupted": interrupt.signum,
-        "wall_time_s": wall,
-        "cleanup": cleanup,
-        "resident": resident,
-        # Only an agent that failed on its own has its last words quoted; one the
-        # runner ended (timeout, interrupt) exits by the runner's signal.
-        "stderr_tail": stderr_tail(run.stderr) if exit_code and not stopped else None,
-    }
+    return Launched(
+        channels=channels,
+        sightings=observer.sightings(),
+        observer={"poll_s": observer.interval, "polls": observer.polls},
+        processes=processes.summary(),
+        exit_code=exit_code,
+        timed_out=watch.timed_out,
+        interrupted=interrupt.signum,
+        wall_time_s=wall,
+        cleanup=cleanup,
+        resident=resident,
+        stderr_tail=stderr_tail(run.stderr) if exit_code and not stopped else None,
+    )
 
 
 class FileSink:

@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import sys
-from collections import Counter
 from dataclasses import dataclass
 
 from evidence import runsets
@@ -24,15 +23,9 @@ from evidence.artifacts import RunArtifacts, collect
 from evidence.fixture import Fixture, FixtureError, fixture_digest, load_manifest
 from evidence.jsonl import read_json_object
 from evidence.runpaths import RunPaths
-from rules import triage
-from rules.exit_codes import (
-    EXIT_AGENT,
-    EXIT_INVALID,
-    EXIT_RESOLVED,
-    EXIT_SIGNAL,
-    EXIT_UNRESOLVED,
-)
-from scorer import Verdict, outcome, score
+from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_SIGNAL
+from rules.result import AgentEnd, agent_error_head, reason_counts, run_result, state
+from scorer import Verdict, score
 from shell.cli import ArgumentParser, print_json, print_note
 
 
@@ -162,45 +155,30 @@ def regrade(run_dir: str, fixture_path: str | None = None, force: bool = False) 
 
 
 def _judged(stored: dict, agent: dict, run: RunArtifacts, verdict: Verdict) -> tuple[int, str]:
-    """The exit code and line the runner's result would have: an agent error first; then
-    the verdict (a baseline's on coverage alone), unless the run timed out, was interrupted
-    or its daemon broke, as the result records."""
-    if "exit_code" in agent:  # the runner saw the agent end (not a killed run's meta)
-        error = triage.agent_error(
-            run,
-            exit_code=agent["exit_code"],
-            timed_out=bool(agent.get("timed_out")),
-            interrupted=bool(stored.get("interrupted")),
-            # With no failed model call to quote, first_error is the last stderr line the
-            # runner quoted of an agent that failed on its own.
-            stderr_tail=agent.get("first_error"),
-        )
-        if error is not None:
-            return (
-                EXIT_AGENT,
-                f"agent error (exit {EXIT_AGENT}): {error['code']}: {error['message']}",
-            )
-    baseline = bool(stored.get("baseline"))
-    passed, kept = outcome(verdict, baseline=baseline)
-    ended = [
-        code
-        for code, happened in (
-            ("daemon_error", _object(stored.get("resident")).get("error")),
-            ("interrupted", stored.get("interrupted")),
-            ("timeout", agent.get("timed_out")),
-        )
-        if happened
-    ]
-    resolved = passed and not ended
-    code = EXIT_RESOLVED if resolved else EXIT_UNRESOLVED
-    parts = [f"{'resolved' if resolved else 'NOT resolved'} (exit {code})"]
-    if baseline:
+    """The exit code and line the runner's result would have (rules/result.py), from what
+    the result records of how the run ended."""
+    daemon_error = _object(stored.get("resident")).get("error")
+    end = AgentEnd(
+        agent.get("exit_code"),
+        timed_out=bool(agent.get("timed_out")),
+        interrupted=bool(stored.get("interrupted")),
+        # With no failed model call to quote, first_error is the last stderr line the
+        # runner quoted of an agent that failed on its own.
+        stderr_tail=agent.get("first_error"),
+        daemon_error=str(_object(daemon_error).get("message") or daemon_error)
+        if daemon_error
+        else None,
+        # Only a result the runner wrote once the agent ended (not a killed run's meta).
+        seen_exit="exit_code" in agent,
+    )
+    judged = run_result(verdict, run, end, baseline=bool(stored.get("baseline")))
+    if judged.status == "agent_error":
+        return judged.exit_code, agent_error_head(judged.reasons[0])
+    parts = [state(judged.resolved, judged.exit_code)]
+    if stored.get("baseline"):
         parts.append("baseline, judged on coverage")
-    counts = Counter([*ended, *(item.code for item in kept)])
-    if counts:
-        named = [c if n == 1 else f"{c} x{n}" for c, n in counts.items()]
-        parts.append("reasons: " + ", ".join(named))
-    return code, "; ".join(parts)
+    counted = reason_counts(item["code"] for item in judged.reasons)
+    return judged.exit_code, "; ".join(parts + ([counted] if counted else []))
 
 
 def _object(value: object) -> dict:

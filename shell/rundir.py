@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 
 from evidence.fixture import MANIFEST, TASK
 from evidence.runpaths import RunPaths
+from shell.cli import print_note
 
 # A Unix socket path holds at most 107 bytes (108 with its NUL; §2 says "about 107").
 # Besides the daemon socket the runner names, the product binds one socket per session
@@ -69,6 +70,33 @@ def users_kernel_python(environ: dict[str, str]) -> str | None:
         if os.path.isfile(python) and os.access(python, os.X_OK):
             return python
     return None
+
+
+# The bundled stand-in, named to a user whose prime-agent is not on PATH.
+STAND_IN = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "simulated", "agent.py"
+)
+
+
+def find_agent(agent_bin: str) -> tuple[str | None, tuple[str, str] | None]:
+    """The agent's absolute path, or (None, (reason code, sentence)) saying why there is none."""
+    found = shutil.which(agent_bin)
+    if found is not None:
+        # The agent starts in the run's repo, so a relative path must not stay relative.
+        return os.path.abspath(found), None
+    if os.sep not in agent_bin:
+        stand_in = os.path.relpath(STAND_IN)
+        stand_in = STAND_IN if stand_in.startswith("..") else os.path.join(".", stand_in)
+        return None, (
+            "agent_not_found",
+            f"{agent_bin!r} is not on PATH; to try the harness without it, use --agent-bin "
+            f"{stand_in} --model simulated/oracle (the bundled stand-in)",
+        )
+    if not os.path.exists(agent_bin):
+        return None, ("agent_not_found", f"{agent_bin!r} does not exist")
+    if os.path.isdir(agent_bin):
+        return None, ("agent_not_executable", f"{agent_bin!r} is a directory, not an executable")
+    return None, ("agent_not_executable", f"{agent_bin!r} is not executable (chmod +x it)")
 
 
 class RunDir:
@@ -261,3 +289,19 @@ def write_atomic(path: str, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def store_record(record: dict, path: str | None, error_key: str) -> tuple[str, str | None]:
+    """Write `record` as JSON to `path` (None: nowhere); returns the text to print and
+    where it is stored. A failed write is noted on stderr and in `record[error_key]`,
+    and the record is printed all the same, with its exit code."""
+    text = json.dumps(record, indent=2)
+    if path is None:
+        return text, None
+    try:
+        write_atomic(path, text + "\n")
+    except OSError as error:
+        print_note(f"runner.py: could not write {path}: {error}")
+        record[error_key] = f"{type(error).__name__}: {error}"
+        return json.dumps(record, indent=2), None
+    return text, path
