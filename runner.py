@@ -1,12 +1,10 @@
 """Run one orchestration trial of prime-agent on a fixture and score it, or a run set of them.
 
-The entry point: the flags become one `RunConfig` (shell/run_config.py); one run makes a run
-dir (shell/rundir.py), puts the model behind the recording proxy (shell/agent_config.py),
-launches and ends the agent (shell/launch.py), writes the witness, collects and scores what
-is on disk (scorer.py, rules/result.py), and writes and prints the result; a run set runs
-its trials as runner.py processes (shell/trials.py) and prints its summary. A run that
-cannot go on raises `RunRefused`, which `_refused` turns into the result JSON, the exit code
-and the line on stderr. Exit codes: README "Exit codes" (rules/exit_codes.py).
+The entry point: the flags become a `RunConfig` (shell/run_config.py); a run is made ready
+(shell/prepare.py), launched and ended (shell/launch.py), scored (scorer.py, rules/result.py)
+and its result written and printed; a run set runs its trials as runner.py processes
+(shell/trials.py). A `RunRefused` becomes the result JSON, exit code and stderr line in
+`_refused`. Exit codes: README "Exit codes" (rules/exit_codes.py).
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ import os
 import sys
 import textwrap
 from argparse import BooleanOptionalAction, RawDescriptionHelpFormatter
-from datetime import datetime, timezone
 
 import scorer
 from evidence import artifacts, runsets
@@ -42,7 +39,7 @@ from shell.observer import witness_record
 from shell.prepare import agent_and_sandbox, make_run_dir, prepare_launch
 from shell.proxy import RecordingProxy
 from shell.run_config import HARNESS, RunConfig
-from shell.rundir import RunDir, store_record
+from shell.rundir import RunDir, store_record, utc_now
 from shell.watch import Interrupt
 from simulated.behaviours import BEHAVIOURS
 
@@ -202,7 +199,7 @@ def _run(config: RunConfig, interrupt: Interrupt, run_dir=None, trial=None, labe
         "drive": config.drive,
         **({"trial": trial} if trial else {}),
         **({"baseline": True, "resolved_by": "coverage"} if config.baseline else {}),
-        "started_at": _now(),
+        "started_at": utc_now(),
     }
     run = None
     try:
@@ -293,7 +290,7 @@ def _launch_and_score(config, fixture, run: RunDir, launch: Launch, plan, base, 
     result = result_json(
         base, verdict, collected, end, signal=launched.interrupted,
         wall_time_s=launched.wall_time_s, cleanup=launched.cleanup, resident=launched.resident,
-        finished_at=_now(),
+        finished_at=utc_now(),
     )  # fmt: skip
     if config.inject_failure:
         workers = [worker for worker, _ in config.inject_failure]
@@ -375,7 +372,7 @@ def _refused(refusal: RunRefused, base: dict | None = None, run: RunDir | None =
     result.update(refusal.extra)
     result["reasons"] = [refusal.reason]
     if refusal.status == "agent_not_run":
-        result["finished_at"] = _now()
+        result["finished_at"] = utc_now()
     return _emit(result, run)
 
 
@@ -395,10 +392,6 @@ def _warn_undistinctive(fixture: Fixture) -> None:
     warning = undistinctive_warning(fixture)
     if warning:
         print_note(f"runner.py: {warning}")
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 if __name__ == "__main__":

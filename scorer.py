@@ -31,11 +31,11 @@ from evidence.artifacts import RunArtifacts, relative
 from evidence.fixture import Fixture, Shard, undistinctive_answers
 from evidence.number_tokens import INTEGER
 from evidence.transcripts import Usage
-from rules.integrity import MESSAGES as INTEGRITY_MESSAGES
+from rules.integrity import INTEGRITY_MESSAGES
 from rules.knowledge import Knowledge
 from rules.provenance import PROVENANCE_RULES, ShardTrace
 from rules.runview import Child, RunView, view_of
-from rules.witness_checks import MESSAGES as WITNESS_MESSAGES
+from rules.witness_checks import WITNESS_MESSAGES
 
 SPAWNS_PER_SHARD = 2
 MAX_FINDINGS_LISTED = 20

@@ -63,7 +63,7 @@ PAGE_FILE = "evidence.html"
 ERRORED = {"agent_error": "agent error", "agent_not_run": "agent not run"}
 CONVERSATION_BUDGET = 2_500_000  # escaped characters of entries over all conversations
 MAX_PAGE_BYTES = 4_000_000  # what an evidence page stays under
-CHECK_TABLES = {"integrity": integrity.CHECKS, "witness": witness_checks.CHECKS}
+CHECK_TABLES = {"integrity": integrity.INTEGRITY_CHECKS, "witness": witness_checks.WITNESS_CHECKS}
 
 
 # --- the run's evidence (the shell) -----------------------------------------------------------

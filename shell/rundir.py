@@ -305,3 +305,8 @@ def store_record(record: dict, path: str | None, error_key: str) -> tuple[str, s
         record[error_key] = f"{type(error).__name__}: {error}"
         return json.dumps(record, indent=2), None
     return text, path
+
+
+def utc_now() -> str:
+    """Now, as result.json and run-set.json record times: ISO-8601 UTC to the millisecond."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

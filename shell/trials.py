@@ -23,7 +23,7 @@ from rules.exit_codes import meaning
 from shell.cli import RunRefused, print_note
 from shell.launch import agent_version
 from shell.run_config import RunConfig
-from shell.rundir import STRIPPED_ENV_PREFIXES, find_agent
+from shell.rundir import STRIPPED_ENV_PREFIXES, find_agent, utc_now
 
 RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner.py")
 # The agent's env names the trial, so a simulated agent can draw per trial (simulated/run.py).
@@ -117,14 +117,14 @@ def run_trials(
         for index, process in list(running.items()):
             if process.poll() is not None:
                 del running[index]
-                _say(f"trial {index}/{total} finished: {_outcome(process.returncode)}")
+                _say(f"trial {index}/{total} finished: {_in_words(process.returncode)}")
         if running:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 next(iter(running.values())).wait(timeout=POLL_S)
     return interrupt.signum or None
 
 
-def _outcome(exit_code: int) -> str:
+def _in_words(exit_code: int) -> str:
     return f"{meaning(exit_code)} (exit {exit_code})"
 
 
@@ -194,8 +194,4 @@ def _new_config(settled: RunConfig, fixture: Fixture, set_dir: str) -> dict:
     environment = {k: v for k, v in os.environ.items() if not k.startswith(STRIPPED_ENV_PREFIXES)}
     os.makedirs(set_dir, exist_ok=True)
     version = agent_version(agent_bin, environment, set_dir) if agent_bin else None
-    return settled.stored(fixture, agent_bin, version, _now())
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return settled.stored(fixture, agent_bin, version, utc_now())
