@@ -24,7 +24,6 @@ from tests.runner_case import (
 )
 
 
-
 class RegradeTest(unittest.TestCase):
     """`scorer.py RUN_DIR` regrades a stored run as the runner scored it. The runs: trial 1
     of a run set of 3 on a copy of json-events (so the fixture can change), its trial 3 (trial 2
