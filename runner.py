@@ -198,7 +198,7 @@ def _run(config: RunConfig, interrupt: Interrupt, run_dir=None, trial=None, labe
         "model": config.model,
         "drive": config.drive,
         **({"trial": trial} if trial else {}),
-        **({"baseline": True, "resolved_by": "coverage"} if config.baseline else {}),
+        **({"baseline": True, "resolved_by": scorer.COVERAGE} if config.baseline else {}),
         "started_at": utc_now(),
     }
     run = None

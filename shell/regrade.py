@@ -23,7 +23,7 @@ from evidence.jsonl import read_json_object
 from evidence.runpaths import RunPaths
 from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_SIGNAL
 from rules.result import AgentEnd, agent_error_head, reason_counts, run_result, state
-from scorer import Verdict, score
+from scorer import COVERAGE, Verdict, score
 from shell.cli import ArgumentParser, print_json, print_note
 
 
@@ -154,7 +154,7 @@ def _judged(stored: dict, agent: dict, run: RunArtifacts, verdict: Verdict) -> t
         return judged.exit_code, agent_error_head(judged.reasons[0])
     parts = [state(judged.resolved, judged.exit_code)]
     if stored.get("baseline"):
-        parts.append("baseline, judged on coverage")
+        parts.append(f"baseline, judged on {COVERAGE}")
     counted = reason_counts(item["code"] for item in judged.reasons)
     return judged.exit_code, "; ".join(parts + ([counted] if counted else []))
 
