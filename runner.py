@@ -318,16 +318,16 @@ def _model_proxy(config: RunConfig, run: RunDir, stack) -> RecordingProxy:
     provider = config.model.partition("/")[0]
     local = None
     if _script(config.model):
-        server = stack.enter_context(scripted_model.ScriptedModelServer(run.model_log))
+        server = stack.enter_context(scripted_model.ScriptedModelServer(run.paths.model_log))
         local = (server.base_url, scripted_model.provider_entry)
     elif provider == SIMULATED_PROVIDER:
-        echo = scripted_model.ScriptedModelServer(run.model_log, echo=True)
+        echo = scripted_model.ScriptedModelServer(run.paths.model_log, echo=True)
         server = stack.enter_context(echo)
         entry = {"api": "openai-completions", "apiKey": "simulated"}
         local = (server.base_url, lambda url: {"baseUrl": url, **entry})
     return route_through_proxy(
         stack,
-        run.agent_home,
+        run.paths.agent_home,
         config.model,
         upstream=config.upstream,
         local=local,

@@ -168,7 +168,7 @@ def launch_and_wait(
             # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
             process = subprocess.Popen(
                 argv,
-                cwd=run.repo,
+                cwd=run.paths.repo,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out_end,
@@ -177,7 +177,13 @@ def launch_and_wait(
             )
         else:
             started = sandbox.start(
-                argv, plan, port=proxy.port, cwd=run.repo, env=env, stdout=out_end, stderr=err_end
+                argv,
+                plan,
+                port=proxy.port,
+                cwd=run.paths.repo,
+                env=env,
+                stdout=out_end,
+                stderr=err_end,
             )
             process = started.process
             proxy.serve(started.listener)
@@ -188,7 +194,7 @@ def launch_and_wait(
         err_end.close()
         out.close()
         # What bwrap said before it gave up is the only word on why (the result names it).
-        drain_socket(err, FileSink(run.stderr)).join(timeout=5)
+        drain_socket(err, FileSink(run.paths.stderr)).join(timeout=5)
         raise
     finally:
         out_end.close()
@@ -197,8 +203,8 @@ def launch_and_wait(
     if proxy is not None:
         proxy.attribute(processes)
     drains = [
-        drain_socket(out, stream if drive.streams else FileSink(run.daemon_stdout)),
-        drain_socket(err, FileSink(run.stderr)),
+        drain_socket(out, stream if drive.streams else FileSink(run.paths.daemon_stdout)),
+        drain_socket(err, FileSink(run.paths.stderr)),
     ]
     resident: dict | None = None
     try:
@@ -218,9 +224,9 @@ def launch_and_wait(
             told = started.status.exit_status()
             started.status.close()
             exit_code = exit_code if told is None else told
-        channels = [stream.publish(run.stdout)] if drive.streams or stream.bytes else []
+        channels = [stream.publish(run.paths.stdout)] if drive.streams or stream.bytes else []
         if not drive.streams:
-            channels.append(wire.publish(run.wire))
+            channels.append(wire.publish(run.paths.wire))
         shutil.rmtree(private, ignore_errors=True)
     ended = "interrupted" if interrupt.signum else "timed out" if watch.timed_out else "finished"
     watch.progress.report(wall, ended=ended)
@@ -235,7 +241,7 @@ def launch_and_wait(
         wall_time_s=wall,
         cleanup=cleanup,
         resident=resident,
-        stderr_tail=stderr_tail(run.stderr) if exit_code and not stopped else None,
+        stderr_tail=stderr_tail(run.paths.stderr) if exit_code and not stopped else None,
     )
 
 
@@ -290,7 +296,7 @@ def end_run(
         if grace is None
         else (max(grace, MIN_ANSWER_S), grace, grace)
     )
-    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.paths.agent_home)
     inside: dict[int, int] = {}
     if in_sandbox:
         _note_inside(procs.run_processes(process.pid, *marker), inside)

@@ -70,9 +70,9 @@ def prepare_launch(
         env=env,
         run_root=run.root,
         writable=run.sandbox_writable(),
-        key_names=api_key_names(run.agent_home),
+        key_names=api_key_names(run.paths.agent_home),
     )
-    version = agent_version(agent_bin, env, run.repo)
+    version = agent_version(agent_bin, env, run.paths.repo)
     base["simulated"] = base["simulated"] or "simulated" in (version or "")
     base["agent"].update(version=version, kernel_python=env.get("PRIME_AGENT_KERNEL_PYTHON"))
     if not base["simulated"] and not (

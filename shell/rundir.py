@@ -100,21 +100,17 @@ def find_agent(agent_bin: str) -> tuple[str | None, tuple[str, str] | None]:
 
 
 class RunDir:
-    """One run's dir, laid out by `RunPaths`, and what the runner does to it before the
-    agent starts. The layout's paths read as the run's own (`run.repo`, `run.stdout`)."""
+    """One run's dir, laid out by `RunPaths` (`run.paths.repo`), and what the runner does to
+    it before the agent starts; TMPDIR and the daemon socket are its own, which
+    `fit_sockets` may move."""
 
     def __init__(self, root: str):
         self.paths = RunPaths.of(root)
+        self.root = self.paths.root
         # TMPDIR and the daemon socket: the layout's, unless `fit_sockets` moves them.
         self.tmp = self.paths.tmp
         self.socket = self.paths.socket
         self.short_tmp: str | None = None
-
-    def __getattr__(self, name: str) -> str:
-        # Only for names the run does not set itself: every other path is the layout's.
-        if name == "paths":  # before __init__ (copy, pickle): no layout yet
-            raise AttributeError(name)
-        return getattr(self.paths, name)
 
     @classmethod
     def at(cls, root: str) -> RunDir:
@@ -139,9 +135,9 @@ class RunDir:
 
     def prepare(self, fixture, agent_config: str) -> None:
         shutil.copytree(
-            fixture.root, self.repo, ignore=shutil.ignore_patterns(MANIFEST, TASK, ".git")
+            fixture.root, self.paths.repo, ignore=shutil.ignore_patterns(MANIFEST, TASK, ".git")
         )
-        for path in (self.sessions, self.agent_home, self.home, self.paths.tmp):
+        for path in (self.paths.sessions, self.paths.agent_home, self.paths.home, self.paths.tmp):
             os.makedirs(path, exist_ok=True)
         self._commit_repo(fixture.name)
         self._copy_agent_config(agent_config)
@@ -164,21 +160,21 @@ class RunDir:
         (made now: the run dir itself is not writable inside, §3), the agent home, HOME and
         TMPDIR. The daemon socket moves into TMPDIR, the one of them the product binds
         sockets in anyway (§2)."""
-        os.makedirs(self.session_artifacts, exist_ok=True)
+        os.makedirs(self.paths.session_artifacts, exist_ok=True)
         self.socket = os.path.join(self.tmp, os.path.basename(self.paths.socket))
         return [
-            self.repo,
-            self.sessions,
-            self.session_artifacts,
-            self.agent_home,
-            self.home,
+            self.paths.repo,
+            self.paths.sessions,
+            self.paths.session_artifacts,
+            self.paths.agent_home,
+            self.paths.home,
             self.tmp,
         ]
 
     def _commit_repo(self, fixture_name: str) -> None:
         env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
         env.update(
-            HOME=self.home,
+            HOME=self.paths.home,
             GIT_CONFIG_NOSYSTEM="1",
             GIT_AUTHOR_NAME="swarm-fanout",
             GIT_AUTHOR_EMAIL="swarm-fanout@invalid",
@@ -192,7 +188,7 @@ class RunDir:
         ):
             subprocess.run(
                 command,
-                cwd=self.repo,
+                cwd=self.paths.repo,
                 env=env,
                 check=True,
                 stdin=subprocess.DEVNULL,
@@ -206,8 +202,8 @@ class RunDir:
         for name in ("auth.json", "models.json"):
             path = os.path.join(source, name)
             if os.path.isfile(path):
-                shutil.copyfile(path, os.path.join(self.agent_home, name))
-        auth = os.path.join(self.agent_home, "auth.json")
+                shutil.copyfile(path, os.path.join(self.paths.agent_home, name))
+        auth = os.path.join(self.paths.agent_home, "auth.json")
         if not os.path.exists(auth):
             with open(auth, "w", encoding="utf-8") as handle:
                 handle.write("{}\n")
@@ -226,10 +222,10 @@ class RunDir:
             if not key.startswith(STRIPPED_ENV_PREFIXES) and key not in STRIPPED_ENV
         }
         env.update(
-            HOME=self.home,
+            HOME=self.paths.home,
             TMPDIR=self.tmp,
-            PRIME_AGENT_CODING_AGENT_DIR=self.agent_home,
-            PRIME_AGENT_SESSION_DIR=self.sessions,
+            PRIME_AGENT_CODING_AGENT_DIR=self.paths.agent_home,
+            PRIME_AGENT_SESSION_DIR=self.paths.sessions,
             # No update check at start: the same agent build for every trial.
             PI_SKIP_VERSION_CHECK="1",
         )
@@ -251,9 +247,9 @@ class RunDir:
             "--daemon-socket",
             self.socket,
             "--cwd",
-            self.repo,
+            self.paths.repo,
             "--session-dir",
-            self.sessions,
+            self.paths.sessions,
             "--model",
             model,
             "--",
@@ -265,7 +261,7 @@ class RunDir:
         return [agent_bin, "--mode", "daemon", "--daemon-socket", self.socket]
 
     def write_meta(self, meta: dict) -> None:
-        write_atomic(self.run_meta, json.dumps(meta, indent=2) + "\n")
+        write_atomic(self.paths.run_meta, json.dumps(meta, indent=2) + "\n")
 
     def cleanup_tmp(self) -> None:
         if self.short_tmp:

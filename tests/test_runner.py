@@ -374,8 +374,8 @@ class MisspeltFlagTest(unittest.TestCase):
     def test_each_program_names_the_flag_a_typo_meant(self):
         said = self.refused(runner.main, "--fixtrue", "fixtures/json-events")
         self.assertTrue(said.endswith("--fixtrue fixtures/json-events (did you mean --fixture?)"))
-        said = self.refused(regrade.main, "--jbos", "2", "runs")
-        self.assertTrue(said.endswith("(did you mean --jobs?)"), said)
+        said = self.refused(regrade.main, "--froce", "runs")
+        self.assertTrue(said.endswith("(did you mean --force?)"), said)
         said = self.refused(report.main, "--comapre", "a", "b")
         self.assertTrue(said.endswith("(did you mean --compare?)"), said)
 
