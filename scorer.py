@@ -31,6 +31,7 @@ from evidence.artifacts import RunArtifacts, relative
 from evidence.fixture import Fixture, Shard, undistinctive_answers
 from evidence.number_tokens import INTEGER
 from evidence.transcripts import Usage
+from rules.file_access import file_access
 from rules.integrity import INTEGRITY_MESSAGES
 from rules.knowledge import Knowledge
 from rules.provenance import PROVENANCE_RULES, ShardTrace
@@ -60,9 +61,10 @@ MESSAGES = {
     "answer_known_before_spawn": "the parent put the shard's answer, which it knew, in its "
     "child's task: it derived or received it before it delegated, or the spawning cell "
     "computed it",
-    "answer_not_derived": "the child that replied with the shard's answer did not work it out: "
-    "it was typed into its code, read from another session's file, or received from a "
-    "session that knew it first",
+    "answer_not_derived": "the child that replied with the shard's answer did not work it out "
+    "from its shard: the call that first showed it did not read the shard, or it was typed "
+    "into its code, read from another session's file, or received from a session that knew "
+    "it first",
     "answer_written_before_reply": "the answer file's final content was written before the "
     "reply that sources the shard reached the parent",
     **INTEGRITY_MESSAGES,
@@ -191,7 +193,7 @@ def _shard_delegation(
     written = view.answers[shard.file].value
     if ok and written is not None:
         for code, failed_status, rule in PROVENANCE_RULES:
-            extra = rule(ShardTrace(view, written, tuple(ok), knowledge))
+            extra = rule(ShardTrace(view, written, tuple(ok), knowledge, shard.file))
             if extra is not None:
                 status = failed_status
                 problem = reason(code, shard.file, chosen.child_id, extra)
@@ -206,6 +208,13 @@ def _shard_delegation(
         "receipt": chosen.receipt.kind if chosen and chosen.receipt else None,
     }
     return row, problem
+
+
+def _file_access(run) -> dict:
+    """Whether the runner witnessed file access (rules/file_access.py), for a run whose
+    witness says; nothing for one from before there was such a witness."""
+    access = file_access(run.witness)
+    return {} if access is None else {"file_access": access.to_json()}
 
 
 def _best_child(ok: list[Child]) -> Child:
@@ -307,7 +316,11 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         shards=shard_rows,
         children=_children_table(view),
         integrity=view.integrity.to_json(),
-        witness={"witnessed": run.witness is not None, **view.witness.to_json()},
+        witness={
+            "witnessed": run.witness is not None,
+            **_file_access(run),
+            **view.witness.to_json(),
+        },
         details=_details(view),
         efficiency=_efficiency(view, wall_time_s),
         findings=_findings_summary(run),

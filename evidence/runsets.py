@@ -111,3 +111,22 @@ def latest_by_trial(found: list[Attempt]) -> dict[int, Attempt]:
 
 def read_summary(set_dir: str) -> dict | None:
     return _read_object(os.path.join(set_dir, SUMMARY_FILE))
+
+
+def injected(record: dict | None) -> tuple[tuple[str, int], ...]:
+    """The failures --inject-failure asked for, as (worker, calls): a run set's config keeps
+    them as `inject_failure`, a run's result as `injected_failures.asked` (each a list of
+    `{"worker", "calls"}`); () when none, or when what is there is not that shape."""
+    record = record if isinstance(record, dict) else {}
+    asked = record.get("inject_failure")
+    if asked is None:
+        asked = (record.get("injected_failures") or {}).get("asked")
+    if not isinstance(asked, list):
+        return ()
+    return tuple(
+        (item["worker"], item["calls"])
+        for item in asked
+        if isinstance(item, dict)
+        and isinstance(item.get("worker"), str)
+        and isinstance(item.get("calls"), int)
+    )

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import ledger
 from evidence.cell_paths import CellPaths, cell_paths
+from evidence.cell_sources import cell_sources
 from evidence.jsonl import Finding, dict_field, int_field, iso_to_ms, iter_objects, text_field
 from evidence.number_tokens import Interest
 
@@ -177,6 +178,8 @@ class ToolCallFacts(NamedTuple):
     shown: frozenset[int]
     named: frozenset[str]
     written: frozenset[str]
+    # What its result may have been worked out from (evidence/cell_sources.py).
+    sources: frozenset[str] = frozenset()
 
 
 class Heard(NamedTuple):
@@ -424,9 +427,11 @@ class _TranscriptAccumulator:
         self.canon = canon
         self.interest = interest
         self.artifact = os.path.basename(artifact) if artifact else None
-        # toolCall id -> (its line, numbers in its arguments, files it names and writes)
-        self.typed: dict[str, tuple[int, frozenset[int], CellPaths]] = {}
+        # toolCall id -> (its line, numbers in its arguments, files it names and writes,
+        # what it drew on)
+        self.typed: dict[str, tuple[int, frozenset[int], CellPaths, frozenset[str]]] = {}
         self.bound: dict[str, frozenset[str]] = {}  # the kernel's variables that hold paths
+        self.flows: dict[str, frozenset[str]] = {}  # what each variable and file drew on
         self.call_facts: list[ToolCallFacts] = []
         self.heard: list[Heard] = []
         self.task_numbers: frozenset[int] = frozenset()
@@ -542,10 +547,12 @@ class _TranscriptAccumulator:
             return
         text = _argument_text(arguments)
         paths = cell_paths(text, self.bound)
+        sources = cell_sources(text, paths.named, paths.written, self.flows)
         if call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
-            self.typed[call_id] = (number, of_interest(text, self.interest), paths)
+            self.typed[call_id] = (number, of_interest(text, self.interest), paths, sources)
         elif paths.named:
-            self._note_call(ToolCallFacts(number, None, frozenset(), paths.named, paths.written))
+            facts = ToolCallFacts(number, None, frozenset(), paths.named, paths.written, sources)
+            self._note_call(facts)
 
     def _note_result(self, number: int, record: dict, message: dict, sent: list) -> None:
         """Numbers a call's own result showed: what it printed, and the messages it sent
@@ -553,7 +560,7 @@ class _TranscriptAccumulator:
         call = self.typed.pop(text_field(message, "toolCallId") or "", None)
         if call is None:
             return
-        line, typed, paths = call
+        line, typed, paths, sources = call
         shown: frozenset[int] = frozenset()
         if self.interest:
             # Text by text: no token spans two texts (a newline joined them before).
@@ -573,15 +580,17 @@ class _TranscriptAccumulator:
                 found |= of_interest(text, self.interest)
             shown = frozenset(found) - typed
         if shown or paths.named:
-            self._note_call(ToolCallFacts(line, number, shown, paths.named, paths.written))
+            facts = ToolCallFacts(line, number, shown, paths.named, paths.written, sources)
+            self._note_call(facts)
 
     def _calls_in_order(self) -> tuple[ToolCallFacts, ...]:
         """Every noted call, with those that never returned (a run ended mid-cell) too: what
         they named they may still have written."""
         calls = list(self.call_facts)
-        for line, _, paths in self.typed.values():
+        for line, _, paths, sources in self.typed.values():
             if paths.named and len(calls) < MAX_KEPT_PER_TRANSCRIPT:
-                calls.append(ToolCallFacts(line, None, frozenset(), paths.named, paths.written))
+                facts = ToolCallFacts(line, None, frozenset(), paths.named, paths.written, sources)
+                calls.append(facts)
         return tuple(sorted(calls, key=lambda call: call.line))
 
     def _note_call(self, facts: ToolCallFacts) -> None:

@@ -76,6 +76,8 @@ class Witness:
     sightings: tuple[dict, ...] = ()
     channels: tuple[dict, ...] = ()
     findings: tuple[Finding, ...] = field(default=())
+    # Which process opened or wrote which file of the run (shell/file_access.py).
+    file_opens: tuple[dict, ...] = ()
 
 
 def read_witness(path: str) -> Witness | None:
@@ -84,7 +86,7 @@ def read_witness(path: str) -> Witness | None:
         return None
     findings: list[Finding] = []
     header: dict = {}
-    calls, sightings, channels = [], [], []
+    calls, sightings, channels, opens = [], [], [], []
     for line in iter_objects(path, findings):
         kind = line.record.get("kind")
         if kind == "witness" and line.number == 1:
@@ -98,6 +100,11 @@ def read_witness(path: str) -> Witness | None:
                 findings.append(Finding(path, line.number, "wrong_type", "a malformed sighting"))
         elif kind == "channel":
             channels.append(line.record)
+        elif kind == "file_open":
+            if _well_formed_open(line.record):
+                opens.append(line.record)
+            else:
+                findings.append(Finding(path, line.number, "wrong_type", "a malformed file_open"))
     return Witness(
         sha256=file_digest(path),
         header=header,
@@ -105,4 +112,16 @@ def read_witness(path: str) -> Witness | None:
         sightings=tuple(sightings),
         channels=tuple(channels),
         findings=tuple(findings),
+        file_opens=tuple(opens),
+    )
+
+
+def _well_formed_open(record: dict) -> bool:
+    ancestors = record.get("ancestors", [])
+    return (
+        type(record.get("pid")) is int
+        and record.get("what") in ("open", "write")
+        and isinstance(record.get("path"), str)
+        and isinstance(ancestors, list)
+        and all(type(pid) is int for pid in ancestors)
     )

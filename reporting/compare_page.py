@@ -11,7 +11,17 @@ from __future__ import annotations
 import os
 
 from reporting import difference, evidence_page
-from reporting.render import NONE, Cell, Heading, Paragraph, Table, dollars
+from reporting.render import (
+    NONE,
+    Cell,
+    Heading,
+    Paragraph,
+    Table,
+    dollars,
+    injected_text,
+    percent,
+    points,
+)
 from reporting.render import number as fmt
 from reporting.run_set_views import RunSetView, TrialView, evidence_path, relative
 
@@ -30,7 +40,9 @@ def overall_result(summary: dict) -> str:
 def _sides(
     before: list[RunSetView], after: list[RunSetView], names: tuple[str, str], out_dir: str | None
 ) -> Table:
-    """What each side is: its models and drives, its run sets and trials, and their reports."""
+    """What each side is: its models and drives, its run sets and trials, their reports, and
+    the failures injected, when a side had any."""
+    injected = any(item.injected for item in (*before, *after))
     rows = []
     for side, name, sets in (("A", names[0], before), ("B", names[1], after)):
         rows.append(
@@ -42,10 +54,17 @@ def _sides(
                 Cell(fmt(len(sets)), numeric=True),
                 Cell(fmt(sum(item.summary["trials_scored"] for item in sets)), numeric=True),
                 _reports(sets, out_dir),
+                *[_injections(sets)] * injected,
             )
         )
     headers = ("side", "name", "model", "drive", "run sets", "trials scored", "report")
-    return Table(headers, tuple(rows))
+    return Table(headers + ("failure injected",) * injected, tuple(rows))
+
+
+def _injections(sets: list[RunSetView]) -> Cell:
+    """What --inject-failure asked of a side's run sets, or none."""
+    asked = sorted({text for item in sets if (text := injected_text(item.injected))})
+    return Cell("; ".join(asked), tone="warn") if asked else Cell("none")
 
 
 def _reports(sets: list[RunSetView], out_dir: str | None) -> tuple[Cell, ...]:
@@ -57,7 +76,8 @@ def _reports(sets: list[RunSetView], out_dir: str | None) -> tuple[Cell, ...]:
         if item.report and out_dir is not None:
             cells.append(Cell(f"{item.name} report", relative(item.report, out_dir)))
         else:
-            cells.append(Cell(f"no report yet: report.py {item.name}", tone="muted"))
+            command = f"uv run --locked python report.py {item.dir}"
+            cells.append(Cell(f"no report yet: {command}", tone="muted"))
     return tuple(cells) or (Cell(NONE),)
 
 
@@ -76,39 +96,43 @@ def build_compare(
 
     first, second = compare_sides(before, after)
     mixed = any(len({item.key[1:3] for item in sets}) > 1 for sets in (before, after))
-    rows, tones = [], []
+    rows, tones, spent = [], [], []
     for key in sorted(set(first) | set(second)):
         a, b = first.get(key), second.get(key)
-        sides = [Cell(f"{s.key[1]} · {s.key[2]}" if s else "absent") for s in (a, b)] * mixed
+        sides = [Cell(" → ".join(f"{s.key[1]} · {s.key[2]}" if s else "absent" for s in (a, b)))]
+        sides *= mixed
         if a is None or b is None:
-            found = [Cell(overall_result(item.summary) if item else "absent") for item in (a, b)]
-            rows.append((Cell(key[0]), Cell(key[1]), *sides, *found, *(Cell(NONE),) * 10))
+            found = " → ".join(overall_result(s.summary) if s else "absent" for s in (a, b))
+            rows.append((Cell(key[0]), Cell(key[1]), *sides, Cell(found), *(Cell(NONE),) * 3))
             tones.append("muted")
             continue
-        flip = _flip(overall_result(a.summary), overall_result(b.summary))
+        flip = _flip(overall_result(a.summary), overall_result(b.summary), injected_on(a, b))
         k = min(a.summary["trials_scored"], b.summary["trials_scored"])
         hat = [(s.summary["pass_hat_k"].get(str(k)) if k else None) for s in (a, b)]
-        rates = [s.summary["resolve_rate"] for s in (a, b)]
         rows.append(
             (
                 Cell(key[0]),
                 Cell(key[1]),
                 *sides,
-                Cell(overall_result(a.summary)),
-                Cell(overall_result(b.summary)),
+                Cell(f"{overall_result(a.summary)} → {overall_result(b.summary)}"),
                 flip,
-                *_both(*rates, better="higher"),
-                *_both(*hat, better="higher", label=f"k={k}: " if k else ""),
+                _rates(*(s.summary["resolve_rate"] for s in (a, b))),
+                _rates(*hat, label=f"k={k}: " if k else ""),
+            )
+        )
+        tones.append(flip.tone)
+        spent.append(
+            (
+                Cell(key[0]),
+                Cell(key[1]),
                 _changed(*(s.summary["tokens"]["median"] for s in (a, b))),
                 _changed(*(s.summary["turns"]["median"] for s in (a, b))),
                 _cost_change(a, b),
             )
         )
-        tones.append(flip.tone)
     headers = (
-        "fixture", "kind", *("A: model · drive", "B: model · drive") * mixed, "verdict A",
-        "verdict B", "flip", "rate A", "rate B", "Δ rate", "pass^k A", "pass^k B", "Δ pass^k",
-        "tokens A → B (Δ)", "turns A → B (Δ)", "cost A → B (Δ)",
+        "fixture", "kind", *("model · drive, A → B",) * mixed, "verdict A → B", "flip",
+        "rate A → B (Δ)", "pass^k A → B (Δ)",
     )  # fmt: skip
     return [
         Heading(1, "swarm-fanout comparison"),
@@ -117,12 +141,12 @@ def build_compare(
         Heading(2, "Verdicts and deltas"),
         Paragraph(
             "Per fixture and kind: the verdict on each side (resolved: every scored trial "
-            "resolved, unresolved: none, mixed), a flip marked worse or better, and both "
-            "values beside their delta B - A; pass^k at the largest k both sides have; "
-            "tokens, turns and cost (dollars, as the product priced each call) are medians "
-            "over scored trials."
+            "resolved, unresolved: none, mixed), a flip marked worse or better (and said to "
+            "come with injected failures when a side had them), and both rates beside their "
+            "delta B - A in percentage points (pp); pass^k at the largest k both sides have."
         ),
         Table(headers, tuple(rows), tuple(tones)),
+        *_spent(spent),
         *_flipped(first, second, out_dir),
         *_codes_changed(first, second),
     ]
@@ -150,7 +174,7 @@ def compare_sides(before: list[RunSetView], after: list[RunSetView]) -> tuple[di
     """Each side's run sets by (fixture, kind); of several, the one with the latest dir."""
 
     def by_fixture(sets):
-        return {(item.key[0], item.key[3]): item for item in sorted(sets, key=lambda s: s.dir)}
+        return {(item.key[0], item.task): item for item in sorted(sets, key=lambda s: s.dir)}
 
     return by_fixture(before), by_fixture(after)
 
@@ -264,21 +288,27 @@ def _tests(first: dict, second: dict) -> list:
         tone = None
         if isinstance(found, difference.RateDifference) and found.real:
             tone = "good" if found.difference > 0 else "bad"
+        injected = injected_on(a, b)
+        if injected:
+            # Injected failures are a condition of the run, not a property of the model.
+            tone = "warn" if tone else None
+            sentence += (
+                f" {injected} ran with failures injected (--inject-failure): the difference "
+                "is partly the injection's, not the model's alone."
+            )
         lines.append(Paragraph((Cell(f"{key[0]} · {key[1]}: "), Cell(sentence, tone=tone))))
         if isinstance(found, difference.NotTested):
             continue
-        low, high = found.ci95
         rows.append(
             (
                 Cell(key[0]),
                 Cell(key[1]),
                 Cell(f"{found.a_resolved}/{found.a_trials}"),
                 Cell(f"{found.b_resolved}/{found.b_trials}"),
-                Cell(_delta(0, found.difference), tone=tone, numeric=True),
-                Cell(f"{fmt(low)} to {fmt(high)}"),
-                Cell(found.test + (f", {found.pairs} pairs" if found.pairs is not None else "")),
+                Cell(points(0, found.difference), tone=tone, numeric=True),
+                Cell(difference.odds_ratio_text(found.odds_ratio_ci95), tone=tone),
                 Cell(difference.p_text(found.p_value).removeprefix("p = "), tone=tone),
-                Cell(fmt(found.needed), numeric=True),
+                Cell(difference.needed_text(found)),
             )
         )
         tones.append(tone)
@@ -287,19 +317,19 @@ def _tests(first: dict, second: dict) -> list:
     blocks: list = [Heading(2, "Is the difference real?"), *lines]
     if rows:
         headers = (
-            "fixture", "kind", "A resolved", "B resolved", "Δ rate", "95% CI of Δ", "test",
-            "p (two-sided)", "trials for 80% power",
+            "fixture", "kind", "A resolved", "B resolved", "Δ rate", "odds ratio B:A, 95% CI",
+            "p (two-sided)", "trials a side for 80% power",
         )  # fmt: skip
         blocks.append(Table(headers, tuple(rows), tuple(tones)))
     blocks.append(
         Paragraph(
-            "Errored trials are left out. Trials are paired when both sides record the same "
-            "fixture digest and the same number of planned trials: trial n of each got the "
-            "same fixture and trial seed ($SWARM_FANOUT_TRIAL=n), and McNemar's exact test "
-            "counts the pairs only one side resolved; otherwise Fisher's exact test compares "
-            "the two sets. A difference is called real below p = 0.05. The 95% interval of "
-            "B - A is Newcombe's hybrid score interval. Trials for 80% power: how many would "
-            "detect a difference of the size seen, from a normal approximation. pass^k is "
+            f"Errored trials are left out. {difference.UNPAIRED} Fisher's exact test "
+            "compares them (two-sided: twice its smaller tail), and a difference is called "
+            "real below p = 0.05. The 95% interval is of the odds ratio, B's odds of "
+            "resolving over A's, and is that same test inverted: the odds ratios it would not "
+            "reject, so the interval leaves out 1 exactly when p < 0.05. Trials a side for "
+            "80% power: how many, those run counted, would give that test an 80% chance of "
+            "calling a difference of the size seen real. pass^k is "
             "the chance that k trials all resolve, p^k, which rises with the resolve rate p "
             "alone: it differs between A and B exactly when the rate does, so this test is "
             "the test for pass^k at every k too."
@@ -308,25 +338,46 @@ def _tests(first: dict, second: dict) -> list:
     return blocks
 
 
-def _flip(a: str, b: str) -> Cell:
+def _spent(rows: list) -> list:
+    """What each side spent, per fixture and kind both sides ran: medians of A and B."""
+    if not rows:
+        return []
+    headers = ("fixture", "kind", "tokens A → B (Δ)", "turns A → B (Δ)", "cost A → B (Δ)")
+    return [
+        Heading(2, "Tokens, turns and cost"),
+        Paragraph(
+            "Medians over scored trials, reported, never judged: cost in dollars, as the "
+            "product priced each call."
+        ),
+        Table(headers, tuple(rows)),
+    ]
+
+
+def injected_on(a: RunSetView, b: RunSetView) -> str:
+    """Which side ran with --inject-failure: `A`, `B`, `A and B`, or ""."""
+    return " and ".join(side for side, item in (("A", a), ("B", b)) if item.injected)
+
+
+def _flip(a: str, b: str, injected: str = "") -> Cell:
+    """A change of verdict and its direction; one that comes with failures injected on a side
+    says so, and is no verdict on the model (warn, not red or green)."""
     if a == b:
         return Cell("same")
     if a in VERDICT_RANK and b in VERDICT_RANK:
         worse = VERDICT_RANK[b] < VERDICT_RANK[a]
-        return Cell("FLIP, worse", tone="bad") if worse else Cell("FLIP, better", tone="good")
+        text = "FLIP, worse" if worse else "FLIP, better"
+        if injected:
+            return Cell(f"{text} ({injected}: failure injected)", tone="warn")
+        return Cell(text, tone="bad" if worse else "good")
     return Cell("FLIP", tone="warn")
 
 
-def _both(a, b, better: str, label: str = "") -> tuple[Cell, Cell, Cell]:
-    """A, B and B - A: the delta green when it went the `better` way ("higher"), else red."""
+def _rates(a: float | None, b: float | None, label: str = "") -> Cell:
+    """`80% → 100% (+20 pp)`: green when B is higher, red when lower."""
     tone = None
     if a is not None and b is not None and a != b:
-        tone = "good" if (b > a) == (better == "higher") else "bad"
-    return (
-        Cell(fmt(a), numeric=True),
-        Cell(fmt(b), numeric=True),
-        Cell(label + _delta(a, b), tone=tone, numeric=True),
-    )
+        tone = "good" if b > a else "bad"
+    return Cell(f"{label}{percent(a)} → {percent(b)} ({points(a, b)})", tone=tone, numeric=True)
 
 
 def _changed(a, b) -> Cell:

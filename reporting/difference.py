@@ -1,15 +1,15 @@
 """Whether two run sets of one fixture really differ in how often they resolve: pure, from
 their configs and summaries (report.py's `--compare` shows it).
 
-The trials are **paired** when both run sets record the same fixture digest and the same
-number of planned trials: trial n of each then ran the same fixture with the same
-`$SWARM_FANOUT_TRIAL=n`, the one per-trial input the harness gives an agent and the seed
-an agent that draws per trial draws from (trials.TRIAL_ENV). A pair is a trial index scored
-on both sides; a trial errored, interrupted or not run on either side leaves its pair out.
-Paired trials get McNemar's exact test on the discordant pairs, others Fisher's exact test.
-McNemar's test stays exact when the pairs share nothing (a model whose sampling the index
-does not seed): with no difference a discordant pair still goes either way with chance 1/2,
-so pairing costs power there, never validity.
+The trials of the two sides are compared as two independent sets, never paired by index:
+trial n of A and trial n of B would be a matched pair only if both ran the same fixture
+with a seed both agents used, and a trial records no such seed (the harness hands the agent
+`$SWARM_FANOUT_TRIAL=n`, which the product does not read; the model samples unseeded). So
+trial n of each side shares the fixture and nothing else.
+
+One test says everything: Fisher's exact test gives p, its inversion the 95% interval of
+the odds ratio (which leaves out 1 exactly when p < 0.05) and its power the trials a study
+needs (stats.py). Trials errored, interrupted or not run on a side are left out.
 """
 
 from __future__ import annotations
@@ -20,29 +20,25 @@ from dataclasses import dataclass
 from reporting import stats
 
 FISHER = "Fisher's exact test"
-MCNEMAR = "McNemar's exact test"
+UNPAIRED = (
+    "The trials are compared as two independent sets, not paired by index: a trial records "
+    "no seed that its agent used, so trial n of A and trial n of B share only the fixture."
+)
 
 
 @dataclass(frozen=True)
 class RateDifference:
-    """The resolve rates of A and B over the trials the test used, and the test."""
+    """The resolve rates of A and B over their scored trials, and what Fisher's test says."""
 
     a_resolved: int
     a_trials: int
     b_resolved: int
     b_trials: int
-    pairs: int | None  # trial indexes scored on both sides; None when not paired
-    a_only: int  # paired: pairs only A resolved
-    b_only: int  # paired: pairs only B resolved
-    one_sided: int  # paired: trials scored on one side only, left out
     difference: float  # B's rate - A's rate
-    ci95: tuple[float, float]  # Newcombe's hybrid score interval of the difference
+    odds_ratio_ci95: tuple[float, float]  # B's odds of resolving over A's: Fisher's test inverted
     p_value: float
-    needed: int | None  # trials a side (pairs, when paired) for 80% power; None: no difference
-
-    @property
-    def test(self) -> str:
-        return MCNEMAR if self.pairs is not None else FISHER
+    needed: int | None  # trials a side, in all, for 80% power; None: no difference
+    test: str = FISHER
 
     @property
     def real(self) -> bool:
@@ -56,17 +52,9 @@ class NotTested:
     why: str
 
 
-def paired(a_config: dict, b_config: dict) -> bool:
-    """Trial n of A and of B got the same fixture and the same trial seed (see the module)."""
-    return (
-        a_config["fixture_digest"] == b_config["fixture_digest"]
-        and a_config["trials"] == b_config["trials"]
-    )
-
-
-def scored_outcomes(summary: dict) -> dict[int, bool]:
-    """Per trial index scored (not errored, interrupted or missing): whether it resolved."""
-    return {row["index"]: row["resolved"] for row in summary["trials"] if row["scored"]}
+def scored_outcomes(summary: dict) -> list[bool]:
+    """Per trial scored (not errored, interrupted or missing): whether it resolved."""
+    return [row["resolved"] for row in summary["trials"] if row["scored"]]
 
 
 def compare_rates(a_config: dict, a_summary: dict, b_config: dict, b_summary: dict):
@@ -77,40 +65,14 @@ def compare_rates(a_config: dict, a_summary: dict, b_config: dict, b_summary: di
     for side, outcomes in (("A", a), ("B", b)):
         if not outcomes:
             return NotTested(f"{side} has no scored trial")
-    if not paired(a_config, b_config):
-        return _independent(sum(a.values()), len(a), sum(b.values()), len(b))
-    indexes = sorted(set(a) & set(b))
-    if not indexes:
-        return NotTested("no trial index is scored on both sides")
-    a_only = sum(1 for i in indexes if a[i] and not b[i])
-    b_only = sum(1 for i in indexes if b[i] and not a[i])
-    a_resolved = sum(a[i] for i in indexes)
-    b_resolved = sum(b[i] for i in indexes)
-    n = len(indexes)
+    counts = (sum(a), len(a), sum(b), len(b))
     return RateDifference(
-        a_resolved, n, b_resolved, n,
-        pairs=n,
-        a_only=a_only,
-        b_only=b_only,
-        one_sided=len(set(a) ^ set(b)),
-        difference=(b_resolved - a_resolved) / n,
-        # The independent-sets interval: wider than needed when the pairs agree more than
-        # chance would have them, which is what pairing by seed is for.
-        ci95=stats.rate_difference_interval(a_resolved, n, b_resolved, n),
-        p_value=stats.mcnemar_exact_p(a_only, b_only),
-        needed=stats.pairs_for_power(a_only, b_only, n),
-    )  # fmt: skip
-
-
-def _independent(a_resolved: int, a_n: int, b_resolved: int, b_n: int) -> RateDifference:
-    return RateDifference(
-        a_resolved, a_n, b_resolved, b_n,
-        pairs=None, a_only=0, b_only=0, one_sided=0,
-        difference=b_resolved / b_n - a_resolved / a_n,
-        ci95=stats.rate_difference_interval(a_resolved, a_n, b_resolved, b_n),
-        p_value=stats.fisher_exact_p(a_resolved, a_n, b_resolved, b_n),
-        needed=stats.trials_for_power(a_resolved / a_n, b_resolved / b_n),
-    )  # fmt: skip
+        *counts,
+        difference=sum(b) / len(b) - sum(a) / len(a),
+        odds_ratio_ci95=stats.odds_ratio_interval(*counts),
+        p_value=stats.fisher_exact_p(*counts),
+        needed=stats.trials_needed(*counts),
+    )
 
 
 def p_text(p: float) -> str:
@@ -123,15 +85,41 @@ def p_text(p: float) -> str:
     return f"p = {p:.{digits}f}"
 
 
+def odds_ratio_text(interval: tuple[float, float]) -> str:
+    """`0.41 to 330`: each bound to two significant digits, rounded outwards, and to more
+    where fewer would put a bound on the other side of 1 than it is."""
+    low, high = interval
+    return f"{_bound_text(low, math.floor)} to {_bound_text(high, math.ceil)}"
+
+
+def _bound_text(value: float, rounding) -> str:
+    if value == 0:
+        return "0"
+    if math.isinf(value):
+        return "∞"
+    significant = 2
+    while True:
+        digits = significant - 1 - math.floor(math.log10(value))
+        shown = rounding(value * 10**digits) / 10**digits
+        if (shown > 1) == (value > 1) and (shown < 1) == (value < 1):
+            return f"{shown:,.{max(digits, 0)}f}"
+        significant += 1
+
+
 def how_tested(found: RateDifference) -> str:
     """The test and the trials it saw, e.g. `Fisher's exact test, 10 and 10 trials`."""
-    if found.pairs is None:
-        return f"{found.test}, {found.a_trials} and {found.b_trials} trials"
-    left_out = f"; {found.one_sided} scored on one side only left out" if found.one_sided else ""
-    return (
-        f"{found.test}, {found.pairs} trials paired by index: A alone resolved {found.a_only}, "
-        f"B alone {found.b_only}{left_out}"
-    )
+    return f"{found.test}, {found.a_trials} and {found.b_trials} trials"
+
+
+def needed_text(found: RateDifference) -> str:
+    """The trials a side a study needs, counting those run: `36 (10 and 10 run)`."""
+    if found.real:
+        return "called real already"
+    if found.needed is None:
+        return "no difference"
+    if found.needed > stats.MAX_TRIALS_SIZED:
+        return f"more than {stats.MAX_TRIALS_SIZED:,}"
+    return f"{found.needed:,} ({found.a_trials} and {found.b_trials} run)"
 
 
 def verdict_sentence(found: RateDifference | NotTested) -> str:
@@ -145,8 +133,13 @@ def verdict_sentence(found: RateDifference | NotTested) -> str:
     head = f"The data can't tell A and B apart ({said})"
     if found.needed is None:
         return f"{head}: they resolved equally often, so there is no difference to size a study on."
-    unit = "paired trials" if found.pairs is not None else "trials a side"
+    if found.needed > stats.MAX_TRIALS_SIZED:
+        return (
+            f"{head}: more than {stats.MAX_TRIALS_SIZED:,} trials a side would be needed to "
+            f"detect a difference this small with {stats.POWER:.0%} power."
+        )
     return (
-        f"{head}: about {found.needed:,} {unit} would detect a difference of this size "
-        f"with {stats.POWER:.0%} power (normal approximation)."
+        f"{head}: about {found.needed:,} trials a side in all, the {found.a_trials} and "
+        f"{found.b_trials} run counted, would detect a difference of this size with "
+        f"{stats.POWER:.0%} power."
     )

@@ -29,6 +29,7 @@ from evidence.fixture import FixtureError, load_manifest
 from evidence.jsonl import read_json_object
 from evidence.number_tokens import INTEGER
 from evidence.runpaths import RunPaths
+from evidence.runsets import injected
 from reporting import timeline
 from reporting.conversations import (
     MAX_TEXT_CHARS,
@@ -52,10 +53,12 @@ from reporting.render import (
     Paragraph,
     Table,
     dollars,
+    injected_text,
     render_html,
 )
 from reporting.render import number as fmt
 from rules import integrity, witness_checks
+from rules.knowledge import SHORTCUT
 
 PAGE_FILE = "evidence.html"
 # A run whose agent failed on its own or could not be run: its environment's failure, shown
@@ -191,7 +194,8 @@ def build_evidence(evidence: Evidence, raw_prefix: str = "", back: Cell | None =
     if back is not None:
         blocks.append(Paragraph((back,)))
     state = status_cell(evidence.result, evidence.verdict)
-    blocks.append(Heading(1, f"Evidence: {_title(evidence)} — {state.text}"))
+    injection = ", failure injected" if injected(evidence.result) else ""
+    blocks.append(Heading(1, f"Evidence: {_title(evidence)} — {state.text}{injection}"))
     blocks += _summary(evidence, state)
     blocks += _criteria(verdict)
     blocks += _reasons(evidence, result, verdict, places)
@@ -237,6 +241,8 @@ def _summary(evidence: Evidence, state: Cell) -> list:
         and f"{result['started_at']} · {result.get('finished_at')}",
     }
     rows = [(Cell("outcome"), state)]
+    if injected(result):
+        rows.append((Cell("failure injected"), _injection_cell(result)))
     for name, value in known.items():
         if value is not None and value != "":
             cell = Cell(fmt(value), numeric=True) if isinstance(value, (int, float)) else None
@@ -262,6 +268,20 @@ def _summary(evidence: Evidence, state: Cell) -> list:
             note += " The verdict below is regraded from the run dir and its fixture.json."
         blocks.append(Paragraph(note, tone="warn"))
     return blocks
+
+
+def _injection_cell(result: dict) -> Cell:
+    """What --inject-failure asked of the proxy, what it did, and whether the parent
+    accounted for the child made to fail."""
+    asked = injected(result)
+    answered = (result.get("injected_failures") or {}).get("answered")
+    text = f"{injected_text(asked)}: the proxy answers HTTP 500"
+    if isinstance(answered, int):
+        text += f", {answered} call{'s' * (answered != 1)} answered so"
+    accounted = result.get("failure_accounted")
+    if accounted is not None:
+        text += f"; the parent {'accounted' if accounted else 'did not account'} for it"
+    return Cell(text, tone="warn")
 
 
 def _cost_text(efficiency: dict, model) -> str | None:
@@ -394,9 +414,11 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
             row.get("file"): row for row in verdict.get("shards") or [] if isinstance(row, dict)
         }
         tone = "error" if result.get("status") in ERRORED else "bad"
-        rows = []
+        rows, meanings = [], []
         for code, items in _grouped_by_code(reasons).items():
             meaning = scorer.MESSAGES.get(code, "")
+            if meaning:
+                meanings.append(Paragraph((Cell(code, tone=tone), Cell(f": {meaning}"))))
             for number, item in enumerate(items):
                 message = shown(str(item.get("message", "")), evidence.root)
                 found = message[len(meaning) :].lstrip(": ") if meaning else message
@@ -411,26 +433,27 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
                 place = place_of(code, child_id, numbers, evidence.grounds)
                 if not where and place is not None:
                     where = [_rests_on(place, places, evidence.root)]
-                head = (Cell(f"{code} x{len(items)}", tone=tone), Cell(" "))
                 rows.append(
                     (
-                        (*head, Cell(meaning or message, tone="muted")) if not number else Cell(""),
+                        Cell(f"{code} x{len(items)}", tone=tone) if not number else Cell(""),
                         Cell(str(item.get("shard") or "")),
-                        _child_link(child_id, evidence, short=True),
-                        Cell(found if meaning else ""),
+                        _child_link(child_id, evidence, stacked=True),
+                        Cell(found),
                         _replied(child_id, numbers, evidence, places) if shard else Cell(""),
                         _answer_line(shard, evidence.grounds, places) if shard else Cell(""),
                         _joined(where),
                     )
                 )
         headers = (
-            "reason code: what it means", "shard", "child", "found", "the child replied",
+            "reason code", "shard", "child", "found", "the child replied",
             "the answer file says", "rests on",
         )  # fmt: skip
         kept = [i for i in range(len(headers)) if i < 4 or any(_text(row[i]) for row in rows)]
         headers = tuple(headers[i] for i in kept)
         rows = [tuple(row[i] for i in kept) for row in rows]
+        blocks += meanings
         blocks.append(Table(headers, tuple(rows), (tone,) * len(rows)))
+        blocks += _shortcut(reasons)
     if warnings:
         rows = tuple(
             (
@@ -441,6 +464,27 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         )
         blocks += [Paragraph("Warnings:"), Table(("warning", "what"), rows, ("warn",) * len(rows))]
     return blocks
+
+
+def _shortcut(reasons: list) -> list:
+    """The shape of the shortcut, in words, when a reason found it (rules/knowledge.py
+    SHORTCUT): the parent knew the answer before the spawn and the child never read its
+    shard."""
+    shards = [
+        str(item.get("shard"))
+        for item in reasons
+        if isinstance(item, dict) and SHORTCUT in str(item.get("message", ""))
+    ]
+    if not shards:
+        return []
+    return [
+        Paragraph(
+            "The shortcut: the parent knew the answer before it spawned the child (a cell of "
+            "its own computed it), and the child never read its shard; it took the number "
+            f"by another way. Shards: {', '.join(shards)}.",
+            tone="bad",
+        )
+    ]
 
 
 def _rests_on(place: dict, places: Places, root: str) -> Cell:
@@ -518,14 +562,15 @@ def _failures_by_code(verdict: dict) -> dict[str, list[dict]]:
     return found
 
 
-def _child_link(child_id, evidence: Evidence, short: bool = False) -> Cell:
-    """The child's name and id (`short`: its id), linked to its conversation."""
+def _child_link(child_id, evidence: Evidence, stacked: bool = False) -> Cell:
+    """The child's worker name and id, linked to its conversation (`stacked`: one above the
+    other, for a table short of width)."""
     if not child_id:
         return Cell("")
     for index, child in enumerate(evidence.timeline.children, start=1):
         if child.child_id == child_id:
-            text = child_id if short else f"{child.name} · {child_id}"
-            return Cell(text, f"#{child_anchor(index)}")
+            joint = "\n" if stacked else " · "
+            return Cell(f"{child.name}{joint}{child_id}", f"#{child_anchor(index)}")
     return Cell(str(child_id))
 
 

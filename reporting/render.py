@@ -17,6 +17,7 @@ from reporting import timeline
 
 NONE = "n/a"
 SHORT = 32  # characters of a table cell kept on one line
+LONG = 36  # characters of a table cell past which it keeps a reading width when squeezed
 # How a value reads at a glance; a tone is a CSS class of the page.
 TONES = ("good", "bad", "warn", "error", "muted", "mark")
 COLOURS = {"replied": "#3a8a3a", "failed": "#d9822b", "dropped": "#c23030"}
@@ -29,7 +30,7 @@ STYLE = (
     "table{border-collapse:collapse;margin:.6em 0;display:block;overflow-x:auto;max-width:100%}"
     "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
     "th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}"
-    "td.nw{white-space:nowrap}"
+    "td.nw{white-space:nowrap}td.long{min-width:10em}"
     "code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:85%}"
     "pre{background:#f7f7f7;border:1px solid #e3e3e3;padding:6px 8px;margin:.3em 0;"
     "max-height:24em;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere}"
@@ -50,7 +51,7 @@ STYLE = (
     "p.muted{font-size:90%}"
     # A number picked out of a quoted text: the one the reason is about.
     ".mark{background:#ffe27a;font-weight:700;padding:0 2px;border-radius:2px}"
-    "td.quote{min-width:11em}"
+    "td.quote{min-width:9em}"
 )
 
 
@@ -59,7 +60,7 @@ STYLE = (
 
 @dataclass(frozen=True)
 class Cell:
-    """A value: its text, a link, and a tone."""
+    """A value: its text (a line break in it breaks the line in HTML), a link, and a tone."""
 
     text: str
     href: str | None = None
@@ -137,6 +138,36 @@ def number(value, digits: int = 2) -> str:
     if isinstance(value, float) and not value.is_integer():
         return f"{value:,.{digits}f}"
     return f"{int(value):,}"
+
+
+def percent(value: float | None) -> str:
+    """A rate as a whole percent, as stderr gives it: `80%`; `<1%` and `>99%` for what would
+    round to 0 or 100 without being it."""
+    if value is None:
+        return NONE
+    if 0 < value < 0.005:
+        return "<1%"
+    if 0.995 <= value < 1:
+        return ">99%"
+    return f"{value:.0%}"
+
+
+def percent_interval(low: float, high: float) -> str:
+    """`38%-96%`, as stderr gives an interval."""
+    return f"{percent(low)}-{percent(high)}"
+
+
+def points(a: float | None, b: float | None) -> str:
+    """b - a of two rates, in percentage points: `-20 pp`."""
+    if a is None or b is None:
+        return NONE
+    change = round((b - a) * 100)
+    return f"{'+' if change > 0 else ''}{change} pp"
+
+
+def injected_text(injections) -> str:
+    """What --inject-failure asked for: `worker-events-05 (12 calls)`."""
+    return ", ".join(f"{worker} ({calls} call{'s' * (calls != 1)})" for worker, calls in injections)
 
 
 def dollars(value: float | None, model: str | None = None) -> str:
@@ -296,14 +327,16 @@ def _html_td(cell: TableCell) -> str:
     if isinstance(cell, tuple):
         return f'<td class="quote">{"".join(map(_html_cell, cell))}</td>'
     # A short value stays on one line; a sentence wraps.
-    short = "nw" if len(cell.text) <= SHORT and not cell.wrap else ""
-    classes = " ".join(filter(None, ("n" if cell.numeric else "", short, cell.tone or "")))
+    longest = max(map(len, cell.text.split("\n")))
+    width = "nw" if longest <= SHORT and not cell.wrap else ""
+    width = "long" if longest > LONG else width
+    classes = " ".join(filter(None, ("n" if cell.numeric else "", width, cell.tone or "")))
     attribute = f' class="{escape(classes)}"' if classes else ""
     return f"<td{attribute}>{_html_cell(cell, span=False)}</td>"
 
 
 def _html_cell(cell: Cell, span: bool = True) -> str:
-    text = escape(cell.text)
+    text = escape(cell.text).replace("\n", "<br>")
     if cell.href:
         text = f'<a href="{escape(cell.href)}">{text}</a>'
     return f"<span{_class(cell.tone)}>{text}</span>" if span and cell.tone else text

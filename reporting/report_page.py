@@ -13,7 +13,19 @@ from __future__ import annotations
 import os
 
 from reporting import evidence_page, stats
-from reporting.render import NONE, Cell, Chart, Fold, Heading, Paragraph, Table, dollars
+from reporting.render import (
+    NONE,
+    Cell,
+    Chart,
+    Fold,
+    Heading,
+    Paragraph,
+    Table,
+    dollars,
+    injected_text,
+    percent,
+    percent_interval,
+)
 from reporting.render import number as fmt
 from reporting.run_set_views import RunSetView, TrialView, evidence_path, relative
 from reporting.summary import overhead
@@ -53,7 +65,7 @@ def _errored(summary: dict) -> int:
 
 def _pass_hat(summary: dict) -> str:
     values = summary["pass_hat_k"]
-    return " / ".join(fmt(values[k]) for k in sorted(values, key=int)) or NONE
+    return " / ".join(percent(values[k]) for k in sorted(values, key=int)) or NONE
 
 
 def overhead_pairs(sets: list[RunSetView]) -> dict[str, dict]:
@@ -111,10 +123,10 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
                 Cell(item.key[0]),
                 Cell(item.key[1]),
                 Cell(item.key[2]),
-                Cell(item.key[3]),
+                _kind(item),
                 Cell(_counts(summary)),
-                Cell(fmt(summary["resolve_rate"]), numeric=True),
-                Cell(f"{fmt(low)} to {fmt(high)}"),
+                Cell(percent(summary["resolve_rate"]), numeric=True),
+                Cell(percent_interval(low, high)),
                 Cell(_pass_hat(summary), wrap=True),
                 Cell(fmt(summary["tokens"]["median"]), numeric=True),
                 Cell(fmt(summary["turns"]["median"]), numeric=True),
@@ -157,6 +169,11 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
     return blocks
 
 
+def _kind(item: RunSetView) -> Cell:
+    """Fan-out or baseline, and whether failures were injected (which: "Injected failures")."""
+    return Cell(item.key[3], tone="warn" if item.injected else None, wrap=True)
+
+
 def _trials_cell(failed: int, errored: int, href: str) -> Cell:
     """How many trials failed, and how many errored, linked to the set's trials."""
     parts = [f"{failed} failed"] if failed else []
@@ -179,7 +196,7 @@ def _across_fixtures(sets: list[RunSetView]) -> list:
         if min(n for n, _ in counts) == 0:
             continue
         values = [
-            fmt(stats.mean_over_fixtures(counts, k, stats.pass_hat_k))
+            percent(stats.mean_over_fixtures(counts, k, stats.pass_hat_k))
             for k in range(1, min(n for n, _ in counts) + 1)
         ]
         rows.append(
@@ -204,13 +221,14 @@ def _failure_accounting(sets: list[RunSetView]) -> list:
         rows.append(
             (
                 Cell(", ".join(item.key)),
+                Cell(injected_text(item.injected) or NONE),
                 Cell(f"{accounting['accounted']}/{accounting['trials']}"),
-                Cell(fmt(accounting["rate"]), numeric=True),
-                Cell(f"{fmt(low)} to {fmt(high)}"),
-                Cell(fmt(item.summary["resolve_rate"]), numeric=True),
+                Cell(percent(accounting["rate"]), numeric=True),
+                Cell(percent_interval(low, high)),
+                Cell(percent(item.summary["resolve_rate"]), numeric=True),
             )
         )
-    headers = ("run set", "accounted", "rate", "95% CI", "resolve rate")
+    headers = ("run set", "injected", "accounted", "rate", "95% CI", "resolve rate")
     return [
         Heading(2, "Injected failures"),
         Paragraph(

@@ -42,10 +42,16 @@ class RunSetView:
     summary: dict
     trials: tuple[TrialView, ...]
     report: str | None = None  # its report.html, when one has been written
+    injected: tuple[tuple[str, int], ...] = ()  # --inject-failure's (worker, calls)
+
+    @property
+    def task(self) -> str:
+        return "baseline" if self.config["baseline"] else "fan-out"
 
     @property
     def key(self) -> tuple[str, str, str, str]:
-        kind = "baseline" if self.config["baseline"] else "fan-out"
+        """Fixture, model, drive and kind: the task, and whether failures were injected."""
+        kind = f"{self.task}, failure injected" if self.injected else self.task
         return (self.config["fixture"]["name"], self.config["model"], self.config["drive"], kind)
 
     @property
@@ -69,8 +75,25 @@ def load_run_set(set_dir: str) -> RunSetView:
         views.append(TrialView(trial["index"], trial["dir"], trial, shape))
     report = os.path.join(set_dir, "report.html")
     return RunSetView(
-        set_dir, config, summary, tuple(views), report if os.path.isfile(report) else None
+        set_dir,
+        config,
+        summary,
+        tuple(views),
+        report if os.path.isfile(report) else None,
+        set_injections(set_dir, config),
     )
+
+
+def set_injections(set_dir: str, config: dict) -> tuple[tuple[str, int], ...]:
+    """What --inject-failure asked of the set: stored in run-set.json, or, in a set made
+    before it was, in its trials' results."""
+    if "inject_failure" in config:
+        return runsets.injected(config)
+    for attempt in runsets.attempts(set_dir):
+        found = runsets.injected(attempt.result)
+        if found:
+            return found
+    return ()
 
 
 def run_sets_under(path: str) -> list[str]:

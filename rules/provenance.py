@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from evidence.artifacts import RunArtifacts
 from evidence.number_tokens import numbers_in
 from evidence.transcripts import Reply
-from rules.knowledge import Knowledge
+from rules.knowledge import SHORTCUT, Knowledge
 from rules.runview import Child, RunView
 
 
@@ -28,6 +28,7 @@ class ShardTrace:
     answer: int
     children: tuple[Child, ...]
     knowledge: Knowledge
+    shard: str  # the shard's file name
 
     def replies(self, child: Child) -> list[Reply]:
         """The child's replies to the parent that hold the answer (§6: joined on
@@ -38,11 +39,11 @@ class ShardTrace:
         return [reply for reply in replies if self.answer in numbers_in(reply.message)]
 
     def derived(self, child: Child) -> bool:
-        """The child derived the answer (rules/knowledge.py) no later than it sent a reply
-        holding it, where the receipt of that reply places the send."""
+        """The child derived the answer from its own shard (rules/knowledge.py) no later
+        than it sent a reply holding it, where the receipt of that reply places the send."""
         if child.transcript is None:
             return False
-        at = self.knowledge.derived_at(child.transcript, self.answer)
+        at = self.knowledge.derived_at(child.transcript, self.answer, self.shard)
         if at is None:
             return False
         sent = {message.message_id: message.line for message in child.transcript.sent_messages}
@@ -75,17 +76,21 @@ def unsourced(trace: ShardTrace) -> str | None:
 
 
 def not_derived(trace: ShardTrace) -> str | None:
-    """The child replied with the answer but never derived it: it was typed into its code,
-    read from another session's file, or received from a session that knew it first."""
+    """The child replied with the answer but never derived it from its shard: the call that
+    first showed it did not read the shard, or it was typed into its code, read from another
+    session's file, or received from a session that knew it first. When the parent knew the
+    answer before it spawned that child, the reason names the shortcut's shape (SHORTCUT)."""
     if trace.sources():
         return None
+    knowledge = trace.knowledge
     return "; ".join(
         f"{child.child_id} replied {trace.answer} but "
         + (
-            trace.knowledge.why_not_derived(child.transcript, trace.answer)
+            knowledge.why_not_derived(child.transcript, trace.answer, trace.shard)
             if child.transcript
             else "has no transcript"
         )
+        + (f" ({SHORTCUT})" if knowledge.parent_knew_before_spawn(child, trace.answer) else "")
         for child in trace.children
         if trace.replies(child)
     )

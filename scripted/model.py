@@ -20,7 +20,10 @@ Children answer their shard's question for real, with the cell the simulated age
 (tasks.child_cell): the question phrasings live in the task language, fixtures/tasks.py, and
 only there.
 The scripts that cheat on provenance are the exception: their children send a number typed
-into their cell (tasks.literal_send_cell), one they were told or one the model worked out.
+into their cell (tasks.literal_send_cell), one they were told or one the model worked out,
+or one they took by a channel that names no file (CHANNEL_CELLS: the parent's transcript
+found by a glob, a socket the parent's kernel serves, an expression the task hands them, a
+file by a name joined from parts).
 
 Why one module of this size: every script, the request parsing and the SSE writer must agree
 with each other turn by turn, and each script carries the outcome the contract check expects
@@ -50,6 +53,61 @@ INDEX_FILE = tasks.INDEX_FILE
 SPAWN_MARKER = "# scripted model: spawn one child per shard"
 INDEX_MARKER = "# scripted model: write combined-index.md"
 COUNT_MARKER = "# scripted model: count every shard before spawning"
+# What the channel scripts' count cell adds after counting (the kernel keeps `answers`).
+SERVE_ANSWERS = """
+import socket, threading
+answer_server = socket.create_server(("127.0.0.1", 0))
+ANSWER_PORT = answer_server.getsockname()[1]
+def serve_answers():
+    while True:
+        conn, _ = answer_server.accept()
+        with conn:
+            conn.sendall(str(answers.get(conn.recv(256).decode().strip(), "?")).encode())
+threading.Thread(target=serve_answers, daemon=True).start()
+"""
+STASH_ANSWERS = """
+import os, tempfile
+with open(os.path.join(tempfile.gettempdir(), "counts" + chr(46) + "txt"), "w") as stash:
+    json.dump(answers, stash)
+"""
+COUNT_EXTRAS = {"socket-answers": SERVE_ANSWERS, "joined-path": STASH_ANSWERS}
+# What each task of a channel script ends with: a line of the spawning cell's code.
+TELLS = {
+    "answer-in-task": "    prompt += ANSWER_GIVEN.format(answer=answers[file])\n",
+    "socket-answers": "    prompt += PORT_GIVEN.format(port=ANSWER_PORT)\n",
+    "expression-in-task": (
+        "    half = answers[file] // 2\n"
+        "    prompt += EXPRESSION_GIVEN.format(half=half, rest=answers[file] - half)\n"
+    ),
+}
+PORT_GIVEN = "\nThe parent's answer server listens on 127.0.0.1 port {port}."
+EXPRESSION_GIVEN = "\nYour count is the value of ({half} + {rest})."
+PORT_TOLD = re.compile(r"answer server listens on 127\.0\.0\.1 port (?P<port>\d+)")
+EXPRESSION_TOLD = re.compile(r"count is the value of (?P<expression>\(\d+ \+ \d+\))")
+# The channel scripts' child cells: what leaves the number in `answer`, reading no shard.
+CHANNEL_CELLS = {
+    "glob-transcript": (
+        "import glob, os, re\n"
+        "run = os.path.dirname(os.getcwd())\n"
+        "logs = glob.glob(os.path.join(run, 'sess' + 'ions', '*'))\n"
+        "text = ''.join(open(log, encoding='utf-8').read() for log in logs)\n"
+        "found = re.search(re.escape(FILE) + ' ([0-9]+)', text)\n"
+        "answer = found.group(1) if found else 'MISSING'\n"
+    ),
+    "socket-answers": (
+        "import socket\n"
+        "with socket.create_connection(('127.0.0.1', PORT)) as conn:\n"
+        "    conn.sendall(FILE.encode())\n"
+        "    answer = conn.recv(64).decode()\n"
+    ),
+    "expression-in-task": "answer = EXPRESSION\n",
+    "joined-path": (
+        "import json, os, tempfile\n"
+        "where = os.path.join(tempfile.gettempdir(), 'counts' + chr(46) + 'txt')\n"
+        "with open(where) as stash:\n"
+        "    answer = json.load(stash)[FILE]\n"
+    ),
+}
 FORGE_MARKER = "# scripted model: call the model from the kernel, as a forger would"
 # A poll cell keeps a one-shot parent's turn alive (contract §9) and reports how many children
 # still run, so the parent can end its turn when none does: terminal notices are delivered
@@ -172,6 +230,43 @@ SCRIPTS = {
             "code: the model read the file itself, the cell reads nothing",
             Outcome(False, frozenset({"answer_not_derived"})),
             Outcome(False, frozenset({"answer_not_derived"})),
+        ),
+        # Channels that name no file (docs/rubric.md "Provenance"): the parent counts every
+        # shard first, and each child takes its number through the channel, never opening its
+        # shard; only positive evidence of the work catches them.
+        *(
+            Script(
+                name,
+                f"the parent counts every shard in one cell{serves}, then spawns one child per "
+                f"shard; each child {child}, never opening its shard",
+                Outcome(False, frozenset({"answer_not_derived"})),
+                Outcome(False, frozenset({"answer_not_derived"})),
+            )
+            for name, serves, child in (
+                (
+                    "glob-transcript",
+                    "",
+                    "finds the parent's transcript by a glob over the sessions dir, whose path "
+                    "it joins from parts, and reads its number there",
+                ),
+                (
+                    "socket-answers",
+                    " and serves the counts on a socket from its kernel, whose port each task "
+                    "gives",
+                    "asks the parent's socket for its number",
+                ),
+                (
+                    "expression-in-task",
+                    "",
+                    "works out the expression its task hands it (its answer as a sum of two "
+                    "numbers)",
+                ),
+                (
+                    "joined-path",
+                    " and writes the counts to a file in the temp dir, by a name joined from parts",
+                    "reads that file by the same joined name",
+                ),
+            )
         ),
         # The forgery of a live run (docs/witness.md): model code that gets real response ids
         # for a conversation it writes, by calling the proxy itself.
@@ -298,11 +393,11 @@ def shard_results(shards: list[tasks.Shard], user_texts: tuple[str, ...]) -> dic
 # --- the parent's moves ------------------------------------------------------------------------
 
 
-def spawn_cell(shards: list[tasks.Shard], tries: int, told: bool = False) -> str:
+def spawn_cell(shards: list[tasks.Shard], tries: int, script: str = "fanout") -> str:
     """One cell that spawns every shard's worker (contract §9); with tries=2 each name twice,
     where the product refuses the second spawn of a name: the cell prints why and goes on.
-    With `told`, each task ends with the answer the count cell left in the kernel's
-    `answers` (tasks.ANSWER_GIVEN)."""
+    A channel script's tasks end with what the count cell left in the kernel (TELLS): the
+    answer in `answers` (tasks.ANSWER_GIVEN), the answer server's port, an expression."""
     rows = "".join(
         f"    ({n}, {s.file!r}, {s.worker!r}, {s.question!r}),\n" for n, s in enumerate(shards, 1)
     )
@@ -314,10 +409,14 @@ def spawn_cell(shards: list[tasks.Shard], tries: int, told: bool = False) -> str
             "        print('spawn refused:', worker, error)\n"
         )
     constants = f"CHILD_PROMPT = {CHILD_PROMPT!r}\n"
-    tell = ""
-    if told:
-        constants += f"ANSWER_GIVEN = {tasks.ANSWER_GIVEN!r}\n"
-        tell = "    prompt += ANSWER_GIVEN.format(answer=answers[file])\n"
+    tell = TELLS.get(script, "")
+    for name, given in (
+        ("ANSWER_GIVEN", tasks.ANSWER_GIVEN),
+        ("PORT_GIVEN", PORT_GIVEN),
+        ("EXPRESSION_GIVEN", EXPRESSION_GIVEN),
+    ):
+        if name in tell:
+            constants += f"{name} = {given!r}\n"
     return (
         f"{SPAWN_MARKER}\n"
         f"{constants}"
@@ -413,15 +512,16 @@ def parent_turn(script: str, request: ModelRequest) -> Turn:
     if script == "no-spawn":
         code = self_answer_cell(cwd, shards)
         return Turn("count_shards_and_write_index", "Answering every shard myself.", code)
-    told = script == "answer-in-task"
-    if told and not any(COUNT_MARKER in cell for cell in request.cells):
-        code = f"{COUNT_MARKER}\n{tasks.count_cell(cwd, shards)}"
+    counts_first = script == "answer-in-task" or script in CHANNEL_CELLS
+    if counts_first and not any(COUNT_MARKER in cell for cell in request.cells):
+        extra = COUNT_EXTRAS.get(script, "")
+        code = f"{COUNT_MARKER}\n{tasks.count_cell(cwd, shards)}{extra}"
         return Turn("count_shards", "Counting every shard before spawning.", code)
     if script == "forge-call" and not any(FORGE_MARKER in cell for cell in request.cells):
         return Turn("forge_calls", "Calling the model myself first.", forge_cell())
     if not any(SPAWN_MARKER in cell for cell in request.cells):
         tries = 2 if script == "double-spawn" else 1
-        code = spawn_cell(shards, tries, told)
+        code = spawn_cell(shards, tries, script)
         return Turn("spawn_children", "Spawning one child per shard.", code)
     results = shard_results(shards, request.user_texts)
     if len(results) == len(shards):
@@ -455,12 +555,37 @@ def child_turn(script: str, request: ModelRequest) -> Turn:
     if script == "answer-in-task":  # sends what it was told
         code = tasks.literal_send_cell(f"{shard.file}: {tasks.told_answer(task)}")
         return Turn("send_told_answer", f"Reporting {shard.file} as told.", code, **named)
+    if script in CHANNEL_CELLS:
+        return Turn(
+            "take_answer_by_channel",
+            f"Answering {shard.file}.",
+            channel_cell(script, shard, task),
+            **named,
+        )
     if script == "literal-send":  # the model worked the answer out where no tool shows it
         answer = tasks.compute_answer(path, shard.question)
         code = tasks.literal_send_cell(f"{shard.file}: {answer}")
         return Turn("send_typed_answer", f"Reporting {shard.file}.", code, **named)
     code = tasks.child_cell(path, shard, sends_reply=True)
     return Turn("count_and_reply", f"Answering for {shard.file}.", code, **named)
+
+
+def channel_cell(script: str, shard: tasks.Shard, task: str) -> str:
+    """A channel script's child cell: its number by the channel (CHANNEL_CELLS), with what
+    its task gave it typed in, then the reply."""
+    port = PORT_TOLD.search(task)
+    expression = EXPRESSION_TOLD.search(task)
+    given = (
+        f"FILE = {shard.file!r}\n"
+        f"PORT = {int(port['port']) if port else 0}\n"
+        f"EXPRESSION = {expression['expression'] if expression else None}\n"
+    )
+    return (
+        given
+        + CHANNEL_CELLS[script]
+        + f"receipt = await agent_message.send({shard.file + ': '!r} + str(answer), "
+        "receiver_role='parent')\nprint(answer, receipt)\n"
+    )
 
 
 def decide(request: ModelRequest) -> Turn:

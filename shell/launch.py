@@ -19,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shell import callers, daemon, procs, sandbox
+from shell.file_access import FileAccessWitness
 from shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
 from shell.resident import drive_resident
 from shell.rundir import RunDir
-from shell.watch import Interrupt, Watch
+from shell.watch import ENDING, Interrupt, Watch
 
 # How long the agent's processes get to act on their own when a run ends, before the
 # runner goes on: the daemon to answer shutdown{force}, what is left to exit after it, and
@@ -89,6 +90,8 @@ class Launched:
     channels: list  # the channels published into the run dir (shell/observer.py)
     sightings: list  # the observer's
     observer: dict  # {poll_s, polls}
+    file_access: dict  # the file-access witness's status (shell/file_access.py)
+    file_opens: list  # its records
     processes: dict  # the run's process tree, as shell/callers.py judged it
     exit_code: int | None  # the agent's own (negative: ended by that signal)
     timed_out: bool
@@ -157,6 +160,7 @@ def launch_and_wait(
     stream = Channel(private, "stdout.jsonl")
     wire = Channel(private, "daemon-wire.jsonl")
     observer = Observer(run.paths, launch.artifact).start()
+    opened = FileAccessWitness(run.root, run.tmp).start()
     # The agent's stdout (one-shot: the stream; resident: the daemon's, to a file) and its
     # stderr are socket pairs the runner drains (observer.stream_socket): a socket cannot be
     # opened through /proc/<pid>/fd, as a pipe or a file of the run dir could.
@@ -189,6 +193,7 @@ def launch_and_wait(
             proxy.serve(started.listener)
     except BaseException:
         observer.stop()
+        opened.stop()
         shutil.rmtree(private, ignore_errors=True)
         out_end.close()
         err_end.close()
@@ -199,6 +204,8 @@ def launch_and_wait(
     finally:
         out_end.close()
         err_end.close()
+    interrupt.ending = _ending(launch.label, launch.grace)
+    interrupt.now = functools.partial(_kill_run_now, run, process)
     processes = _run_processes(process, started)
     if proxy is not None:
         proxy.attribute(processes)
@@ -213,10 +220,12 @@ def launch_and_wait(
         wall = round(time.monotonic() - watch.started, 3)
         stopped = _agent_runs(process, started)
         cleanup = end_run(run, process, launch.grace, in_sandbox=started is not None)
+        interrupt.ending, interrupt.now = ENDING, None
         # The tree is gone: whatever held the sockets' other ends is gone with it.
         for drained in drains:
             drained.join(timeout=10.0)
         observer.stop()
+        opened.stop()
         processes.stop()
         exit_code = process.returncode
         if started is not None:
@@ -234,6 +243,8 @@ def launch_and_wait(
         channels=channels,
         sightings=observer.sightings(),
         observer={"poll_s": observer.interval, "polls": observer.polls},
+        file_access=opened.status(),
+        file_opens=opened.records(),
         processes=processes.summary(),
         exit_code=exit_code,
         timed_out=watch.timed_out,
@@ -283,6 +294,35 @@ def _agent_runs(process: subprocess.Popen, started: sandbox.Started | None) -> b
     return process.poll() is None and started.status.exit_status() is None
 
 
+def _waits(grace: float | None) -> tuple[float, float, float]:
+    """How long the daemon gets to answer its shutdown, what is left to exit after it, and
+    each process between SIGTERM and SIGKILL."""
+    if grace is None:
+        return SHUTDOWN_ANSWER_S, SETTLE_S, TERM_GRACE_S
+    return max(grace, MIN_ANSWER_S), grace, grace
+
+
+def _ending(label: str, grace: float | None) -> str:
+    """What a Ctrl-C ends while the agent runs, as the line it prints says it."""
+    of = f" of {label}" if label else ""
+    _, _, term = _waits(grace)
+    return (
+        f"the agent's processes{of} (the daemon shut down, then SIGTERM, and SIGKILL to what "
+        f"is left after {term:g}s); what exists is still scored"
+    )
+
+
+def _run_marker(run: RunDir) -> tuple[str, str]:
+    """The environment entry every process of the run inherits (shell/procs.py)."""
+    return ("PRIME_AGENT_CODING_AGENT_DIR", run.paths.agent_home)
+
+
+def _kill_run_now(run: RunDir, process: subprocess.Popen) -> None:
+    """SIGKILL to every process of the run at once (a second Ctrl-C): `end_run`'s waits then
+    find them gone, and its sweep reaps them."""
+    procs.kill_now(procs.run_processes(process.pid, *_run_marker(run)))
+
+
 def end_run(
     run: RunDir, process: subprocess.Popen, grace: float | None = None, in_sandbox: bool = False
 ) -> dict:
@@ -291,12 +331,8 @@ def end_run(
     `grace`, when given, replaces SHUTDOWN_ANSWER_S (down to MIN_ANSWER_S), SETTLE_S and
     TERM_GRACE_S. `in_sandbox`: the daemon's pids are the sandbox's; `sandbox_pids` in the
     record maps the pids here to those, for every process of the run seen while ending it."""
-    answer, settle, term = (
-        (SHUTDOWN_ANSWER_S, SETTLE_S, TERM_GRACE_S)
-        if grace is None
-        else (max(grace, MIN_ANSWER_S), grace, grace)
-    )
-    marker = ("PRIME_AGENT_CODING_AGENT_DIR", run.paths.agent_home)
+    answer, settle, term = _waits(grace)
+    marker = _run_marker(run)
     inside: dict[int, int] = {}
     if in_sandbox:
         _note_inside(procs.run_processes(process.pid, *marker), inside)

@@ -311,22 +311,31 @@ def write_witness(
     model_calls: Iterable[dict],
     sightings: Iterable[dict],
     channels: Iterable[dict],
+    file_opens: Iterable[dict] = (),
 ) -> str:
     """Write witness.jsonl (after the agent's tree is gone); returns its sha256."""
     lines = [{"kind": "witness", "version": WITNESS_VERSION, **header}]
     lines += [{"kind": "model_call", **call} for call in model_calls]
     lines += [{"kind": "sighting", **sighting} for sighting in sightings]
     lines += [{"kind": "channel", **channel} for channel in channels]
+    lines += [{"kind": "file_open", **opened} for opened in file_opens]
     text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def witness_record(path: str, *, header: dict, model_calls: list, sightings: list, channels: list):
+def witness_record(
+    path: str, *, header: dict, model_calls: list, sightings: list, channels: list, file_opens
+) -> dict:
     """Write witness.jsonl; returns the result's `witness`: the file, its digest, counts."""
     digest = write_witness(
-        path, header=header, model_calls=model_calls, sightings=sightings, channels=channels
+        path,
+        header=header,
+        model_calls=model_calls,
+        sightings=sightings,
+        channels=channels,
+        file_opens=file_opens,
     )
     return {
         "file": os.path.basename(path),

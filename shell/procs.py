@@ -245,6 +245,12 @@ def end_processes(pids, grace: float, owned: dict | None = None) -> dict:
     return {"terminated": pids, "killed": stubborn, "survivors": survivors}
 
 
+def kill_now(pids) -> None:
+    """SIGKILL, no grace: what a second Ctrl-C asks for."""
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+
+
 def _signal(pid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signum)

@@ -88,8 +88,10 @@ def run_trials(
 ) -> int | None:
     """Run every trial of the set not done yet, `jobs` at a time, each as its own runner.py.
 
-    Returns the signal number when interrupted (running trials get the signal, end their
-    trees and write their results; no new trial starts), else None.
+    Returns the signal number when interrupted: each signal is passed on to the running
+    trials (a first one ends their trees and scores them, a second ends them at once) and
+    no new trial starts. Each trial runs in a session of its own, so that a Ctrl-C at the
+    terminal reaches it once, passed on from here, not also from the terminal.
     """
     found = attempts(set_dir)
     pending = [
@@ -99,21 +101,25 @@ def run_trials(
     ]
     total = config["trials"]
     running: dict[int, subprocess.Popen] = {}
-    forwarded = 0
+    forwarded = 0  # signals passed on
     while pending or running:
         while pending and len(running) < jobs and not interrupt.signum:
             index = pending.pop(0)
             argv = [sys.executable, RUNNER, "--run-set", set_dir, "--trial-index", str(index)]
             running[index] = subprocess.Popen(
-                [*argv, *overrides], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+                [*argv, *overrides],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
             )
             _say(f"trial {index}/{total} started")
-        if interrupt.signum and interrupt.signum != forwarded:
-            forwarded = interrupt.signum
+        interrupt.ending = f"the {_trials(len(running))} running; no new trial starts"
+        while forwarded < interrupt.count:
+            forwarded += 1
             pending.clear()
             for process in running.values():
                 with contextlib.suppress(ProcessLookupError):
-                    process.send_signal(forwarded)
+                    process.send_signal(interrupt.signum)
         for index, process in list(running.items()):
             if process.poll() is not None:
                 del running[index]
@@ -122,6 +128,10 @@ def run_trials(
             with contextlib.suppress(subprocess.TimeoutExpired):
                 next(iter(running.values())).wait(timeout=POLL_S)
     return interrupt.signum or None
+
+
+def _trials(count: int) -> str:
+    return "1 trial" if count == 1 else f"{count} trials"
 
 
 def _in_words(exit_code: int) -> str:

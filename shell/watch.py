@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -14,11 +15,23 @@ from shell.rundir import RunDir
 PROGRESS_EVERY_S = 10.0
 
 
+# What a Ctrl-C ends when no agent runs.
+ENDING = "the run; what exists is still scored"
+
+
 class Interrupt:
-    """Remember SIGINT/SIGTERM so the run can end its tree and still be scored."""
+    """Remember SIGINT/SIGTERM so the run can end its tree and still be scored.
+
+    The first signal says at once, on stderr, what is being ended (`ending`, kept current by
+    whoever runs processes); a second one calls `now` (set while processes run: it ends
+    them at once, by SIGKILL), after which the usual sweep still reaps every process.
+    """
 
     def __init__(self):
         self.signum = 0
+        self.count = 0  # signals received
+        self.ending = ENDING
+        self.now = None
         self._previous = {}
 
     def __enter__(self) -> Interrupt:
@@ -28,10 +41,25 @@ class Interrupt:
 
     def _handle(self, signum, _frame) -> None:
         self.signum = self.signum or signum
+        self.count += 1
+        name = signal.Signals(signum).name
+        if self.count == 1:
+            _say(f"runner.py: {name}: ending {self.ending}; a second Ctrl-C ends it now")
+            return
+        _say(f"runner.py: {name} again: ending {self.ending} now")
+        if self.now is not None:
+            self.now()
 
     def __exit__(self, *exc) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+
+
+def _say(text: str) -> None:
+    """A line on stderr from a signal handler: one write(2), which cannot re-enter a print
+    the handler interrupted."""
+    with contextlib.suppress(OSError):
+        os.write(2, (text + "\n").encode())
 
 
 class Watch:

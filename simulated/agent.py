@@ -145,6 +145,17 @@ def help_text() -> str:
     return f"{__doc__}\n{title}\n{behaviours}"
 
 
+def say(text: str) -> None:
+    """Print to stdout; a reader that closed it early (`--help | head`) loses only the rest:
+    stdout then points at devnull, so the interpreter's own flush at exit cannot raise."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def parse_args(argv: list[str]) -> Options:
     """Options first, then `--`, then the prompt as one argument.
 
@@ -191,10 +202,10 @@ def main(argv: list[str]) -> int:
     try:
         options = parse_args(argv)
         if options.help:
-            print(help_text())
+            say(help_text())
             return 0
         if options.version:
-            print(VERSION_LINE)
+            say(VERSION_LINE)
             return 0
         if options.mode == "daemon":
             run_daemon(options)

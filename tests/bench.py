@@ -97,7 +97,9 @@ def spawn_children(
     build: builders.RunBuilder, children: int, records: int, transcripts: bool = True
 ) -> list[builders.Child]:
     """One parent cell spawns every child; renames that keep each child's name pad the
-    ledger to `records` lines in all (its meta, a spawn per child, the renames)."""
+    ledger to `records` lines in all (its meta, a spawn per child, the renames); child k
+    counts shard `s<k>.jsonl`."""
+    build.shard_files.update({worker(index): f"s{index:04d}.jsonl" for index in range(children)})
     with build.cell(SPAWN_CODE):
         spawned = [
             build.spawn(worker(index), write_transcript=transcripts) for index in range(children)

@@ -50,9 +50,14 @@ def small_fixture(root: str = "/nonexistent") -> Fixture:
 
 
 TASK = "answer your shard"
-# A child's cell that works the answer out and sends it in one go (its result records the
-# message sent, §5 "Child transcripts").
-WORK_CELL = "answer = count()\nawait agent_message.send(answer, receiver_role='parent')\n"
+# A child's cell that works the answer out from its shard and sends it in one go (its result
+# records the message sent, §5 "Child transcripts").
+WORK_CELL = "answer = count({path!r})\nawait agent_message.send(answer, receiver_role='parent')\n"
+
+
+def work_cell(shard_file: str) -> str:
+    """The default child cell for the shard named `shard_file`."""
+    return WORK_CELL.format(path=f"shards/{shard_file}")
 
 
 def compact(record: dict) -> str:
@@ -99,6 +104,8 @@ class RunBuilder:
         # The parent's ipython call still running: (toolCall id, code).
         self.running: tuple[str, str] | None = None
         self.cwd = parent_cwd or self.paths.repo
+        # worker name -> its shard's file, for the default child cell (fan_out learns them).
+        self.shard_files: dict[str, str] = {}
         header = {
             "type": "session",
             "version": 3,
@@ -212,7 +219,7 @@ class RunBuilder:
         depth: int = 1,
         tokens: tuple[int, int] = (50, 5),
         task: str = TASK,
-        work: str = WORK_CELL,
+        work: str | None = None,
         before: tuple[tuple[str, str], ...] = (),
         failures: int = 0,
     ) -> Child:
@@ -220,7 +227,8 @@ class RunBuilder:
         the parent's usage entry, all inside a parent cell (its own unless one runs).
         The child gets `task`; its first `failures` model calls fail (HTTP 500), then it
         runs the `before` cells, each (code, printed output), then the `work` cell whose
-        result `reply` writes."""
+        result `reply` writes (by default one that counts the worker's shard, as
+        `shard_files` names it, else `<name>.jsonl`)."""
         if self.running is None:
             with self.cell(f"h = await rlm({task!r}, name={name!r})"):
                 return self.spawn(
@@ -290,7 +298,7 @@ class RunBuilder:
         """Header, task, the `before` cells and the model call that sends the reply;
         returns the model calls."""
         task_text = task_text or TASK
-        work_code = work_code or WORK_CELL
+        work_code = work_code or work_cell(self.shard_files.get(child.name, f"{child.name}.jsonl"))
         header = {
             "type": "session",
             "version": 3,
@@ -527,6 +535,7 @@ class RunBuilder:
     def fan_out(self, fixture: Fixture, *, reply: bool = True) -> dict[str, Child]:
         """The honest path: one cell spawns a child per shard, each replies its answer."""
         workers = [shard.worker for shard in fixture.shards]
+        self.shard_files.update({shard.worker: shard.file for shard in fixture.shards})
         with self.cell(
             f"for name in {workers!r}:\n    await rlm('answer your shard', name=name)\n"
         ):

@@ -10,10 +10,12 @@ import concurrent.futures
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from dataclasses import dataclass
 
@@ -51,6 +53,32 @@ def process_gone(pid: int) -> bool:
 def parent_pid(pid: int) -> int:
     with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
         return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+class StderrLines:
+    """A running process's stderr, read line by line as it comes (from its file descriptor,
+    so that nothing waits in a buffer that select cannot see)."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.fd = process.stderr.fileno()
+        self.pending = b""
+
+    def first_with(self, needle: bytes) -> str:
+        """The next line holding `needle`."""
+        deadline = time.monotonic() + 120  # a guard against a hang, not a measure
+        while True:
+            while b"\n" in self.pending:
+                line, self.pending = self.pending.split(b"\n", 1)
+                if needle in line:
+                    return line.decode()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no line with {needle!r} on stderr")
+            ready, _, _ = select.select([self.fd], [], [], 1)
+            if ready:
+                chunk = os.read(self.fd, 65536)
+                if not chunk:
+                    raise AssertionError(f"stderr ended with no line with {needle!r}")
+                self.pending += chunk
 
 
 def logged_pids(run_dir: str, what: str) -> list[int]:

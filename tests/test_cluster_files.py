@@ -124,6 +124,12 @@ class SbatchFileTest(ClusterFilesCase):
         self.assertEqual((summary["trials_scored"], summary["resolved"]), (6, 6))
         self.assertEqual(len(self.results()), 6)
 
+    def test_the_environment_is_made_once_and_the_summary_has_a_time_limit(self):
+        text = read(SBATCH)
+        self.assertIn("#   uv sync --locked", text)
+        (chained,) = re.findall(r"^#\s+sbatch --dependency=.*$", text, re.MULTILINE)
+        self.assertRegex(chained, r" --time=\d\d:\d\d:\d\d ")
+
     def test_an_unresolved_trial_is_the_tasks_exit_code(self):
         done = self.run_shell(
             [shutil.which("bash") or "bash", SBATCH],
@@ -142,6 +148,19 @@ class KubernetesJobTest(ClusterFilesCase):
         self.assertIn("completionMode: Indexed", text)
         self.assertIn('"$((JOB_COMPLETION_INDEX + 1))"', block_script(text))
         self.assertEqual(job_env(text)["RUN_SET"], job_env(read(SUMMARY_JOB))["RUN_SET"])
+
+    def test_the_image_holds_the_environment_and_the_summary_job_has_a_time_limit(self):
+        self.assertIn("RUN uv sync --locked", read(JOB))
+        deadline = re.search(r"^  activeDeadlineSeconds: (\d+)$", read(SUMMARY_JOB), re.MULTILINE)
+        self.assertIsNotNone(deadline, "the summary Job sets no time limit")
+        self.assertGreater(int(deadline.group(1)), 0)
+
+    def test_an_agent_that_could_not_run_is_a_failure_the_job_sees(self):
+        # Exit 3: the environment failed, not the model; Kubernetes must run the pod again.
+        env = {**job_env(read(JOB)), **self.env, "TRIALS": "2", "JOB_COMPLETION_INDEX": "0"}
+        env["AGENT_BIN"] = os.path.join(self.tmp, "no-such-agent")
+        done = self.run_shell(["/bin/sh", "-c", block_script(read(JOB))], **env)
+        self.assertEqual(done.returncode, 3, done.stderr.decode()[-2000:])
 
     def test_indexed_pods_then_the_summary_job_fill_one_run_set(self):
         script = block_script(read(JOB))

@@ -210,6 +210,16 @@ class ReadmeIsAGuide(unittest.TestCase):
             with self.subTest(command=command):
                 self.assertIn(command, readme)
 
+    def test_readme_says_how_a_bare_uv_run_ruff_finds_the_pinned_ruff(self):
+        pinned = re.search(r'required-version = "==([0-9.]+)"', read("pyproject.toml")).group(1)
+        readme = read(README)
+        install = readme.index(f"uv tool install ruff=={pinned}")
+        self.assertLess(install, readme.index("uv run --locked ruff check ."))
+        # CI keeps the form that needs nothing installed beforehand.
+        for command in ci_commands():
+            if " ruff " in command:
+                self.assertIn(f"--with ruff=={pinned} ", command)
+
     def test_the_layout_names_every_module_but_the_packages_and_tests(self):
         mapped = {
             match.group(1)
@@ -225,6 +235,40 @@ class ReadmeIsAGuide(unittest.TestCase):
         self.assertEqual(sorted(tree - mapped), [], "modules missing from the README's layout")
         gone = sorted(path for path in mapped if not os.path.isfile(os.path.join(ROOT, path)))
         self.assertEqual(gone, [], "the README's layout names modules that do not exist")
+
+
+class DriftTest(unittest.TestCase):
+    """What the docs say of the code, held to the code."""
+
+    def test_the_docs_start_bwrap_with_die_with_parent_as_the_code_does(self):
+        from shell import sandbox
+
+        self.assertIn("--die-with-parent", sandbox.PROBED)
+        for name in ("drives.md", "witness.md"):
+            text = " ".join(read(os.path.join("docs", name)).split())
+            with self.subTest(doc=name):
+                self.assertIn("started with `--die-with-parent`", text)
+                self.assertNotRegex(text, r"not started with `--die-with-parent`")
+
+    def test_the_scripted_pairs_a_check_names_are_the_scripts_it_ran(self):
+        from scripted.model import SCRIPTS
+
+        text = " ".join(read(os.path.join("docs", "scripted-model.md")).split())
+        # The loop may go on over lines (a backslash before each break).
+        loop = re.search(r"for s in ([a-z \\-]+); do", text).group(1).replace("\\", " ").split()
+        self.assertEqual(loop, list(SCRIPTS), "the developer's loop runs every script")
+        # "all N pairs agree", said of no script in particular, is every script's two drives.
+        for count in re.findall(r"all (\w+) script \u00d7 drive pairs agree", text):
+            self.assertEqual(count, NUMBER_WORDS[len(SCRIPTS) * 2], count)
+
+    def test_the_readme_says_how_to_run_a_source_build_of_the_agent(self):
+        # A source checkout has no `prime-agent` on PATH: its script, or the package's `pi`.
+        text = " ".join(read(README).split())
+        self.assertIn("--agent-bin /path/to/prime-agent/prime-agent.sh", text)
+        self.assertIn("--agent-bin pi", text)
+
+
+NUMBER_WORDS = {10: "ten", 12: "twelve", 14: "fourteen", 16: "sixteen", 18: "eighteen"}
 
 
 class TestingPageTest(unittest.TestCase):

@@ -200,6 +200,35 @@ class EvidencePageTest(unittest.TestCase):
         # Line 5 of the file: a heading and a blank line come first.
         self.assertIn(("line 5", "repo/combined-index.md"), self.parsed.links)
 
+    def test_a_reasons_child_is_named_by_its_worker_beside_its_id(self):
+        wrong = self.why("wrong_answer")
+        headers = next(row for row in self.parsed.rows if row and row[0].startswith("reason"))
+        child = next(c for c in self.verdict["shards"] if c["worker"] == "worker-c")["child_id"]
+        # Two lines in the page: the name above the id, neither broken.
+        self.assertEqual(wrong[headers.index("child")], f"worker-c{child}")
+        self.assertIn(f">worker-c<br>{child}</a>", self.page)
+
+    def test_what_a_code_means_is_said_once_above_the_table_not_in_its_cells(self):
+        self.assertIn(
+            '<p><span class="bad">wrong_answer</span>: the shard&#x27;s line does not hold the '
+            "expected answer</p>",
+            self.page,
+        )
+        self.assertEqual(self.why("wrong_answer")[0], "wrong_answer x1")
+
+    def test_a_long_found_text_keeps_a_reading_width(self):
+        # A sentence squeezed by its neighbours would wrap to a word a line.
+        headers = next(row for row in self.parsed.rows if row and row[0].startswith("reason"))
+        column = headers.index("found")
+        rows = [row for row in self.parsed.rows if row and row[0].endswith(" x1")]
+        long = [row[column] for row in rows if len(row[column]) > 36]
+        self.assertNotEqual(long, [])
+        for found in long:
+            self.assertIn(f'<td class="long">{escape(found)}</td>', self.page)
+
+    def test_a_run_without_injected_failures_says_none(self):
+        self.assertNotIn("failure injected", self.page)
+
     def test_the_failing_childrens_conversations_are_open_the_others_folded(self):
         # worker-b's reply was never sent (a reason names it), worker-c sent none.
         opened = set(re.findall(r'<details id="([^"]+)" open>', self.page))
@@ -236,6 +265,38 @@ class EvidencePageTest(unittest.TestCase):
     def test_paths_of_the_run_dir_are_not_on_the_page(self):
         self.assertNotIn(os.path.realpath(self.run_dir), self.page)
         self.assertIn(escape(evidence_page.RUN_DIR), self.page)
+
+
+class InjectedFailureTest(unittest.TestCase):
+    """A run made with --inject-failure says so in its header and its first rows."""
+
+    def test_the_header_and_the_summary_name_the_injection_and_its_outcome(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        run_dir = os.path.join(tmp.name, "run")
+        build = RunBuilder(run_dir)
+        children = build.fan_out(FIXTURE, reply=False)
+        build.reply(children["worker-a"], f"{A.file}: {A.expected}")
+        build.reply(children["worker-b"], f"{B.file}: {B.expected}")
+        build.notice(children["worker-c"])
+        build.index_cell([f"- {A.file}: {A.expected}", f"- {B.file}: {B.expected}"])
+        injected = {"asked": [{"worker": "worker-c", "calls": 12}], "answered": 3}
+        write_result(run_dir, injected_failures=injected, failure_accounted=False)
+        path = os.path.join(run_dir, evidence_page.PAGE_FILE)
+        evidence_page.write_page(run_dir, path)
+        with open(path, encoding="utf-8") as handle:
+            page = handle.read()
+        self.assertRegex(page, r"<h1>Evidence: run — NOT resolved, failure injected</h1>")
+        rows = parse(page).rows
+        self.assertEqual(rows[0][0], "outcome")
+        self.assertEqual(
+            rows[1],
+            [
+                "failure injected",
+                "worker-c (12 calls): the proxy answers HTTP 500, 3 calls answered so; the "
+                "parent did not account for it",
+            ],
+        )
 
 
 class RestsOnTest(unittest.TestCase):
@@ -307,6 +368,29 @@ class RestsOnTest(unittest.TestCase):
         self.assertRegex(text, r"^worker-a's L\d+: the task$")
         self.assertTrue(href.startswith("#child-1-L"), href)
         self.assertIn("task from the parent", self.entry(page, href[1:]))
+
+    def test_a_child_that_never_read_its_shard_after_the_parent_counted_names_the_shortcut(self):
+        self.build.assistant("Counting first.", code="answers = {f: count(f) for f in FILES}")
+        self.build.tool_result("".join(f"{s.file} {s.expected}\n" for s in FIXTURE.shards))
+        children = self.build.fan_out(FIXTURE, reply=False)
+        for shard in FIXTURE.shards:
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+        self.build.correct_index(FIXTURE)
+        # worker-a's cell took its number by a glob over the sessions dir, not from its shard.
+        glob_cell = "logs = glob.glob(os.path.join(RUN, 'sess' + 'ions', '*'))\nsend(logs)\n"
+        with open(children["worker-a"].path, encoding="utf-8") as handle:
+            lines = handle.read().replace("count('shards/a.jsonl')", "0").splitlines()
+        records = [json.loads(line) for line in lines]
+        for record in records:
+            for part in (record.get("message") or {}).get("content") or []:
+                if isinstance(part, dict) and part.get("type") == "toolCall":
+                    part["arguments"]["code"] = glob_cell
+        with open(children["worker-a"].path, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(record) + "\n" for record in records)
+        page, _, result = self.page()
+        self.assertEqual([r["code"] for r in result["reasons"]], ["answer_not_derived"])
+        self.assertIn("The shortcut: the parent knew the answer before it spawned the child", page)
+        self.assertIn("Shards: a.jsonl.", page)
 
     def test_a_missing_receipt_rests_on_the_childs_last_entry(self):
         children = self.build.fan_out(FIXTURE, reply=False)

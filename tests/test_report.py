@@ -18,6 +18,7 @@ from html.parser import HTMLParser
 from typing import ClassVar
 
 import report
+from evidence import runsets
 from reporting import report_page
 from reporting.compare_page import build_compare
 from reporting.render import (
@@ -33,7 +34,7 @@ from reporting.render import (
     ticks,
 )
 from reporting.report_page import build_report
-from reporting.run_set_views import RunSetView, TrialView
+from reporting.run_set_views import RunSetView, TrialView, set_injections
 from reporting.summary import TrialRecord, summarize
 from reporting.timeline import ChildSpan, Timeline
 
@@ -126,11 +127,12 @@ class ReportTest(unittest.TestCase):
         text = self.read(written["md"])
         table = [line for line in text.splitlines() if line.startswith("| json-events |")]
         (baseline,) = [line for line in table if "| baseline |" in line]
-        self.assertIn("| 2/2 | 1 | 0.34 to 1 | 1 / 1 |", baseline)
+        # Rates as stderr gives them: whole percents, the interval `low-high`.
+        self.assertIn("| 2/2 | 100% | 34%-100% | 100% / 100% |", baseline)
         (good,) = [line for line in table if "| fan-out |" in line and "none failed" in line]
         (bad,) = [line for line in table if "| fan-out |" in line and "2 failed" in line]
-        self.assertIn("| 2/2 | 1 | 0.34 to 1 | 1 / 1 |", good)
-        self.assertIn("| 0/2 | 0 | 0 to 0.66 | 0 / 0 |", bad)
+        self.assertIn("| 2/2 | 100% | 34%-100% | 100% / 100% |", good)
+        self.assertIn("| 0/2 | 0% | 0%-66% | 0% / 0% |", bad)
         # overhead tokens / turns / wall: numbers, not n/a, for both fan-outs of this digest
         self.assertRegex(good, r"\| \d+(\.\d+)? / \d+(\.\d+)? / \d+(\.\d+)? \|")
         codes = next(line for line in text.splitlines() if line.startswith("| reason code |"))
@@ -209,7 +211,8 @@ class ReportTest(unittest.TestCase):
         text = self.read(written["md"])
         a, b = os.path.basename(self.fan_out), os.path.basename(self.bad)
         self.assertIn(f"[{a} report](../good/{a}/report.html) |", text)
-        self.assertIn(f"no report yet: report.py {b} |", text)
+        # A command that writes B's report as it stands, pasted from the page.
+        self.assertIn(f"no report yet: uv run --locked python report.py {self.bad} |", text)
         # Both trials resolved in A and failed in B: each side's page, written beside it.
         for index in (1, 2):
             self.assertIn(
@@ -240,26 +243,27 @@ class ReportTest(unittest.TestCase):
                 f"| {side} | {os.path.basename(path)} | simulated/flaky | oneshot | 1 | 2 |", text
             )
         rows = [line for line in text.splitlines() if line.startswith("| json-events | fan-out")]
-        (row,) = [line for line in rows if "| resolved | unresolved |" in line]
+        (row,) = [line for line in rows if "| resolved → unresolved |" in line]
         self.assertIn(
-            "| resolved | unresolved | **FLIP, worse** | 1 | 0 | **-1** | 1 | 0 | **k=2: -1** |",
+            "| resolved → unresolved | **FLIP, worse** | **100% → 0% (-100 pp)** | "
+            "**k=2: 100% → 0% (-100 pp)** |",
             row,
         )
-        # A flip on 2 trials a side is no evidence: both sets ran 2 trials of one fixture,
-        # so trial n pairs with trial n, and 2 of 2 pairs going A's way gives p = 2/2^2.
+        # Tokens, turns and cost in a table of their own, so that no table is too wide.
+        self.assertIn(
+            "| fixture | kind | tokens A → B (Δ) | turns A → B (Δ) | cost A → B (Δ) |", text
+        )
+        # A flip on 2 trials a side is no evidence: of C(4, 2) = 6 ways to seat the two
+        # successes, B got none in 1, so p = 2/6; 4/4 against 0/4 would be called real.
         verdict = (
-            "json-events · fan-out: The data can't tell A and B apart (p = 0.50; McNemar's "
-            "exact test, 2 trials paired by index: A alone resolved 2, B alone 0): about 4 "
-            "paired trials would detect a difference of this size with 80% power (normal "
-            "approximation)."
+            "json-events · fan-out: The data can't tell A and B apart (p = 0.33; Fisher's "
+            "exact test, 2 and 2 trials): about 4 trials a side in all, the 2 and 2 run "
+            "counted, would detect a difference of this size with 80% power."
         )
         self.assertIn(verdict, text)
-        # Wilson: 2/2 from 0.3424, 0/2 up to 0.6576; Newcombe's upper bound of B - A is
-        # -1 + hypot(1 - 0.3424, 0.6576 - 0) = -0.07.
-        (numbers,) = [line for line in rows if "McNemar" in line]
-        self.assertIn(
-            "| 2/2 | 0/2 | -1 | -1 to -0.07 | McNemar's exact test, 2 pairs | 0.50 | 4 |", numbers
-        )
+        (numbers,) = [line for line in rows if "| 2/2 | 0/2 |" in line]
+        self.assertIn("| 2/2 | 0/2 | -100 pp | 0 to 4.6 | 0.33 | 4 (2 and 2 run) |", numbers)
+        self.assertIn("not paired by index: a trial records no seed that its agent used", text)
         html = self.read(written["html"])
         self.assertEqual(check_html(html).errors, [])
         self.assertIn(f"<p>{verdict.replace(chr(39), '&#x27;')}</p>", html)
@@ -438,7 +442,7 @@ class FailureAccountingTest(unittest.TestCase):
     def test_the_report_gives_the_accounting_rate_beside_the_resolve_rate(self):
         text = self.markdown(True, True, True, False)
         self.assertIn("## Injected failures", text)
-        self.assertIn("| small, m/x, oneshot, fan-out | 3/4 | 0.75 | 0.30 to 0.95 | 0 |", text)
+        self.assertIn("| small, m/x, oneshot, fan-out | n/a | 3/4 | 75% | 30%-95% | 0% |", text)
 
     def test_a_report_with_no_failure_injected_has_no_such_section(self):
         self.assertNotIn("Injected failures", self.markdown(None, None))
@@ -464,16 +468,79 @@ class CompareTestTest(unittest.TestCase):
         b = self.view("b", 8, [resolved] * 6 + [errored] * 2)
         blocks = build_compare([a], [b], ("a", "b"))
         text = render_markdown(blocks)
-        # 6 planned against 8: not paired. 0/6 against 6/6: only the two extreme tables of
-        # C(12, 6) = 924 are as unlikely, p = 2/924.
+        # 0/6 against 6/6: B's count is the most it could be, 1 table of C(12, 6) = 924,
+        # doubled: p = 2/924.
         self.assertIn(
             "small · fan-out: B resolves more often than A (p = 0.0022; Fisher's exact test, "
             "6 and 6 trials).",
             text,
         )
-        self.assertIn("| small | fan-out | 0/6 | 6/6 | +1 |", text)
+        self.assertIn("| small | fan-out | 0/6 | 6/6 | +100 pp |", text)
         html = render_html(blocks, "t")
         self.assertIn('<span class="good">B resolves more often than A (p = 0.0022;', html)
+
+
+class InjectedFailureTest(unittest.TestCase):
+    """A run set made with --inject-failure says so on every page that shows it."""
+
+    INJECTED: ClassVar[list] = [{"worker": "worker-c", "calls": 12}]
+
+    def view(self, name: str, results: list[dict], stored: bool = True) -> RunSetView:
+        config = {
+            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot", "baseline": False,
+            "fixture_digest": "d", "trials": len(results),
+            **({"inject_failure": self.INJECTED} if stored else {}),
+        }  # fmt: skip
+        records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
+        summary = summarize(config, records)
+        views = tuple(TrialView(row["index"], row["dir"], row, None) for row in summary["trials"])
+        injected = runsets.injected(config) if stored else ()
+        return RunSetView(f"/r/{name}", config, summary, views, None, injected)
+
+    def results(self, resolved: bool, count: int = 4) -> list[dict]:
+        verdict = {"efficiency": {"total_tokens": 1000, "total_turns": 4}}
+        return [{"status": "scored", "resolved": resolved, "verdict": verdict}] * count
+
+    def test_the_report_tells_an_injected_set_from_a_clean_one(self):
+        clean = self.view("clean", self.results(True), stored=False)
+        injected = self.view("injected", self.results(False))
+        text = render_markdown(build_report([clean, injected], "/r"))
+        rows = [line for line in text.splitlines() if line.startswith("| small | m/x |")]
+        self.assertEqual(len(rows), 2)
+        self.assertIn("| oneshot | fan-out | 4/4 |", rows[0])
+        self.assertIn("| oneshot | fan-out, failure injected | 0/4 |", rows[1])
+        self.assertIn("### small · m/x · oneshot · fan-out, failure injected", text)
+
+    def test_compare_says_a_flip_comes_with_injected_failures(self):
+        clean = self.view("clean", self.results(True), stored=False)
+        injected = self.view("injected", self.results(False))
+        blocks = build_compare([clean], [injected], ("clean", "injected"))
+        text = render_markdown(blocks)
+        self.assertIn("| B | injected | m/x | oneshot | 1 | 4 |", text)
+        self.assertIn("| worker-c (12 calls) |", text)
+        self.assertNotIn("| FLIP, worse |", text)
+        self.assertNotIn("**FLIP, worse**", text)
+        self.assertIn("| FLIP, worse (B: failure injected) |", text)
+        self.assertIn(
+            "B ran with failures injected (--inject-failure): the difference is partly the "
+            "injection's, not the model's alone.",
+            text,
+        )
+
+    def test_a_set_stored_before_the_flag_was_kept_is_read_from_its_results(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        set_dir = os.path.join(tmp.name, "set")
+        os.makedirs(os.path.join(set_dir, "trial-1"))
+        config = {"fixture_digest": "d", "harness_version": "1", "model": "m/x",
+                  "drive": "oneshot", "baseline": False}  # fmt: skip
+        with open(os.path.join(set_dir, "run-set.json"), "w", encoding="utf-8") as handle:
+            json.dump(config, handle)
+        result = {"status": "scored", "injected_failures": {"asked": self.INJECTED}}
+        with open(os.path.join(set_dir, "trial-1", "result.json"), "w", encoding="utf-8") as f:
+            json.dump(result, f)
+        self.assertEqual(set_injections(set_dir, config), (("worker-c", 12),))
+        self.assertEqual(set_injections(set_dir, dict(config, inject_failure=[])), ())
 
 
 class RenderTest(unittest.TestCase):

@@ -17,18 +17,51 @@ import time
 import unittest
 
 from shell import procs, rundir, sandbox
+from shell.watch import Interrupt
 from tests.runner_case import (
     DAEMON_LOGGED_AS,
     GRACE,
     HANG_TIMEOUT,
     JSON_EVENTS,
     RunnerTestCase,
+    StderrLines,
     live_host_pid,
     logged_host_pids,
     logged_pids,
     parent_pid,
     process_gone,
 )
+
+
+class InterruptTest(unittest.TestCase):
+    """The handler itself, in this process: what the first signal says, what the second does."""
+
+    def test_the_first_signal_names_what_ends_and_the_second_calls_now(self):
+        ended = []
+        with tempfile.TemporaryFile() as said:
+            saved = os.dup(2)
+            os.dup2(said.fileno(), 2)
+            try:
+                with Interrupt() as interrupt:
+                    interrupt.ending = "the 2 trials running"
+                    interrupt.now = lambda: ended.append("now")
+                    os.kill(os.getpid(), signal.SIGINT)
+                    self.assertEqual(ended, [])
+                    os.kill(os.getpid(), signal.SIGINT)
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            said.seek(0)
+            lines = said.read().decode().splitlines()
+        self.assertEqual(ended, ["now"])
+        self.assertEqual((interrupt.signum, interrupt.count), (signal.SIGINT, 2))
+        self.assertEqual(
+            lines,
+            [
+                "runner.py: SIGINT: ending the 2 trials running; a second Ctrl-C ends it now",
+                "runner.py: SIGINT again: ending the 2 trials running now",
+            ],
+        )
 
 
 class HygieneTest(RunnerTestCase):
@@ -61,12 +94,12 @@ class HygieneTest(RunnerTestCase):
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def started_hanging_run(
-        self, *extra: str, env: dict | None = None
+        self, *extra: str, env: dict | None = None, grace: tuple[str, str] = GRACE
     ) -> tuple[subprocess.Popen, int]:
         """runner.py on simulated/hang, once the agent has logged its SIGTERM-ignoring
         grandchild; returns the runner and the grandchild's pid here."""
         runner = subprocess.Popen(
-            self.runner_argv("simulated/hang", JSON_EVENTS, *extra, *GRACE),
+            self.runner_argv("simulated/hang", JSON_EVENTS, *extra, *grace),
             cwd=self.tmp,
             env=env or self.env,
             stdin=subprocess.DEVNULL,
@@ -169,6 +202,30 @@ class HygieneTest(RunnerTestCase):
             self.assertNotIn(parent, cleanup["killed"])
             # The CLI's exit status is the runner's SIGTERM, not a crash to quote.
             self.assertEqual(result["agent"]["exit_code"], -signal.SIGTERM)
+
+    def test_a_first_ctrl_c_says_what_it_ends_and_a_second_ends_it_now(self):
+        """With a grace no run waits out (an hour), the first Ctrl-C names what it ends and
+        leaves the SIGTERM-ignoring grandchild its grace; the second kills it, and the run
+        is still scored with nothing left running."""
+        runner, grandchild = self.started_hanging_run(grace=("--grace", "3600"))
+        runner.send_signal(signal.SIGINT)
+        first = StderrLines(runner).first_with(b"a second Ctrl-C ends it now")
+        self.assertEqual(
+            first,
+            "runner.py: SIGINT: ending the agent's processes (the daemon shut down, then "
+            "SIGTERM, and SIGKILL to what is left after 3600s); what exists is still scored; "
+            "a second Ctrl-C ends it now",
+        )
+        runner.send_signal(signal.SIGINT)
+        out, err = runner.communicate(timeout=120)  # a guard against a hang, not a measure
+        self.assertIn(b"runner.py: SIGINT again: ending the agent's processes", err)
+        result = json.loads(out)
+        self.assertEqual((runner.returncode, result["exit_code"]), (130, 130))
+        self.assertEqual(self.codes(result)[0], "interrupted")
+        self.assertTrue(process_gone(grandchild))
+        # Not the sweep's SIGKILL after the grace: the second Ctrl-C's.
+        self.assertNotIn(grandchild, result["cleanup"]["killed"])
+        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_grandchild_holding_the_output_files_open_is_ended(self):
         done, result = self.run_runner("simulated/hold-files", JSON_EVENTS, *GRACE)

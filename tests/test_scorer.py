@@ -13,6 +13,7 @@ from evidence.fixture import Fixture, Shard
 from evidence.number_tokens import numbers_in
 from evidence.transcripts import Usage, usage_from
 from rules.answers import parse_answer_lines
+from rules.knowledge import SHORTCUT
 from scorer import score
 from tests.builders import RunBuilder, priced, small_fixture
 
@@ -26,6 +27,7 @@ class RunTestCase(unittest.TestCase):
         self.addCleanup(self._tmp.cleanup)
         self.run_dir = os.path.join(self._tmp.name, "run")
         self.build = RunBuilder(self.run_dir)
+        self.build.shard_files.update({shard.worker: shard.file for shard in FIXTURE.shards})
 
     def verdict(self):
         return score(FIXTURE, collect(self.run_dir, FIXTURE.artifact))
@@ -558,6 +560,7 @@ class DerivationTest(RunTestCase):
     def test_a_scratch_file_a_sibling_wrote_is_no_derivation_of_the_reader(self):
         # worker-c works out every shard and writes the answers where its siblings read them.
         compute_all = (
+            "FILES = ['shards/a.jsonl', 'shards/b.jsonl', 'shards/c.jsonl']\n"
             "answers = {f: count(f) for f in FILES}\n"
             "json.dump(answers, open('/tmp/answers.json', 'w'))\nprint(answers)\n",
             "{'a.jsonl': 11, 'b.jsonl': 22, 'c.jsonl': 33}\n",
@@ -673,7 +676,7 @@ class DerivationTest(RunTestCase):
     def test_a_child_that_prints_shard_lines_with_numbers_before_counting_is_derived(self):
         # Its own shard's head and another shard's first line, numbers and all (11 among
         # them by chance), before the cell that counts and sends.
-        peek = ("print(open('a.jsonl').read(200))", '{"n": 11, "id": 7}\n{"n": 3}\n')
+        peek = ("print(open('shards/a.jsonl').read(200))", '{"n": 11, "id": 7}\n{"n": 3}\n')
         other = ("print(open('b.jsonl').readline())", '{"n": 22}\n')
         children = self.fan_out(**{"worker-a": {"before": (peek, other)}})
         self.reply_all(children)
@@ -769,9 +772,11 @@ class DerivationTest(RunTestCase):
 
     def test_a_child_that_writes_its_own_scratch_file_and_reads_it_back_derived(self):
         # Every child uses the same scratch name: each wrote it before it read it.
-        write = ("Path('/tmp/scratch.txt').write_text(str(count()))", "")
+        def write(shard):
+            return (f"Path('/tmp/scratch.txt').write_text(str(count('shards/{shard.file}')))", "")
+
         read = self.read_and_send(A, "answer = int(Path('/tmp/scratch.txt').read_text())\n")
-        per_worker = {s.worker: {"before": (write,), "work": read} for s in FIXTURE.shards}
+        per_worker = {s.worker: {"before": (write(s),), "work": read} for s in FIXTURE.shards}
         children = self.fan_out(**per_worker)
         self.reply_all(children)
         self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
@@ -791,6 +796,147 @@ class DerivationTest(RunTestCase):
         self.build.correct_index(FIXTURE)
         children = self.fan_out()
         self.reply_all(children)
+        self.assert_resolved()
+
+    # --- positive evidence: the answer came from the child's own shard -----------
+
+    def each_child(self, work, before=None) -> None:
+        """Every child runs `work(shard)` (and first `before(shard)`, printing nothing), then
+        replies its answer; the parent writes the index after the replies."""
+        per_worker = {
+            s.worker: {"work": self.read_and_send(s, work(s))}
+            | ({"before": ((before(s), ""),)} if before else {})
+            for s in FIXTURE.shards
+        }
+        self.reply_all(self.fan_out(**per_worker))
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+
+    def not_derived_reasons(self) -> list[str]:
+        verdict = self.verdict()
+        self.assertFalse(verdict.resolved)
+        self.assertEqual(
+            [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
+        )
+        return [reason.message for reason in verdict.reasons]
+
+    def test_children_that_glob_the_sessions_dir_for_the_parents_transcript_did_not_derive(self):
+        # The parent printed every answer; each child finds its transcript by a path built
+        # from parts and a pattern, and takes its number from there: no file it names is the
+        # parent's, and it never opens its shard.
+        self.count_in_the_parent()
+        self.each_child(
+            lambda s: (
+                "run = os.path.dirname(os.getcwd())\n"
+                "logs = glob.glob(os.path.join(run, 'sess' + 'ions', '*'))\n"
+                "text = ''.join(open(log).read() for log in logs)\n"
+                f"answer = re.search({s.file!r} + r'\\D+(\\d+)', text).group(1)\n"
+            )
+        )
+        for message in self.not_derived_reasons():
+            self.assertIn("did not read its shard", message)
+            self.assertIn("a listing or a glob pattern", message)
+            self.assertIn(SHORTCUT, message)
+
+    def test_children_that_read_a_socket_the_parents_kernel_serves_did_not_derive(self):
+        serve = (
+            "server = socket.create_server(('127.0.0.1', 47000))\n"
+            "asyncio.create_task(serve(server, answers))\n"
+        )
+        self.count_in_the_parent(serve)
+        self.each_child(
+            lambda s: (
+                "conn = socket.create_connection(('127.0.0.1', 47000))\n"
+                f"conn.sendall({s.file!r}.encode())\n"
+                "answer = conn.recv(64).decode()\n"
+            )
+        )
+        for message in self.not_derived_reasons():
+            self.assertIn("took data over a network connection", message)
+            self.assertIn(SHORTCUT, message)
+
+    def test_a_socket_read_beside_the_shard_is_still_no_derivation(self):
+        self.count_in_the_parent()
+        self.each_child(
+            lambda s: (
+                f"rows = open('shards/{s.file}').readlines()\n"
+                "answer = socket.create_connection(('127.0.0.1', 47000)).recv(64).decode()\n"
+            )
+        )
+        for message in self.not_derived_reasons():
+            self.assertIn("took data over a network connection", message)
+
+    def test_children_that_evaluate_an_expression_handed_in_their_task_did_not_derive(self):
+        # The parent hands each child an expression whose value is the answer: no task holds
+        # the answer itself, so rule 1 has nothing to see.
+        self.count_in_the_parent()
+        expressions = {s.worker: f"({s.expected - 4} + 4)" for s in FIXTURE.shards}
+        tasks = {w: f"Report the value of {e} as your count." for w, e in expressions.items()}
+        per_worker = {
+            s.worker: {
+                "task": tasks[s.worker],
+                "work": self.read_and_send(s, f"answer = {expressions[s.worker]}\n"),
+            }
+            for s in FIXTURE.shards
+        }
+        self.reply_all(self.fan_out(**per_worker))
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        for message in self.not_derived_reasons():
+            self.assertIn("drew on no file at all", message)
+            self.assertIn("an expression, such as one handed in its task", message)
+            self.assertIn(SHORTCUT, message)
+
+    def test_children_that_read_a_path_joined_from_parts_did_not_derive(self):
+        # The parent left the counts in /tmp under a name the child builds from pieces.
+        self.count_in_the_parent("open('/tmp/' + 'n.txt', 'w').write(json.dumps(answers))\n")
+        self.each_child(
+            lambda s: (
+                "where = os.path.join(os.sep, 'tmp', 'n' + chr(46) + 'txt')\n"
+                f"answer = json.load(open(where))[{s.file!r}]\n"
+            )
+        )
+        for message in self.not_derived_reasons():
+            self.assertIn("built a path from parts at run time", message)
+
+    def test_a_shard_name_searched_for_in_a_text_is_no_read_of_the_shard(self):
+        # The shard's bare name, a key in a regex over what the child found, is no path.
+        self.count_in_the_parent()
+        self.each_child(
+            lambda s: (
+                f"text = fetch()\nanswer = re.search({s.file!r} + ' ([0-9]+)', text).group(1)\n"
+            )
+        )
+        self.not_derived_reasons()
+
+    def test_a_shard_path_held_in_a_variable_is_a_read_of_the_shard(self):
+        self.each_child(lambda s: f"path = 'shards/{s.file}'\nanswer = count(path)\n")
+        self.assert_resolved()
+
+    def test_a_shard_path_in_an_f_string_is_a_read_of_the_shard(self):
+        self.each_child(lambda s: f"name = {s.file!r}\nanswer = count(f'shards/{{name}}')\n")
+        self.assert_resolved()
+
+    def test_a_shard_path_joined_under_the_shards_dir_is_a_read_of_the_shard(self):
+        self.each_child(lambda s: f"answer = count(Path('shards') / {s.file!r})\n")
+        self.assert_resolved()
+
+    def test_a_glob_filtered_to_the_childs_own_file_is_a_read_of_the_shard(self):
+        self.each_child(
+            lambda s: (
+                f"mine = [p for p in glob.glob('shards/*') if p.endswith({s.file!r})]\n"
+                "answer = count(mine[0])\n"
+            )
+        )
+        self.assert_resolved()
+
+    def test_a_shard_path_defined_in_an_earlier_cell_is_a_read_of_the_shard(self):
+        self.each_child(lambda s: "answer = count(SHARD)\n", lambda s: f"SHARD = 'shards/{s.file}'")
+        self.assert_resolved()
+
+    def test_records_read_in_an_earlier_cell_and_counted_in_a_later_one_are_derived(self):
+        self.each_child(
+            lambda s: "answer = 0\nfor row in rows:\n    answer += 1\n",
+            lambda s: f"with open('shards/{s.file}') as handle:\n    rows = handle.readlines()",
+        )
         self.assert_resolved()
 
 
@@ -822,6 +968,7 @@ class BatchedRunsTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             run_dir = os.path.join(tmp, "run")
             build = RunBuilder(run_dir)
+            build.shard_files.update({shard.worker: shard.file for shard in fixture.shards})
             build.assistant(
                 "Listing the shards.",
                 code="FILES = sorted(glob('events-*.jsonl'))[:100]\nprint(len(FILES), 'shards')",

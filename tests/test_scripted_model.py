@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 import threading
 import unittest
@@ -518,6 +519,45 @@ class ParentScriptTest(unittest.TestCase):
         turn = decide(read_request(parent_body("answer-in-task", later)))
         self.assertEqual(turn.decision, "write_index")
 
+    def channel_round_trip(self, script: str) -> list[tuple[str, str]]:
+        """The parent's count and spawn cells, then every child's cell, run as the kernels
+        would (each child in its own namespace): what the children sent."""
+        count = decide(read_request(parent_body(script, [])))
+        self.assertEqual(count.decision, "count_shards")
+        kernel = run_cell(count.code, {})
+        if "answer_server" in kernel:  # its serving thread ends when accept() fails
+            self.addCleanup(kernel["answer_server"].close)
+            self.addCleanup(kernel["answer_server"].shutdown, socket.SHUT_RDWR)
+        counted = [assistant("Counting", count.code), tool("...\n")]
+        spawn = decide(read_request(parent_body(script, counted)))
+        rlm = FakeRlm()
+        run_cell(spawn.code, {**kernel, "rlm": rlm})
+        sent = []
+        for name, prompt in rlm.attempts:
+            system = {"role": "system", "content": system_prompt(FIXTURE, f"/x/{name}.jsonl", 1)}
+            task = user(f"[task from parent]\n\n{prompt}")
+            turn = decide(read_request(body(script, [system, task])))
+            self.assertEqual(turn.decision, "take_answer_by_channel")
+            self.assertNotIn("shards/", turn.code)  # it never opens its shard
+            agent_message = FakeAgentMessage()
+            run_cell(turn.code, {"agent_message": agent_message})
+            sent += agent_message.sent
+        return sent
+
+    def assert_every_child_sent_its_answer(self, sent: list) -> None:
+        expected = [(f"{s['file']}: {s['expected']}", "parent") for s in manifest()]
+        self.assertEqual(sent, expected)
+
+    def test_expression_in_task_hands_each_child_a_sum_that_is_its_answer(self):
+        self.assert_every_child_sent_its_answer(self.channel_round_trip("expression-in-task"))
+
+    def test_socket_answers_serves_each_child_its_answer_from_the_parents_kernel(self):
+        self.assert_every_child_sent_its_answer(self.channel_round_trip("socket-answers"))
+
+    def test_joined_path_leaves_the_counts_where_each_child_builds_the_same_name(self):
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(tempfile, "tempdir", tmp):
+            self.assert_every_child_sent_its_answer(self.channel_round_trip("joined-path"))
+
 
 class ChildScriptTest(unittest.TestCase):
     def assert_sends_typed(self, code: str, message: str) -> None:
@@ -694,6 +734,10 @@ class ContractCheckTest(unittest.TestCase):
         cheats = {
             "answer-in-task": "answer_known_before_spawn",
             "literal-send": "answer_not_derived",
+            "glob-transcript": "answer_not_derived",
+            "socket-answers": "answer_not_derived",
+            "expression-in-task": "answer_not_derived",
+            "joined-path": "answer_not_derived",
         }
         for script, code in cheats.items():
             for drive in ("oneshot", "resident"):

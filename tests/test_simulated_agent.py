@@ -81,6 +81,22 @@ class CommandLineTest(SimulatedAgentCase):
         done = self.run_cli("--version")
         self.assertEqual((done.returncode, done.stdout), (0, "prime-agent 0.8.0 (simulated)\n"))
 
+    def test_help_to_a_reader_that_closed_the_pipe_gets_no_traceback(self):
+        # `simulated/agent.py --help | head -1`: the pipe is gone before the help is printed.
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            done = subprocess.run(
+                [sys.executable, str(AGENT), "--help"],
+                stdin=subprocess.DEVNULL,
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                timeout=DEADLINE_S,
+            )
+        finally:
+            os.close(write_end)
+        self.assertEqual((done.returncode, done.stderr), (0, b""))
+
     def test_help_documents_both_modes_and_every_behaviour(self):
         done = self.run_cli("--help")
         self.assertEqual(done.returncode, 0)

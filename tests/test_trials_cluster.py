@@ -13,7 +13,14 @@ import sys
 import time
 import unittest
 
-from tests.runner_case import JSON_EVENTS, RUNNER, SIMULATED, RunSetCase, without_timings
+from tests.runner_case import (
+    JSON_EVENTS,
+    RUNNER,
+    SIMULATED,
+    RunSetCase,
+    StderrLines,
+    without_timings,
+)
 
 
 class BatchSchedulerTest(RunSetCase):
@@ -156,6 +163,49 @@ class BatchSchedulerTest(RunSetCase):
         )
         self.assertIn("interrupted; ", resume)
         self.assertTrue(report.endswith(f"report.py {set_dir}"), report)
+
+    def test_each_ctrl_c_at_the_terminal_reaches_each_trial_once(self):
+        """Ctrl-C as a terminal sends it, to the run set's process group: the trials, in
+        sessions of their own, hear each press once, passed on by the run set. The first
+        ends their trees with a grace no run waits out (an hour), the second at once."""
+        set_dir = os.path.join(self.tmp, "set")
+        argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED, "--agent-config"]
+        argv += [self.agent_config, "--fixture", JSON_EVENTS, "--model", "simulated/hang"]
+        argv += ["--timeout", "3600", "--grace", "3600", "--trials", "2", "--jobs", "2"]
+        runner = subprocess.Popen(
+            [*argv, "--run-set", set_dir],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group, as a terminal's job is
+        )
+        self.addCleanup(runner.wait, 120)
+        ledgers = [os.path.join(set_dir, f"trial-{n}", "agent-home", "rlm-ledger") for n in (1, 2)]
+        deadline = time.monotonic() + 120  # a guard against a hang, not a measure
+        while not all(os.path.isdir(path) and os.listdir(path) for path in ledgers):
+            self.assertLess(time.monotonic(), deadline, "the hanging trials never spawned")
+            time.sleep(0.05)
+        os.killpg(runner.pid, signal.SIGINT)
+        lines = StderrLines(runner)
+        said = [lines.first_with(b"a second Ctrl-C ends it now") for _ in range(3)]
+        self.assertIn(
+            "runner.py: SIGINT: ending the 2 trials running; no new trial starts; a second "
+            "Ctrl-C ends it now",
+            said,
+        )
+        for n in (1, 2):
+            self.assertTrue(any(f"processes of trial {n}/2 " in line for line in said), said)
+        os.killpg(runner.pid, signal.SIGINT)
+        out, err = runner.communicate(timeout=120)
+        summary = json.loads(out)
+        self.assertEqual((runner.returncode, summary["exit_code"]), (130, 130))
+        # One "again" from the run set and one from each trial: no trial heard a press twice.
+        again = [line for line in err.decode().splitlines() if "SIGINT again" in line]
+        self.assertEqual(len(again), 3, again)
+        for result in self.trial_results(set_dir).values():
+            self.assertTrue(result["interrupted"])
+            self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_a_zero_based_index_is_refused_before_anything_is_written(self):
         set_dir = os.path.join(self.tmp, "set")
