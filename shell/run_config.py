@@ -170,10 +170,6 @@ def _stored_flags(stored: dict | None) -> dict:
         fixture=stored["fixture"]["path"],
         agent_bin=stored.get("agent_bin"),
         agent_config=stored.get("agent_config"),
-        inject_failure=tuple(
-            (item.get("worker"), item.get("calls"))
-            for item in stored.get("inject_failure") or []
-            if isinstance(item, dict)
-        ),
+        inject_failure=runsets.injected(stored),
     )
     return flags
