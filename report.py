@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             print_json(json.dumps({"html": page}, indent=2))
             return 0
         if args.compare:
-            sides = [[load_run_set(p) for p in run_sets_under(side)] for side in args.compare]
+            sides = [[load_run_set(p) for p in _run_sets_of(side)] for side in args.compare]
             out = args.out or args.compare[0]
             names = tuple(os.path.basename(os.path.normpath(side)) for side in args.compare)
             blocks = build_compare(sides[0], sides[1], names, os.path.realpath(out))
@@ -88,6 +88,19 @@ def main(argv: list[str] | None = None) -> int:
         written[suffix] = path
     print_json(json.dumps(written, indent=2))
     return 0
+
+
+def _run_sets_of(side: str) -> list[str]:
+    """The run sets of one side of --compare: a run set, or a dir of them."""
+    if not os.path.isdir(side):
+        said = "is not a directory" if os.path.exists(side) else "does not exist"
+        raise runsets.RunSetError(f"{side} {said}")
+    found = run_sets_under(side)
+    if not found:
+        raise runsets.RunSetError(
+            f"{side} holds no run set: no {runsets.RUN_SET_FILE} in it or in a dir directly in it"
+        )
+    return found
 
 
 if __name__ == "__main__":

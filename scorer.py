@@ -32,11 +32,11 @@ from evidence.fixture import Fixture, Shard, undistinctive_answers
 from evidence.number_tokens import INTEGER
 from evidence.transcripts import Usage
 from rules.file_access import file_access
-from rules.integrity import MESSAGES as INTEGRITY_MESSAGES
+from rules.integrity import INTEGRITY_MESSAGES
 from rules.knowledge import Knowledge
 from rules.provenance import PROVENANCE_RULES, ShardTrace
 from rules.runview import Child, RunView, view_of
-from rules.witness_checks import MESSAGES as WITNESS_MESSAGES
+from rules.witness_checks import WITNESS_MESSAGES
 
 SPAWNS_PER_SHARD = 2
 MAX_FINDINGS_LISTED = 20
@@ -251,13 +251,12 @@ def receipts(view: RunView) -> Criterion:
     return Criterion(view.run.parent is not None and not reasons, reasons)
 
 
-# The verdict's criteria, in the order they are reported; `resolved` is all of them.
-CRITERIA = (
-    ("coverage", coverage),
-    ("delegation_evidence", delegation_evidence),
-    ("dedup", dedup),
-    ("receipts", receipts),
-)
+# The verdict's criteria by name, in the order they are reported; `resolved` is all of them.
+CRITERIA = {
+    criterion.__name__: criterion for criterion in (coverage, delegation_evidence, dedup, receipts)
+}
+CRITERION_NAMES = tuple(CRITERIA)
+COVERAGE = coverage.__name__  # all a single-agent baseline is judged on
 
 
 # --- the verdict --------------------------------------------------------------
@@ -266,10 +265,7 @@ CRITERIA = (
 @dataclass(frozen=True)
 class Verdict:
     resolved: bool
-    coverage: bool
-    delegation_evidence: bool
-    dedup: bool
-    receipts: bool
+    criteria: dict[str, bool]  # by name, in CRITERIA's order: whether each passed
     reasons: tuple[Reason, ...]
     warnings: tuple[Reason, ...]
     shards: tuple[dict, ...]
@@ -284,10 +280,7 @@ class Verdict:
     def to_json(self) -> dict:
         return {
             "resolved": self.resolved,
-            "coverage": self.coverage,
-            "delegation_evidence": self.delegation_evidence,
-            "dedup": self.dedup,
-            "receipts": self.receipts,
+            **self.criteria,
             "reasons": [item.to_json() for item in self.reasons],
             "warnings": [item.to_json() for item in self.warnings],
             "shards": list(self.shards),
@@ -305,22 +298,19 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
     """The verdict on one run: each criterion judged over one shared view of the run,
     then assembled. Pure: the same artifacts always give the same verdict bytes."""
     view = view_of(fixture, run)
-    judged = {name: criterion(view) for name, criterion in CRITERIA}
+    judged = {name: criterion(view) for name, criterion in CRITERIA.items()}
     reasons = list(_environment(view))
     for finding in judged.values():
         reasons.extend(finding.reasons)
     shard_rows = tuple(
         {**covered, **delegated}
         for covered, delegated in zip(
-            judged["coverage"].rows, judged["delegation_evidence"].rows, strict=True
+            judged[COVERAGE].rows, judged[delegation_evidence.__name__].rows, strict=True
         )
     )
     return Verdict(
         resolved=all(finding.passed for finding in judged.values()),
-        coverage=judged["coverage"].passed,
-        delegation_evidence=judged["delegation_evidence"].passed,
-        dedup=judged["dedup"].passed,
-        receipts=judged["receipts"].passed,
+        criteria={name: finding.passed for name, finding in judged.items()},
         reasons=tuple(reasons),
         warnings=_warnings(view),
         shards=shard_rows,
@@ -397,19 +387,6 @@ def _details(view: RunView) -> dict:
             if child.receipt is None
         ],
     }
-
-
-# The reasons that belong to coverage: all a single-agent baseline is scored on.
-COVERAGE_CODES = ("artifact_missing", "missing_answer", "wrong_answer", "conflicting_answers")
-
-
-def outcome(verdict: Verdict, *, baseline: bool = False) -> tuple[bool, tuple[Reason, ...]]:
-    """Whether the run passed, and why not. A baseline was told not to delegate, so it
-    is judged on coverage alone."""
-    if not baseline:
-        return verdict.resolved, verdict.reasons
-    kept = tuple(item for item in verdict.reasons if item.code in COVERAGE_CODES)
-    return verdict.coverage, kept
 
 
 def _children_table(view: RunView) -> tuple[dict, ...]:

@@ -66,8 +66,7 @@ PAGE_FILE = "evidence.html"
 ERRORED = {"agent_error": "agent error", "agent_not_run": "agent not run"}
 CONVERSATION_BUDGET = 2_500_000  # escaped characters of entries over all conversations
 MAX_PAGE_BYTES = 4_000_000  # what an evidence page stays under
-CRITERIA = ("coverage", "delegation_evidence", "dedup", "receipts")
-CHECK_TABLES = {"integrity": integrity.CHECKS, "witness": witness_checks.CHECKS}
+CHECK_TABLES = {"integrity": integrity.INTEGRITY_CHECKS, "witness": witness_checks.WITNESS_CHECKS}
 
 
 # --- the run's evidence (the shell) -----------------------------------------------------------
@@ -309,7 +308,7 @@ def _criteria(verdict: dict) -> list:
     if not verdict:
         return [Heading(2, "Verdict"), Paragraph("No verdict: the run was not scored.")]
     rows, tones = [], []
-    for name in ("resolved", *CRITERIA):
+    for name in ("resolved", *scorer.CRITERION_NAMES):
         passed = verdict.get(name)
         rows.append((Cell(name), _passed(passed)))
         tones.append(None if passed else "bad")

@@ -61,6 +61,8 @@ class RunSetView:
 
 def load_run_set(set_dir: str) -> RunSetView:
     """A run set as it is on disk now: its summary is recomputed from the trials' results."""
+    if not os.path.exists(set_dir):
+        raise runsets.RunSetError(f"{set_dir} does not exist")
     set_dir = os.path.realpath(set_dir)
     config = runsets.load_config(set_dir)
     if config is None:

@@ -11,8 +11,8 @@ Every check is a pure function of the collected artifacts with one stable reason
 code; `check` runs them all in a fixed order.
 
 Why one module of this size: the fourteen checks share one context (`_Family`) and one
-table (`CHECKS`), and a reader comparing two checks wants them side by side; each check is a
-small function, so the table reads as the rubric's integrity section.
+table (`INTEGRITY_CHECKS`), and a reader comparing two checks wants them side by side; each
+check is a small function, so the table reads as the rubric's integrity section.
 """
 
 from __future__ import annotations
@@ -447,7 +447,7 @@ def _endpoint(f: _Family) -> Iterator[Failure]:
 
 
 # (name in the verdict, reason code, sentence, check), in verdict order.
-CHECKS: tuple[tuple[str, str, str, Callable[[_Family], Iterator[Failure]]], ...] = (
+INTEGRITY_CHECKS: tuple[tuple[str, str, str, Callable[[_Family], Iterator[Failure]]], ...] = (
     ("ledger", "ledger_inconsistent", "the ledger is not one the product wrote", _ledger),
     (
         "child_path",
@@ -531,7 +531,7 @@ CHECKS: tuple[tuple[str, str, str, Callable[[_Family], Iterator[Failure]]], ...]
         _endpoint,
     ),
 )
-MESSAGES = {code: sentence for _, code, sentence, _ in CHECKS}
+INTEGRITY_MESSAGES = {code: sentence for _, code, sentence, _ in INTEGRITY_CHECKS}
 
 
 def check(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]) -> Integrity:
@@ -548,7 +548,7 @@ def check(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]
         dirs={child.child_id: child for child in run.children},
         located=transcripts_by_path(run.children),
     )
-    return run_checks(CHECKS, context)
+    return run_checks(INTEGRITY_CHECKS, context)
 
 
 def run_checks(table: tuple, context: object) -> Integrity:

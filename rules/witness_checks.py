@@ -1,7 +1,7 @@
 """The disk held against the runner's own channels (evidence/witness.py; docs/witness.md).
 
 Each check is a small function over the run that yields a `Failure` per inconsistency,
-listed in `CHECKS` with its reason code, in the shape of rules/integrity.py's table. All but
+listed in `WITNESS_CHECKS` with its reason code, in the shape of rules/integrity.py's table. All but
 `stream` need a witness and pass vacuously without one (the verdict then warns
 `unwitnessed`); `stream` holds a stored run's `stdout.jsonl` against its root transcript
 whether or not the run was witnessed.
@@ -236,7 +236,7 @@ def _stream_writers(r: _Run) -> Iterator[Failure]:
 
 
 # (name in the verdict, reason code, sentence, check), in verdict order.
-CHECKS: tuple[tuple[str, str, str, Callable[[_Run], Iterator[Failure]]], ...] = (
+WITNESS_CHECKS: tuple[tuple[str, str, str, Callable[[_Run], Iterator[Failure]]], ...] = (
     (
         "witness_present",
         "witness_missing",
@@ -289,9 +289,9 @@ CHECKS: tuple[tuple[str, str, str, Callable[[_Run], Iterator[Failure]]], ...] = 
         _stream_writers,
     ),
 )
-MESSAGES = {code: sentence for _, code, sentence, _ in CHECKS}
+WITNESS_MESSAGES = {code: sentence for _, code, sentence, _ in WITNESS_CHECKS}
 
 
 def check(run: RunArtifacts, family: tuple[Edge, ...]) -> Integrity:
     """Every check over the parent's depth-1 `family`."""
-    return run_checks(CHECKS, _Run(run, family))
+    return run_checks(WITNESS_CHECKS, _Run(run, family))

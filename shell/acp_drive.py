@@ -121,7 +121,7 @@ def drive_acp(run: RunDir, client: AcpClient, task: str, watch: Watch, close_s: 
         record["agent_info"] = info if isinstance(info, dict) else None
         session = step(
             "session/new",
-            {"cwd": run.repo, "mcpServers": []},
+            {"cwd": run.paths.repo, "mcpServers": []},
             command_timeout(),
             "acp_request_failed",
         )

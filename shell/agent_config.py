@@ -8,14 +8,25 @@ names are relative to the product repository.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 import re
+import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from shell.cli import did_you_mean
-from shell.proxy import ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, OPENAI_RESPONSES, Upstream
+from shell.proxy import (
+    ANTHROPIC_MESSAGES,
+    OPENAI_COMPLETIONS,
+    OPENAI_RESPONSES,
+    RecordingProxy,
+    Upstream,
+)
+from shell.rundir import write_atomic
+from shell.sandbox import models_json_key_names
 
 
 @dataclass(frozen=True)
@@ -255,3 +266,82 @@ def models_json_override(
     Upstream(upstream)  # a clear error now rather than at the first request
     entry["baseUrl"] = proxy_base_url
     return config, upstream
+
+
+# --- the run's model, behind the recording proxy ---------------------------------------------
+
+
+class ProxyError(Exception):
+    """The model's provider cannot be brought behind the recording proxy."""
+
+
+def route_through_proxy(
+    stack: contextlib.ExitStack,
+    agent_home: str,
+    model: str,
+    *,
+    upstream: str | None,
+    local: tuple[str, Callable[[str], dict]] | None,
+    also_known: tuple[str, ...],
+    injections: tuple[tuple[str, int], ...] = (),
+) -> RecordingProxy:
+    """The recording proxy of one run (shell/observer.py), its models.json pointing the
+    model's provider at it (docs/witness.md): in front of `local`, the harness's own
+    endpoint (its base URL, and the provider entry that names the proxy's URL), else the
+    provider's upstream. `injections` are the (worker, calls) the proxy fails itself."""
+    provider, _, model_id = model.partition("/")
+    try:
+        if local is not None:
+            base_url, entry = local
+            proxy = stack.enter_context(RecordingProxy({provider: base_url}))
+            set_provider(agent_home, provider, entry(proxy.url(provider)))
+        else:
+            path = os.path.join(agent_home, "models.json")
+            user = None
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as handle:
+                    user = parse_models_json(handle.read())
+            config, upstream = models_json_override(
+                user,
+                provider,
+                "http://127.0.0.1/",
+                upstream=upstream,
+                model_id=model_id,
+                also_known=also_known,
+            )
+            # The route is the upstream's host: the product sends some fields only when
+            # the baseUrl names it (OpenRouter's and Vercel's routing, OpenAI's
+            # prompt_cache_key: packages/ai openai-completions.ts), and the proxy's URL
+            # then still does.
+            route = urllib.parse.urlsplit(upstream).hostname or provider
+            proxy = stack.enter_context(RecordingProxy({route: upstream}))
+            config, _ = models_json_override(
+                user, provider, proxy.url(route), upstream=upstream, model_id=model_id
+            )
+            write_atomic(path, json.dumps(config, indent=2) + "\n")
+    except (OSError, ValueError) as error:
+        # The user's models.json, or the model's provider, cannot be brought behind it.
+        raise ProxyError(f"model {model!r}: {error}") from None
+    for worker, count in injections:
+        proxy.inject_failures(worker, count)
+    return proxy
+
+
+def api_key_names(agent_home: str) -> tuple[str, ...]:
+    """The variables the run's models.json names as a provider's apiKey: the sandboxed
+    agent gets them too (sandbox.agent_env)."""
+    path = os.path.join(agent_home, "models.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return models_json_key_names(parse_models_json(handle.read()))
+    except (OSError, ValueError):
+        return ()
+
+
+def agent_config_dir(explicit: str | None) -> str:
+    """Where the user's auth.json and models.json are: --agent-config, else the product's."""
+    if explicit:
+        return explicit
+    return os.environ.get("PRIME_AGENT_CODING_AGENT_DIR") or os.path.join(
+        os.path.expanduser("~"), ".prime", "agent"
+    )

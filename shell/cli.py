@@ -8,11 +8,45 @@ import difflib
 import os
 import sys
 
+from rules.exit_codes import EXIT_AGENT, EXIT_INVALID
+
 
 def did_you_mean(name: str, choices, prefix: str = "") -> str:
     """`did you mean simulated/oracle?` for the choice closest to a typo'd `name`, else ""."""
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return f"did you mean {prefix}{close[0]}? " if close else ""
+
+
+class RunRefused(Exception):
+    """A run that cannot go on: its reason code and sentence, the result's status and the
+    exit code. The entry point turns it into the result JSON, the exit code and one line on
+    stderr, in one place."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        status: str = "invalid_invocation",
+        said: str | None = None,
+        detail: str | None = None,
+        extra: dict | None = None,
+        exit_code: int | None = None,
+    ):
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+        default_exit = EXIT_AGENT if status == "agent_not_run" else EXIT_INVALID
+        self.exit_code = default_exit if exit_code is None else exit_code
+        # The stderr line: the message, or as `said` puts it.
+        default = f"the agent could not be run: {message}" if status == "agent_not_run" else message
+        self.said = said or default
+        self.detail = detail  # a reason's detail code (a fixture's error)
+        self.extra = extra or {}  # more fields of the result
+
+    @property
+    def reason(self) -> dict:
+        detail = {"detail": self.detail} if self.detail else {}
+        return {"code": self.code, **detail, "message": self.message}
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -15,7 +15,10 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from rules.result import AgentEnd
 from shell import callers, daemon, procs, sandbox
 from shell.acp import AcpClient, AcpSink, stdin_socket
 from shell.acp_drive import drive_acp
@@ -67,29 +70,112 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+@dataclass(frozen=True)
+class Launch:
+    """What to launch and how long to let it run; `label` ("trial 3/10") heads the progress
+    lines."""
+
+    agent_bin: str
+    model: str
+    task: str
+    env: dict
+    drive: str
+    timeout: float
+    grace: float | None = None
+    artifact: str | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Launched:
+    """How a launched agent ended, and what the runner's own channels saw of it."""
+
+    channels: list  # the channels published into the run dir (shell/observer.py)
+    sightings: list  # the observer's
+    observer: dict  # {poll_s, polls}
+    file_access: dict  # the file-access witness's status (shell/file_access.py)
+    file_opens: list  # its records
+    processes: dict  # the run's process tree, as shell/callers.py judged it
+    exit_code: int | None  # the agent's own (negative: ended by that signal)
+    timed_out: bool
+    interrupted: int | None  # the signal that interrupted the runner
+    wall_time_s: float
+    cleanup: dict  # end_run's record
+    resident: dict | None  # the resident drive's record
+    acp: dict | None  # the ACP drive's record (shell/acp_drive.py)
+    # Only an agent that failed on its own has its last words quoted; one the runner ended
+    # (timeout, interrupt) exits by the runner's signal.
+    stderr_tail: str | None
+
+
+@dataclass(frozen=True)
+class Talk:
+    """The runner's ends of the agent's channels a drive waits on: the daemon's wire, the
+    json stream, and, under ACP, the agent's stdin and what its stdout said."""
+
+    wire: Channel
+    stream: Channel
+    stdin: object = None  # the ACP drive's end of the agent's stdin (shell/acp.py)
+    acp: AcpSink | None = None
+
+
+def _wait_oneshot(run, launch, process, started, watch, talk) -> None:
+    """The CLI's `--mode json` run ends when the parent first goes idle."""
+    while _agent_runs(process, started) and not watch.stop_reason():
+        if started is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=0.05)
+        else:
+            started.status.read(0.05)
+
+
+def _wait_resident(run, launch, process, started, watch, talk) -> dict:
+    """The daemon runs the parent as a resident session, until the RLM quiescence barrier."""
+    # Sandboxed, the daemon's own end (the shim's word), not bwrap's, says it died.
+    daemon_runs = functools.partial(_agent_runs, process, started)
+    model, task, env = launch.model, launch.task, launch.env
+    return drive_resident(run, daemon_runs, model, task, env, watch, talk.wire, talk.stream)
+
+
+def _wait_acp(run, launch, process, started, watch, talk) -> dict:
+    """`--mode acp`: the task as `session/prompt` on stdin, waited on until the terminal-
+    quiescence update (shell/acp_drive.py)."""
+    client = AcpClient(talk.stdin, talk.acp, functools.partial(_agent_runs, process, started))
+    close_s, _, _ = _waits(launch.grace)
+    return drive_acp(run, client, launch.task, watch, close_s)
+
+
+@dataclass(frozen=True)
+class Drive:
+    """How a drive launches the agent and waits for the run to end."""
+
+    argv: Callable[[RunDir, Launch], list[str]]
+    # Waits for the run to end (run, launch, process, started, watch, talk); returns the
+    # drive's record for the result, if it keeps one.
+    wait: Callable[..., dict | None]
+    stdout: str  # what the agent's stdout is: "stream" (json), "daemon" (to a file), "acp"
+
+
+# Each --drive, the one place a drive is chosen.
+DRIVES = {
+    "oneshot": Drive(
+        lambda run, go: run.argv(go.agent_bin, go.model, go.task), _wait_oneshot, "stream"
+    ),
+    "resident": Drive(lambda run, go: run.daemon_argv(go.agent_bin), _wait_resident, "daemon"),
+    "acp": Drive(lambda run, go: run.acp_argv(go.agent_bin, go.model), _wait_acp, "acp"),
+}
+
+
 def launch_and_wait(
-    run: RunDir,
-    agent_bin: str,
-    model: str,
-    task: str,
-    env: dict,
-    timeout: float,
-    interrupt: Interrupt,
-    drive: str,
-    grace: float | None = None,
-    artifact: str | None = None,
-    label: str = "",
-    proxy=None,
-    plan: sandbox.Plan | None = None,
-) -> dict:
-    """Launch the agent, wait for it to end or be ended, end every process it left; `label`
-    ("trial 3/10") heads the progress lines. With a sandbox `plan` the agent runs in it and
-    `proxy` (the recording proxy) serves it there; with `proxy`, each connection's caller is
-    judged (shell/callers.py)."""
+    run: RunDir, launch: Launch, interrupt: Interrupt, proxy=None, plan: sandbox.Plan | None = None
+) -> Launched:
+    """Launch the agent, wait for it to end or be ended, end every process it left. With a
+    sandbox `plan` the agent runs in it and `proxy` (the recording proxy) serves it there;
+    with `proxy`, each connection's caller is judged (shell/callers.py)."""
     procs.become_subreaper()
-    watch = Watch(run, timeout, interrupt, label, plan is not None)
-    oneshot, acp = drive == "oneshot", drive == "acp"
-    argv = run.drive_argv(drive, agent_bin, model, task)
+    watch = Watch(run, launch.timeout, interrupt, launch.label, plan is not None)
+    drive = DRIVES[launch.drive]
+    argv = drive.argv(run, launch)
     # The runner's own channels (shell/observer.py): the one-shot stream comes through a socket
     # pair that a thread drains (so it never fills and stalls the agent), the resident
     # daemon's messages over the socket; both are kept outside the run dir until the
@@ -98,21 +184,23 @@ def launch_and_wait(
     stream = Channel(private, "stdout.jsonl")
     wire = Channel(private, "daemon-wire.jsonl")
     acp_stream = Channel(private, "acp-stream.jsonl")
-    observer = Observer(run.paths, artifact).start()
+    observer = Observer(run.paths, launch.artifact).start()
     opened = FileAccessWitness(run.root, run.tmp).start()
     # The agent's stdout (one-shot: the stream; resident: the daemon's, to a file) and its
     # stderr are socket pairs the runner drains (observer.stream_socket): a socket cannot be
     # opened through /proc/<pid>/fd, as a pipe or a file of the run dir could.
     (out, out_end), (err, err_end) = stream_socket(), stream_socket()
     # The ACP drive speaks to the agent on its stdin (shell/acp.py); the others close it.
+    acp = drive.stdout == "acp"
     stdin, stdin_end = stdin_socket() if acp else (None, subprocess.DEVNULL)
     started = None
+    env = launch.env
     try:
         if plan is None:
             # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
             process = subprocess.Popen(
                 argv,
-                cwd=run.repo,
+                cwd=run.paths.repo,
                 env=env,
                 stdin=stdin_end,
                 stdout=out_end,
@@ -124,7 +212,7 @@ def launch_and_wait(
                 argv,
                 plan,
                 port=proxy.port,
-                cwd=run.repo,
+                cwd=run.paths.repo,
                 env=env,
                 stdin=stdin_end,
                 stdout=out_end,
@@ -142,45 +230,31 @@ def launch_and_wait(
         if stdin is not None:
             stdin.close()
         # What bwrap said before it gave up is the only word on why (the result names it).
-        drain_socket(err, FileSink(run.stderr)).join(timeout=5)
+        drain_socket(err, FileSink(run.paths.stderr)).join(timeout=5)
         raise
     finally:
         out_end.close()
         err_end.close()
         if stdin is not None:
             stdin_end.close()
-    interrupt.ending = _ending(label, grace)
+    interrupt.ending = _ending(launch.label, launch.grace)
     interrupt.now = functools.partial(_kill_run_now, run, process)
     processes = _run_processes(process, started)
     if proxy is not None:
         proxy.attribute(processes)
-    acp_sink = AcpSink(acp_stream) if acp else None
+    talk = Talk(wire, stream, stdin, AcpSink(acp_stream) if acp else None)
+    sink = {"stream": stream, "acp": talk.acp}.get(drive.stdout)
     drains = [
-        drain_socket(out, stream if oneshot else acp_sink or FileSink(run.daemon_stdout)),
-        drain_socket(err, FileSink(run.stderr)),
+        drain_socket(out, sink or FileSink(run.paths.daemon_stdout)),
+        drain_socket(err, FileSink(run.paths.stderr)),
     ]
-    resident: dict | None = None
-    acp_record: dict | None = None
+    record: dict | None = None
     try:
-        if oneshot:
-            while _agent_runs(process, started) and not watch.stop_reason():
-                if started is None:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        process.wait(timeout=0.05)
-                else:
-                    started.status.read(0.05)
-        elif acp:
-            client = AcpClient(stdin, acp_sink, functools.partial(_agent_runs, process, started))
-            close_s = SHUTDOWN_ANSWER_S if grace is None else max(grace, MIN_ANSWER_S)
-            acp_record = drive_acp(run, client, task, watch, close_s)
-        else:
-            # Sandboxed, the daemon's own end (the shim's word), not bwrap's, says it died.
-            daemon_runs = functools.partial(_agent_runs, process, started)
-            resident = drive_resident(run, daemon_runs, model, task, env, watch, wire, stream)
+        record = drive.wait(run, launch, process, started, watch, talk)
     finally:
         wall = round(time.monotonic() - watch.started, 3)
         stopped = _agent_runs(process, started)
-        cleanup = end_run(run, process, grace, in_sandbox=started is not None)
+        cleanup = end_run(run, process, launch.grace, in_sandbox=started is not None)
         interrupt.ending, interrupt.now = ENDING, None
         if stdin is not None:
             stdin.close()
@@ -196,32 +270,56 @@ def launch_and_wait(
             told = started.status.exit_status()
             started.status.close()
             exit_code = exit_code if told is None else told
-        channels = [stream.publish(run.stdout)] if oneshot or stream.bytes else []
+        streams = drive.stdout == "stream"
+        channels = [stream.publish(run.paths.stdout)] if streams or stream.bytes else []
         if acp:
-            channels.append(acp_stream.publish(run.acp_stream))
-        elif not oneshot:
-            channels.append(wire.publish(run.wire))
+            channels.append(acp_stream.publish(run.paths.acp_stream))
+        elif not streams:
+            channels.append(wire.publish(run.paths.wire))
         shutil.rmtree(private, ignore_errors=True)
     ended = "interrupted" if interrupt.signum else "timed out" if watch.timed_out else "finished"
     watch.progress.report(wall, ended=ended)
-    return {
-        "channels": channels,
-        "sightings": observer.sightings(),
-        "observer": {"poll_s": observer.interval, "polls": observer.polls},
-        "file_access": opened.status(),
-        "file_opens": opened.records(),
-        "processes": processes.summary(),
-        "exit_code": exit_code,
-        "timed_out": watch.timed_out,
-        "interrupted": interrupt.signum,
-        "wall_time_s": wall,
-        "cleanup": cleanup,
-        "resident": resident,
-        "acp": acp_record,
-        # Only an agent that failed on its own has its last words quoted; one the
-        # runner ended (timeout, interrupt) exits by the runner's signal.
-        "stderr_tail": stderr_tail(run.stderr) if exit_code and not stopped else None,
-    }
+    return Launched(
+        channels=channels,
+        sightings=observer.sightings(),
+        observer={"poll_s": observer.interval, "polls": observer.polls},
+        file_access=opened.status(),
+        file_opens=opened.records(),
+        processes=processes.summary(),
+        exit_code=exit_code,
+        timed_out=watch.timed_out,
+        interrupted=interrupt.signum,
+        wall_time_s=wall,
+        cleanup=cleanup,
+        resident=record if launch.drive == "resident" else None,
+        acp=record if acp else None,
+        stderr_tail=stderr_tail(run.paths.stderr) if exit_code and not stopped else None,
+    )
+
+
+def drive_records(launched: Launched) -> dict:
+    """What the drive kept of its conversation, as the result names it: the resident drive's
+    record, or the ACP drive's with the children a client that stops at the prompt's response
+    would have lost (contract §13)."""
+    if launched.acp is not None:
+        return {
+            "acp": launched.acp,
+            "outstanding_at_response": launched.acp["outstanding_at_response"],
+        }
+    return {"resident": launched.resident} if launched.resident else {}
+
+
+def agent_end(launched: Launched) -> AgentEnd:
+    """How the runner saw the agent end, for the result rule (rules/result.py)."""
+    daemon_error = (launched.resident or {}).get("error")
+    return AgentEnd(
+        launched.exit_code,
+        timed_out=launched.timed_out,
+        interrupted=bool(launched.interrupted),
+        stderr_tail=launched.stderr_tail,
+        daemon_error=daemon_error["message"] if daemon_error else None,
+        acp_error=(launched.acp or {}).get("error"),
+    )
 
 
 class FileSink:
@@ -282,7 +380,7 @@ def _ending(label: str, grace: float | None) -> str:
 
 def _run_marker(run: RunDir) -> tuple[str, str]:
     """The environment entry every process of the run inherits (shell/procs.py)."""
-    return ("PRIME_AGENT_CODING_AGENT_DIR", run.agent_home)
+    return ("PRIME_AGENT_CODING_AGENT_DIR", run.paths.agent_home)
 
 
 def _kill_run_now(run: RunDir, process: subprocess.Popen) -> None:

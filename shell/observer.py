@@ -325,5 +325,26 @@ def write_witness(
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def witness_record(
+    path: str, *, header: dict, model_calls: list, sightings: list, channels: list, file_opens
+) -> dict:
+    """Write witness.jsonl; returns the result's `witness`: the file, its digest, counts."""
+    digest = write_witness(
+        path,
+        header=header,
+        model_calls=model_calls,
+        sightings=sightings,
+        channels=channels,
+        file_opens=file_opens,
+    )
+    return {
+        "file": os.path.basename(path),
+        "sha256": digest,
+        "model_calls": len(model_calls),
+        "sightings": len(sightings),
+        "channels": channels,
+    }
+
+
 # A sighting's fields and their types, as `Observer._note` writes them: the scorer reads
 # only well-formed ones, so a hand-edited witness cannot make a check raise.

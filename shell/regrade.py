@@ -10,13 +10,10 @@ verdict bytes of its result.json; a baseline on coverage alone; an agent error
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import json
 import os
 import signal
 import sys
-from collections import Counter
 from dataclasses import dataclass
 
 from evidence import runsets
@@ -24,15 +21,9 @@ from evidence.artifacts import RunArtifacts, collect
 from evidence.fixture import Fixture, FixtureError, fixture_digest, load_manifest
 from evidence.jsonl import read_json_object
 from evidence.runpaths import RunPaths
-from rules import triage
-from rules.exit_codes import (
-    EXIT_AGENT,
-    EXIT_INVALID,
-    EXIT_RESOLVED,
-    EXIT_SIGNAL,
-    EXIT_UNRESOLVED,
-)
-from scorer import Verdict, outcome, score
+from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_SIGNAL
+from rules.result import AgentEnd, agent_error_head, reason_counts, run_result, state
+from scorer import COVERAGE, Verdict, score
 from shell.cli import ArgumentParser, print_json, print_note
 
 
@@ -45,18 +36,8 @@ class RegradeError(Exception):
 
     def of_trial(self, name: str) -> RegradeError:
         """The same refusal, its detail naming the run set's trial it came from."""
-        return _regrade_error(self.record["error"], f"{name}: {self}", self._more())
-
-    def _more(self) -> dict:
-        return {k: v for k, v in self.record.items() if k not in ("error", "detail")}
-
-    def __reduce__(self):
-        # Rebuilt from its record where a forked worker's refusal reaches the parent.
-        return (_regrade_error, (self.record["error"], self.record["detail"], self._more()))
-
-
-def _regrade_error(error: str, detail: str, more: dict) -> RegradeError:
-    return RegradeError(error, detail, **more)
+        more = {k: v for k, v in self.record.items() if k not in ("error", "detail")}
+        return RegradeError(self.record["error"], f"{name}: {self}", **more)
 
 
 @dataclass(frozen=True)
@@ -89,23 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         "the one the run recorded",
     )
     parser.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        help="a run set's trials regraded at once, each in a process of its own; the output "
-        "is the same at any number (default: one per CPU this process may use)",
-    )
-    parser.add_argument(
         "run_dir", help="a run dir written by runner.py, a run set's dir, or a materialized capture"
     )
     args = parser.parse_args(argv)
-    if args.jobs is not None and args.jobs < 1:
-        parser.error("--jobs must be at least 1")
     try:
         return _regrade_main(args)
     except KeyboardInterrupt:
-        # A regrade writes nothing: stopping it loses nothing (the forked workers are
-        # killed on the way out).
+        # A regrade writes nothing: stopping it loses nothing.
         print_note("scorer.py: interrupted; nothing was written")
         print_json(json.dumps({"error": "interrupted", "detail": "stopped by SIGINT"}))
         return EXIT_SIGNAL[signal.SIGINT]
@@ -115,7 +86,7 @@ def _regrade_main(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.run_dir):
         return _refused(RegradeError("run_dir_missing", f"{args.run_dir} is not a directory"))
     if os.path.exists(os.path.join(args.run_dir, runsets.RUN_SET_FILE)):
-        return _regrade_set(args.run_dir, args.fixture, args.force, args.jobs)
+        return _regrade_set(args.run_dir, args.fixture, args.force)
     try:
         graded = regrade(args.run_dir, args.fixture, args.force)
     except RegradeError as error:
@@ -162,46 +133,37 @@ def regrade(run_dir: str, fixture_path: str | None = None, force: bool = False) 
 
 
 def _judged(stored: dict, agent: dict, run: RunArtifacts, verdict: Verdict) -> tuple[int, str]:
-    """The exit code and line the runner's result would have: an agent error first; then
-    the verdict (a baseline's on coverage alone), unless the run timed out, was interrupted
-    or its daemon broke, as the result records."""
-    if "exit_code" in agent:  # the runner saw the agent end (not a killed run's meta)
-        error = triage.agent_error(
-            run,
-            exit_code=agent["exit_code"],
-            timed_out=bool(agent.get("timed_out")),
-            interrupted=bool(stored.get("interrupted")),
-            # With no failed model call to quote, first_error is the last stderr line the
-            # runner quoted of an agent that failed on its own.
-            stderr_tail=agent.get("first_error"),
-        )
-        if error is not None:
-            return (
-                EXIT_AGENT,
-                f"agent error (exit {EXIT_AGENT}): {error['code']}: {error['message']}",
-            )
-    baseline = bool(stored.get("baseline"))
-    passed, kept = outcome(verdict, baseline=baseline)
-    ended = [
-        code
-        for code, happened in (
-            ("daemon_error", _object(stored.get("resident")).get("error")),
-            ("acp_error", _object(stored.get("acp")).get("error")),
-            ("interrupted", stored.get("interrupted")),
-            ("timeout", agent.get("timed_out")),
-        )
-        if happened
-    ]
-    resolved = passed and not ended
-    code = EXIT_RESOLVED if resolved else EXIT_UNRESOLVED
-    parts = [f"{'resolved' if resolved else 'NOT resolved'} (exit {code})"]
-    if baseline:
-        parts.append("baseline, judged on coverage")
-    counts = Counter([*ended, *(item.code for item in kept)])
-    if counts:
-        named = [c if n == 1 else f"{c} x{n}" for c, n in counts.items()]
-        parts.append("reasons: " + ", ".join(named))
-    return code, "; ".join(parts)
+    """The exit code and line the runner's result would have (rules/result.py), from what
+    the result records of how the run ended."""
+    daemon_error = _object(stored.get("resident")).get("error")
+    acp_error = _object(stored.get("acp")).get("error")
+    end = AgentEnd(
+        agent.get("exit_code"),
+        timed_out=bool(agent.get("timed_out")),
+        interrupted=bool(stored.get("interrupted")),
+        # With no failed model call to quote, first_error is the last stderr line the
+        # runner quoted of an agent that failed on its own.
+        stderr_tail=agent.get("first_error"),
+        daemon_error=str(_object(daemon_error).get("message") or daemon_error)
+        if daemon_error
+        else None,
+        acp_error={
+            "code": str(_object(acp_error).get("code")),
+            "message": str(_object(acp_error).get("message") or acp_error),
+        }
+        if acp_error
+        else None,
+        # Only a result the runner wrote once the agent ended (not a killed run's meta).
+        seen_exit="exit_code" in agent,
+    )
+    judged = run_result(verdict, run, end, baseline=bool(stored.get("baseline")))
+    if judged.status == "agent_error":
+        return judged.exit_code, agent_error_head(judged.reasons[0])
+    parts = [state(judged.resolved, judged.exit_code)]
+    if stored.get("baseline"):
+        parts.append(f"baseline, judged on {COVERAGE}")
+    counted = reason_counts(item["code"] for item in judged.reasons)
+    return judged.exit_code, "; ".join(parts + ([counted] if counted else []))
 
 
 def _object(value: object) -> dict:
@@ -266,50 +228,38 @@ def _hold_digest(fixture: Fixture, recorded: object, force: bool) -> None:
     print_note(f"scorer.py: {said}; scored against it (--force)")
 
 
-def _regrade_set(set_dir: str, fixture_path: str | None, force: bool, jobs: int | None) -> int:
-    """Every trial of a run set, each its attempt the summary uses, `jobs` at once (None:
-    one per CPU; in trial order all the same); a table on stdout."""
-    # Only a run set needs its summary (and the statistics it imports) and the forked
-    # workers: a single run's regrade, `scorer.py` among them, starts without.
+def _regrade_set(set_dir: str, fixture_path: str | None, force: bool) -> int:
+    """Every trial of a run set, each its attempt the summary uses, in trial order; a table
+    on stdout."""
+    # Only a run set needs its summary (and the statistics it imports): a single run's
+    # regrade, `scorer.py` among them, starts without.
     from reporting.summary import TrialRecord, set_exit_code
-    from shell import forked
-
-    if jobs is None:
-        jobs = forked.available_cpus()
 
     try:
         config = runsets.load_config(set_dir) or {}
     except runsets.RunSetError as error:
         return _refused(RegradeError("run_set_invalid", str(error)))
     chosen = runsets.latest_by_trial(runsets.attempts(set_dir))
-    indexes = range(1, int(config.get("trials") or 0) + 1)
-    dirs = [chosen[index].dir for index in indexes if index in chosen]
-    work = functools.partial(regrade, fixture_path=fixture_path, force=force)
     rows, records = [], []
-    with contextlib.closing(forked.in_order(work, dirs, jobs)) as graded_trials:
-        for index in indexes:
-            if index not in chosen:
-                rows.append({"index": index, "dir": None, "status": "not_run"})
-                records.append(TrialRecord(index, None, 0, None))
-                continue
-            name = os.path.basename(chosen[index].dir)
-            try:
-                graded = next(graded_trials)
-            except RegradeError as error:
-                return _refused(error.of_trial(name))
-            except forked.WorkerLost as error:  # killed from outside, or out of memory
-                return _refused(RegradeError("regrade_lost", f"{name}: {error}"))
-            print_note(f"scorer.py: {name}: {graded.line}")
-            status = {EXIT_AGENT: "agent_not_run" if graded.verdict is None else "agent_error"}
-            result = {
-                "status": status.get(graded.exit_code, "scored"),
-                "resolved": graded.exit_code == EXIT_RESOLVED,
-                "exit_code": graded.exit_code,
-            }
-            rows.append(
-                {"index": index, "dir": name, **result, "verdict_unchanged": graded.unchanged}
-            )
-            records.append(TrialRecord(index, name, 1, result))
+    for index in range(1, int(config.get("trials") or 0) + 1):
+        if index not in chosen:
+            rows.append({"index": index, "dir": None, "status": "not_run"})
+            records.append(TrialRecord(index, None, 0, None))
+            continue
+        name = os.path.basename(chosen[index].dir)
+        try:
+            graded = regrade(chosen[index].dir, fixture_path, force)
+        except RegradeError as error:
+            return _refused(error.of_trial(name))
+        print_note(f"scorer.py: {name}: {graded.line}")
+        status = {EXIT_AGENT: "agent_not_run" if graded.verdict is None else "agent_error"}
+        result = {
+            "status": status.get(graded.exit_code, "scored"),
+            "resolved": graded.exit_code == EXIT_RESOLVED,
+            "exit_code": graded.exit_code,
+        }
+        rows.append({"index": index, "dir": name, **result, "verdict_unchanged": graded.unchanged})
+        records.append(TrialRecord(index, name, 1, result))
     code = set_exit_code(records, 0)
     print_json(json.dumps({"run_set": set_dir, "trials": rows, "exit_code": code}, indent=2))
     return code

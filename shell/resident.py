@@ -97,9 +97,9 @@ def drive_resident(
                     "type": "create",
                     "lifecycle": "resident",
                     "config": {
-                        "cwd": run.repo,
-                        "agentDir": run.agent_home,
-                        "sessionDir": run.sessions,
+                        "cwd": run.paths.repo,
+                        "agentDir": run.paths.agent_home,
+                        "sessionDir": run.paths.sessions,
                         "model": model,
                     },
                     # Overlaid on the supervisor env for the new worker: the whole

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 
 from evidence.fixture import MANIFEST, TASK
 from evidence.runpaths import RunPaths
+from shell.cli import print_note
 
 # A Unix socket path holds at most 107 bytes (108 with its NUL; §2 says "about 107").
 # Besides the daemon socket the runner names, the product binds one socket per session
@@ -71,22 +72,45 @@ def users_kernel_python(environ: dict[str, str]) -> str | None:
     return None
 
 
+# The bundled stand-in, named to a user whose prime-agent is not on PATH.
+STAND_IN = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "simulated", "agent.py"
+)
+
+
+def find_agent(agent_bin: str) -> tuple[str | None, tuple[str, str] | None]:
+    """The agent's absolute path, or (None, (reason code, sentence)) saying why there is none."""
+    found = shutil.which(agent_bin)
+    if found is not None:
+        # The agent starts in the run's repo, so a relative path must not stay relative.
+        return os.path.abspath(found), None
+    if os.sep not in agent_bin:
+        stand_in = os.path.relpath(STAND_IN)
+        stand_in = STAND_IN if stand_in.startswith("..") else os.path.join(".", stand_in)
+        return None, (
+            "agent_not_found",
+            f"{agent_bin!r} is not on PATH; to try the harness without it, use --agent-bin "
+            f"{stand_in} --model simulated/oracle (the bundled stand-in)",
+        )
+    if not os.path.exists(agent_bin):
+        return None, ("agent_not_found", f"{agent_bin!r} does not exist")
+    if os.path.isdir(agent_bin):
+        return None, ("agent_not_executable", f"{agent_bin!r} is a directory, not an executable")
+    return None, ("agent_not_executable", f"{agent_bin!r} is not executable (chmod +x it)")
+
+
 class RunDir:
-    """One run's dir, laid out by `RunPaths`, and what the runner does to it before the
-    agent starts. The layout's paths read as the run's own (`run.repo`, `run.stdout`)."""
+    """One run's dir, laid out by `RunPaths` (`run.paths.repo`), and what the runner does to
+    it before the agent starts; TMPDIR and the daemon socket are its own, which
+    `fit_sockets` may move."""
 
     def __init__(self, root: str):
         self.paths = RunPaths.of(root)
+        self.root = self.paths.root
         # TMPDIR and the daemon socket: the layout's, unless `fit_sockets` moves them.
         self.tmp = self.paths.tmp
         self.socket = self.paths.socket
         self.short_tmp: str | None = None
-
-    def __getattr__(self, name: str) -> str:
-        # Only for names the run does not set itself: every other path is the layout's.
-        if name == "paths":  # before __init__ (copy, pickle): no layout yet
-            raise AttributeError(name)
-        return getattr(self.paths, name)
 
     @classmethod
     def at(cls, root: str) -> RunDir:
@@ -111,9 +135,9 @@ class RunDir:
 
     def prepare(self, fixture, agent_config: str) -> None:
         shutil.copytree(
-            fixture.root, self.repo, ignore=shutil.ignore_patterns(MANIFEST, TASK, ".git")
+            fixture.root, self.paths.repo, ignore=shutil.ignore_patterns(MANIFEST, TASK, ".git")
         )
-        for path in (self.sessions, self.agent_home, self.home, self.paths.tmp):
+        for path in (self.paths.sessions, self.paths.agent_home, self.paths.home, self.paths.tmp):
             os.makedirs(path, exist_ok=True)
         self._commit_repo(fixture.name)
         self._copy_agent_config(agent_config)
@@ -136,21 +160,21 @@ class RunDir:
         (made now: the run dir itself is not writable inside, §3), the agent home, HOME and
         TMPDIR. The daemon socket moves into TMPDIR, the one of them the product binds
         sockets in anyway (§2)."""
-        os.makedirs(self.session_artifacts, exist_ok=True)
+        os.makedirs(self.paths.session_artifacts, exist_ok=True)
         self.socket = os.path.join(self.tmp, os.path.basename(self.paths.socket))
         return [
-            self.repo,
-            self.sessions,
-            self.session_artifacts,
-            self.agent_home,
-            self.home,
+            self.paths.repo,
+            self.paths.sessions,
+            self.paths.session_artifacts,
+            self.paths.agent_home,
+            self.paths.home,
             self.tmp,
         ]
 
     def _commit_repo(self, fixture_name: str) -> None:
         env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
         env.update(
-            HOME=self.home,
+            HOME=self.paths.home,
             GIT_CONFIG_NOSYSTEM="1",
             GIT_AUTHOR_NAME="swarm-fanout",
             GIT_AUTHOR_EMAIL="swarm-fanout@invalid",
@@ -164,7 +188,7 @@ class RunDir:
         ):
             subprocess.run(
                 command,
-                cwd=self.repo,
+                cwd=self.paths.repo,
                 env=env,
                 check=True,
                 stdin=subprocess.DEVNULL,
@@ -178,8 +202,8 @@ class RunDir:
         for name in ("auth.json", "models.json"):
             path = os.path.join(source, name)
             if os.path.isfile(path):
-                shutil.copyfile(path, os.path.join(self.agent_home, name))
-        auth = os.path.join(self.agent_home, "auth.json")
+                shutil.copyfile(path, os.path.join(self.paths.agent_home, name))
+        auth = os.path.join(self.paths.agent_home, "auth.json")
         if not os.path.exists(auth):
             with open(auth, "w", encoding="utf-8") as handle:
                 handle.write("{}\n")
@@ -198,10 +222,10 @@ class RunDir:
             if not key.startswith(STRIPPED_ENV_PREFIXES) and key not in STRIPPED_ENV
         }
         env.update(
-            HOME=self.home,
+            HOME=self.paths.home,
             TMPDIR=self.tmp,
-            PRIME_AGENT_CODING_AGENT_DIR=self.agent_home,
-            PRIME_AGENT_SESSION_DIR=self.sessions,
+            PRIME_AGENT_CODING_AGENT_DIR=self.paths.agent_home,
+            PRIME_AGENT_SESSION_DIR=self.paths.sessions,
             # No update check at start: the same agent build for every trial.
             PI_SKIP_VERSION_CHECK="1",
         )
@@ -223,9 +247,9 @@ class RunDir:
             "--daemon-socket",
             self.socket,
             "--cwd",
-            self.repo,
+            self.paths.repo,
             "--session-dir",
-            self.sessions,
+            self.paths.sessions,
             "--model",
             model,
             "--",
@@ -243,16 +267,8 @@ class RunDir:
         """Own the supervisor: start it ourselves on the run's socket (§8.2, last line)."""
         return [agent_bin, "--mode", "daemon", "--daemon-socket", self.socket]
 
-    def drive_argv(self, drive: str, agent_bin: str, model: str, task: str) -> list[str]:
-        """What the runner starts under each `--drive` (docs/drives.md)."""
-        if drive == "oneshot":
-            return self.argv(agent_bin, model, task)
-        if drive == "acp":
-            return self.acp_argv(agent_bin, model)
-        return self.daemon_argv(agent_bin)
-
     def write_meta(self, meta: dict) -> None:
-        write_atomic(self.run_meta, json.dumps(meta, indent=2) + "\n")
+        write_atomic(self.paths.run_meta, json.dumps(meta, indent=2) + "\n")
 
     def cleanup_tmp(self) -> None:
         if self.short_tmp:
@@ -276,3 +292,24 @@ def write_atomic(path: str, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def store_record(record: dict, path: str | None, error_key: str) -> tuple[str, str | None]:
+    """Write `record` as JSON to `path` (None: nowhere); returns the text to print and
+    where it is stored. A failed write is noted on stderr and in `record[error_key]`,
+    and the record is printed all the same, with its exit code."""
+    text = json.dumps(record, indent=2)
+    if path is None:
+        return text, None
+    try:
+        write_atomic(path, text + "\n")
+    except OSError as error:
+        print_note(f"runner.py: could not write {path}: {error}")
+        record[error_key] = f"{type(error).__name__}: {error}"
+        return json.dumps(record, indent=2), None
+    return text, path
+
+
+def utc_now() -> str:
+    """Now, as result.json and run-set.json record times: ISO-8601 UTC to the millisecond."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -330,6 +330,34 @@ def plan_binds(
     return Binds(tuple(shown), run_root if keeps_installs else around, tuple(writable))
 
 
+def plan_run(
+    available: Availability | None,
+    *,
+    agent_bin: str,
+    env: dict[str, str],
+    run_root: str,
+    writable: list[str],
+    key_names: tuple[str, ...],
+) -> tuple[dict[str, str], Plan | None, dict]:
+    """The agent's environment and sandbox plan for one run (None: unsandboxed, as
+    `available` says: None for --no-sandbox), and the result's `sandbox` record."""
+    plan = None
+    if available is not None and available.usable:
+        env = agent_env(env, key_names)
+        home = os.path.expanduser("~")
+        binds = plan_binds(
+            agent_bin=agent_bin, env=env, run_root=run_root, writable=writable, home=home
+        )
+        plan = Plan(available.bwrap, binds)
+    record = {
+        "enabled": plan is not None,
+        "bwrap": available.bwrap if available else None,
+        **({"binds": plan.binds.to_json()} if plan else {}),
+        **({} if plan else {"why_not": available.problem if available else "--no-sandbox"}),
+    }
+    return env, plan, record
+
+
 def bwrap_argv(bwrap: str, binds: Binds, cwd: str, seccomp_fd: int | None) -> list[str]:
     """bwrap's options, up to the command. Later mounts cover earlier ones: the run root's
     empty dir covers whatever a read-only install shows of it (a run dir under the

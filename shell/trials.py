@@ -1,4 +1,5 @@
-"""Running a run set: its dir, its stored config, and its trials, each launched as its own
+"""Running a run set: its dir, its stored config (held against the flags of a trial or a
+resume: `open_set`), and its trials, each launched as its own
 `runner.py --run-set DIR --trial-index N` process, so trials of one set can as well be spread
 over machines by a batch scheduler. The layout is read by evidence/runsets.py; the summary is
 reporting/summary.py's.
@@ -15,11 +16,14 @@ import sys
 import tempfile
 from datetime import datetime, timezone
 
-from evidence.fixture import Fixture
-from evidence.runsets import RUN_SET_FILE, Attempt, attempts, is_done, load_config
+from evidence.fixture import Fixture, FixtureError, load_fixture
+from evidence.runsets import RUN_SET_FILE, Attempt, RunSetError, attempts, is_done, load_config
 from fixtures import tasks
 from rules.exit_codes import meaning
-from shell.cli import print_note
+from shell.cli import RunRefused, print_note
+from shell.launch import agent_version
+from shell.run_config import RunConfig
+from shell.rundir import STRIPPED_ENV_PREFIXES, find_agent, utc_now
 
 RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner.py")
 # The agent's env names the trial, so a simulated agent can draw per trial (simulated/run.py).
@@ -119,7 +123,7 @@ def run_trials(
         for index, process in list(running.items()):
             if process.poll() is not None:
                 del running[index]
-                _say(f"trial {index}/{total} finished: {_outcome(process.returncode)}")
+                _say(f"trial {index}/{total} finished: {_in_words(process.returncode)}")
         if running:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 next(iter(running.values())).wait(timeout=POLL_S)
@@ -130,9 +134,74 @@ def _trials(count: int) -> str:
     return "1 trial" if count == 1 else f"{count} trials"
 
 
-def _outcome(exit_code: int) -> str:
+def _in_words(exit_code: int) -> str:
     return f"{meaning(exit_code)} (exit {exit_code})"
 
 
 def _say(message: str) -> None:
     print_note(f"runner.py: {message}")
+
+
+def open_set(
+    config: RunConfig, set_dir: str | None, why: str, index: int | None = None
+) -> tuple[str, dict, RunConfig, Fixture]:
+    """The run set's dir, its stored config (stored now from the flags when it has none),
+    the flags settled against it, and its fixture. Refused, saying `why`, before anything
+    is written when the set cannot be run as asked (for trial `index`, when given)."""
+    try:
+        stored = load_config(set_dir) if set_dir else None
+        if config.resume and stored is None:
+            raise RunSetError(f"{set_dir} has no {RUN_SET_FILE}")
+        settled = config.settled(stored)
+        try:
+            fixture = load_fixture(settled.fixture)
+        except FixtureError as error:
+            raise RunSetError(f"invalid fixture: {error.message}") from None
+        _hold(config, settled, stored, fixture, why)
+        if index is not None:
+            _hold_index(index, (stored or {}).get("trials") or settled.trials, config, why)
+        if stored is None or index is None:
+            _, missing = find_agent(settled.agent_bin)
+            if missing:  # before the set's dir is made: no trial could run
+                raise RunRefused(*missing, status="agent_not_run")
+        if stored is None:
+            set_dir = set_dir or new_run_set_dir(config.out, fixture.name, settled.baseline)
+            stored = store_config(set_dir, _new_config(settled, fixture, set_dir))
+            # Trials started at once on several machines: the first one's config won.
+            settled = config.settled(stored)
+            _hold(config, settled, stored, fixture, why)
+    except (RunSetError, OSError) as error:
+        raise RunRefused("run_set_unusable", f"{why}: {error}") from None
+    return set_dir, stored, settled, fixture
+
+
+def _hold(config: RunConfig, settled: RunConfig, stored, fixture: Fixture, why: str) -> None:
+    """Refuse flags that differ from the stored run set's, or name no worker of the fixture."""
+    settled.check_workers(fixture)
+    differences = settled.differences(stored, fixture, config.trials) if stored else []
+    if differences:
+        said = "the run set was made with other settings: " + "; ".join(differences)
+        raise RunRefused("run_set_settings_differ", f"{why}: {said}")
+
+
+def _hold_index(index: int, trials: int, config: RunConfig, why: str) -> None:
+    """Refuse a --trial-index that is not a trial of the set."""
+    if 1 <= index <= trials:
+        return
+    refusal = f"--trial-index {index} is outside 1..{trials}"
+    if index == 0:
+        refusal += (
+            ": trials count from 1; a zero-based array index (Slurm --array=0-N, Kubernetes' "
+            "JOB_COMPLETION_INDEX) is passed as --trial-index $((INDEX + 1))"
+        )
+    elif config.trials is None:
+        refusal += f" (the run set's --trials K; without --trials a new run set has {trials})"
+    raise RunRefused("trial_index_out_of_range", f"{why}: {refusal}")
+
+
+def _new_config(settled: RunConfig, fixture: Fixture, set_dir: str) -> dict:
+    agent_bin, _ = find_agent(settled.agent_bin)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(STRIPPED_ENV_PREFIXES)}
+    os.makedirs(set_dir, exist_ok=True)
+    version = agent_version(agent_bin, environment, set_dir) if agent_bin else None
+    return settled.stored(fixture, agent_bin, version, utc_now())

@@ -112,15 +112,15 @@ class Progress:
     def report(self, elapsed: float, ended: str | None = None) -> None:
         """`ended`: how the run ended ("finished", "timed out", "interrupted"), else None
         while it runs."""
-        home = self.run.agent_home
-        for path in ledger.ledger_candidates(home, self.run.sessions, self.run.root):
+        home = self.run.paths.agent_home
+        for path in ledger.ledger_candidates(home, self.run.paths.sessions, self.run.root):
             self.spawns += self._count_new(path, b'"op":"spawn"')
         try:
-            names = sorted(os.listdir(self.run.sessions))
+            names = sorted(os.listdir(self.run.paths.sessions))
         except OSError:
             names = []
         for name in names:
-            path = os.path.join(self.run.sessions, name)
+            path = os.path.join(self.run.paths.sessions, name)
             self.replies += self._count_new(path, b'"fromRelationship":"child"')
         word = f"{ended} after" if ended else "running"
         print_note(

@@ -348,59 +348,6 @@ def run_measurement(kind: str, payload: dict) -> dict:
 # --- a run set's regrade (--regrade-set) -------------------------------------------------------
 
 
-def regrade_set_main(children: int, trials: int, pairs: int) -> dict:
-    """`scorer.py SET_DIR` on a run set of `trials` runs of `children` each, at one job
-    against one per CPU (shell/forked.py), as fresh processes in alternating pairs; the
-    two outputs must be the same bytes."""
-    from evidence.fixture import fixture_digest
-    from evidence.runsets import MATCHED_KEYS, RUN_SET_FILE
-    from shell.forked import available_cpus
-
-    output_bytes, ledger_records, _, polls = SCALES.get(
-        children, (10_000, children * 10, None, children)
-    )
-    jobs = available_cpus()
-    with tempfile.TemporaryDirectory(prefix="sf-bench-set-") as tmp:
-        set_dir, fixture_dir = os.path.join(tmp, "set"), os.path.join(tmp, "fixture")
-        os.makedirs(fixture_dir)
-        for index in range(1, trials + 1):
-            trial = os.path.join(set_dir, f"trial-{index}")
-            manifest, _ = make_run(trial, children, output_bytes, ledger_records, polls)
-            shutil.move(manifest, os.path.join(fixture_dir, MANIFEST))
-        digest = fixture_digest(fixture_dir)
-        for index in range(1, trials + 1):
-            result = {"status": "scored", "fixture": {"path": fixture_dir, "digest": digest}}
-            with open(os.path.join(set_dir, f"trial-{index}", "result.json"), "w") as handle:
-                json.dump(result, handle)
-        config = {key: None for key in MATCHED_KEYS}
-        with open(os.path.join(set_dir, RUN_SET_FILE), "w", encoding="utf-8") as handle:
-            json.dump({**config, "fixture_digest": digest, "trials": trials}, handle)
-        uv = ["uv", "run", "--locked", "python", "scorer.py", set_dir]
-        outputs = {}
-        times: dict[int, list[float]] = {1: [], jobs: []}
-        for index in range(pairs):
-            for count in (1, jobs) if index % 2 == 0 else (jobs, 1):
-                began = time.perf_counter()
-                done = subprocess.run([*uv, "--jobs", str(count)], cwd=REPO, capture_output=True)
-                times[count].append(time.perf_counter() - began)
-                outputs.setdefault(count, (done.returncode, done.stdout, done.stderr))
-    if len(set(outputs.values())) != 1:
-        raise RuntimeError(f"the regrade's output differs between 1 and {jobs} jobs")
-    return {
-        "children": children,
-        "trials": trials,
-        "jobs": jobs,
-        "one_job_s": round(min(times[1]), 3),
-        "jobs_s": round(min(times[jobs]), 3),
-        "speedup": round(
-            statistics.median(one / many for one, many in zip(times[1], times[jobs], strict=True)),
-            2,
-        ),
-        "pairs": pairs,
-        "same_output": True,
-    }
-
-
 # --- the recording proxy (--proxy) --------------------------------------------------------------
 #
 # Three processes, so that none's threads wait on another's GIL: the upstreams (the scripted
@@ -716,21 +663,7 @@ def main(argv: list[str] | None = None) -> int:
         help="measure the live observer instead of scoring: its first and steady poll's CPU "
         "on a finished run of each --scales size",
     )
-    parser.add_argument(
-        "--regrade-set",
-        type=_positive,
-        metavar="TRIALS",
-        help="measure a run set's regrade instead: `scorer.py SET_DIR` on TRIALS runs of each "
-        "--scales size, at one job and at one per CPU (--repeat pairs)",
-    )
     options = parser.parse_args(args)
-    if options.regrade_set:
-        rows = [
-            regrade_set_main(children, options.regrade_set, options.repeat)
-            for children in options.scales
-        ]
-        print(json.dumps(rows, indent=2))
-        return 0
     if options.observer:
         rows = [observer_main(children) for children in options.scales]
         print(json.dumps(rows, indent=2))

@@ -235,7 +235,7 @@ class ResidentDriveTest(SocketTestCase):
             if os.path.exists(os.path.join(self.root, name)):
                 os.remove(os.path.join(self.root, name))
         self.server = self.start(ReplayDaemon, self.lines)
-        self.env = {"PRIME_AGENT_SESSION_DIR": self.run.sessions, "HOME": self.run.home}
+        self.env = {"PRIME_AGENT_SESSION_DIR": self.run.paths.sessions, "HOME": self.run.paths.home}
 
     def drive(self) -> dict:
         """Drive the recorded daemon; the runner's channels are published into the run dir
@@ -248,7 +248,7 @@ class ResidentDriveTest(SocketTestCase):
         record = resident.drive_resident(
             self.run, lambda: True, "fake/fake-rlm", "the task", self.env, watch, wire, stream
         )
-        self.published = [stream.publish(self.run.stdout), wire.publish(self.run.wire)]
+        self.published = [stream.publish(self.run.paths.stdout), wire.publish(self.run.paths.wire)]
         return record
 
     def test_the_streams_come_through_the_runners_channels_with_their_digests(self):
@@ -257,7 +257,7 @@ class ResidentDriveTest(SocketTestCase):
             path = os.path.join(self.root, item["file"])
             self.assertEqual(witness.file_digest(path), item["sha256"])
             self.assertTrue(item["intact"])
-        with open(self.run.wire, "rb") as handle:
+        with open(self.run.paths.wire, "rb") as handle:
             self.assertEqual(self.published[1]["lines"], handle.read().count(b"\n"))
         self.assertGreater(self.published[1]["lines"], 300)
 
@@ -285,13 +285,13 @@ class ResidentDriveTest(SocketTestCase):
         self.assertEqual(
             create["config"],
             {
-                "cwd": self.run.repo,
-                "agentDir": self.run.agent_home,
-                "sessionDir": self.run.sessions,
+                "cwd": self.run.paths.repo,
+                "agentDir": self.run.paths.agent_home,
+                "sessionDir": self.run.paths.sessions,
                 "model": "fake/fake-rlm",
             },
         )
-        self.assertEqual(create["launchEnv"]["PRIME_AGENT_SESSION_DIR"], self.run.sessions)
+        self.assertEqual(create["launchEnv"]["PRIME_AGENT_SESSION_DIR"], self.run.paths.sessions)
         self.assertEqual(attach["activeSessionId"], "d87fd3fbfadd")
         self.assertEqual(attach["capabilities"], ["event_sequence"])
         self.assertEqual(
@@ -308,9 +308,11 @@ class ResidentDriveTest(SocketTestCase):
 
     def test_session_events_become_the_one_shot_stream_shape(self):
         self.drive()
-        with open(self.run.stdout, encoding="utf-8") as handle:
+        with open(self.run.paths.stdout, encoding="utf-8") as handle:
             stream = [json.loads(line) for line in handle]
-        with open(os.path.join(self.root, "sessions", os.listdir(self.run.sessions)[0])) as handle:
+        with open(
+            os.path.join(self.root, "sessions", os.listdir(self.run.paths.sessions)[0])
+        ) as handle:
             header = json.loads(handle.readline())
         self.assertEqual(stream[0], header)
         recorded_events = [

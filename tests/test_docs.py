@@ -257,6 +257,7 @@ class DriftTest(unittest.TestCase):
         from scripted.model import SCRIPTS
 
         text = " ".join(read(os.path.join("docs", "scripted-model.md")).split())
+        # The loop may go on over lines (a backslash before each break).
         loop = re.search(r"for s in ([a-z \\-]+); do", text).group(1).replace("\\", " ").split()
         self.assertEqual(loop, list(SCRIPTS), "the developer's loop runs every script")
         drives = re.search(r"for d in ([a-z ]+); do", text).group(1).split()

@@ -155,9 +155,9 @@ class EvidencePageTest(unittest.TestCase):
 
     def test_every_integrity_and_witness_check_is_listed(self):
         listed = {(row[0], row[1]) for row in self.parsed.rows if len(row) == 6}
-        for name, *_ in integrity.CHECKS:
+        for name, *_ in integrity.INTEGRITY_CHECKS:
             self.assertIn(("integrity", name), listed)
-        for name, *_ in witness_checks.CHECKS:
+        for name, *_ in witness_checks.WITNESS_CHECKS:
             self.assertIn(("witness", name), listed)
 
     def test_every_shard_has_its_row(self):

@@ -21,7 +21,7 @@ from evidence.artifacts import collect
 from evidence.fixture import load_manifest
 from evidence.jsonl import iso_to_ms
 from evidence.transcripts import MAX_KEPT_PER_TRANSCRIPT
-from rules.integrity import CHECKS, HEADER_BEFORE_SPAWN_MS, META_AFTER_SPAWN_MS
+from rules.integrity import HEADER_BEFORE_SPAWN_MS, INTEGRITY_CHECKS, META_AFTER_SPAWN_MS
 from scorer import score
 from tests import test_real_runs as captures
 from tests.builders import EPOCH_MS, RunBuilder, iso, rewrite, small_fixture
@@ -134,7 +134,7 @@ class ForgedCorpusTest(unittest.TestCase):
                 expected = captures.load_json(os.path.join(FORGED, case, "case.json"))["codes"]
                 verdict = self.scored(case)
                 self.assertFalse(verdict.resolved)
-                self.assertFalse(verdict.delegation_evidence)
+                self.assertFalse(verdict.criteria["delegation_evidence"])
                 self.assertEqual(sorted({reason.code for reason in verdict.reasons}), expected)
 
     def test_integrity_failures_name_the_forged_child(self):
@@ -153,8 +153,8 @@ class ForgedCorpusTest(unittest.TestCase):
 
     def test_injected_replies_are_caught_only_by_the_childs_receipts(self):
         verdict = self.scored("child-fail-injected-replies")
-        self.assertTrue(verdict.coverage)
-        self.assertTrue(verdict.receipts)
+        self.assertTrue(verdict.criteria["coverage"])
+        self.assertTrue(verdict.criteria["receipts"])
         failures = verdict.integrity["reply_receipts"]["failures"]
         self.assertEqual([f["child_id"] for f in failures], ["sub-b5202204", "sub-e2826222"])
 
@@ -184,8 +184,8 @@ class RunTestCase(unittest.TestCase):
     def failures(self, check: str) -> list[dict]:
         verdict = self.verdict()
         if verdict.integrity[check]["failures"]:
-            self.assertFalse(verdict.delegation_evidence)
-            code = next(code for name, code, _, _ in CHECKS if name == check)
+            self.assertFalse(verdict.criteria["delegation_evidence"])
+            code = next(code for name, code, _, _ in INTEGRITY_CHECKS if name == check)
             self.assertIn(code, [reason.code for reason in verdict.reasons])
         return verdict.integrity[check]["failures"]
 
@@ -232,7 +232,7 @@ class HonestBuilderRunTest(RunTestCase):
         self.honest_run()
         verdict = self.verdict()
         self.assertTrue(verdict.resolved, verdict.reasons)
-        self.assertEqual([name for name, *_ in CHECKS], list(verdict.integrity))
+        self.assertEqual([name for name, *_ in INTEGRITY_CHECKS], list(verdict.integrity))
         for name, result in verdict.integrity.items():
             self.assertEqual(result, {"passed": True, "count": 0, "failures": []}, name)
 

@@ -6,9 +6,10 @@ ledger.py, readers that never raise; rules/ and scorer.py, pure judgements; repo
 and the entry points at the top (runner.py, scorer.py and report.py run as programs, the fixture
 generator). A module imports only its own layer and those below it. The test doubles
 (scripted/, simulated/) import only the task language and themselves, and no layer imports
-them: only runner.py, the composition root, starts the scripted model in its own process.
-The optional verifiers taskset (verifiers-taskset/) sits above the entry points and below
-nothing: it may import any layer but the doubles and the tests; its tests are tests.
+them: only runner.py, the composition root, starts the scripted model in its own process
+and names the simulated behaviours. The optional verifiers taskset (verifiers-taskset/) sits
+above the entry points and below nothing: it may import any layer but the doubles and the
+tests; its tests are tests.
 """
 
 from __future__ import annotations
@@ -48,9 +49,13 @@ MAY_IMPORT = {
     "taskset": {"task", "evidence", "rules", "reporting", "shell", "entry", "taskset"},
 }  # fmt: skip
 TASKSET_DIR = "verifiers-taskset"
-# The one import of a double by the harness: the runner serves the scripted model from a
-# thread of its own (docs/scripted-model.md).
-WIRED_DOUBLES = {("runner", "scripted.check"), ("runner", "scripted.model")}
+# The imports of a double by the harness: the runner serves the scripted model from a
+# thread of its own (docs/scripted-model.md), and names the simulated behaviours.
+WIRED_DOUBLES = {
+    ("runner", "scripted.check"),
+    ("runner", "scripted.model"),
+    ("runner", "simulated.behaviours"),
+}
 
 
 def layer_of(module: str) -> str | None:

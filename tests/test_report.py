@@ -5,6 +5,8 @@ timeline picture."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -15,6 +17,7 @@ import unittest
 from html.parser import HTMLParser
 from typing import ClassVar
 
+import report
 from evidence import runsets
 from reporting import report_page
 from reporting.compare_page import build_compare
@@ -272,6 +275,31 @@ class ReportTest(unittest.TestCase):
 
 def span(name: str, reply_ms: int | None) -> ChildSpan:
     return ChildSpan(f"sub-{name}", name, "c.jsonl", False, 0, 0, 10, reply_ms, None, 1500)
+
+
+class UnusableInputTest(unittest.TestCase):
+    """What report.py cannot use is refused with exit 2 and a sentence, never a raw errno."""
+
+    def refused(self, *argv: str) -> str:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = report.main(list(argv))
+        self.assertEqual((code, out.getvalue()), (2, ""))
+        said = err.getvalue()
+        self.assertNotIn("Errno", said)
+        return said
+
+    def test_compare_of_an_empty_dir_or_a_missing_one_exits_2_saying_why(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            empty, missing = os.path.join(tmp, "empty"), os.path.join(tmp, "missing")
+            os.mkdir(empty)
+            said = self.refused("--compare", empty, empty)
+            self.assertIn(f"report.py: {empty} holds no run set: no run-set.json in it", said)
+            said = self.refused("--compare", empty, missing)
+            self.assertIn(f"{empty} holds no run set", said)
+            said = self.refused("--compare", missing, empty)
+            self.assertEqual(said, f"report.py: {missing} does not exist\n")
+            self.assertEqual(self.refused(missing), f"report.py: {missing} does not exist\n")
 
 
 class TrialsSectionTest(unittest.TestCase):

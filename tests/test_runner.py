@@ -16,8 +16,10 @@ import report
 import runner
 from evidence.artifacts import collect
 from evidence.witness import Witness
+from reporting import terminal
 from rules import triage
 from shell import launch, regrade, rundir
+from shell.run_config import INJECTED_CALLS
 from shell.watch import Progress
 from tests.builders import RunBuilder
 
@@ -183,7 +185,7 @@ class SummaryLineTest(unittest.TestCase):
         return result
 
     def test_each_criterion_reason_count_and_the_calls_are_named(self):
-        line = runner.summary_line(self.result())
+        line = terminal.summary_line(self.result())
         self.assertEqual(
             line,
             "NOT resolved (exit 1); coverage ok, delegation_evidence FAILED, dedup ok, "
@@ -194,15 +196,15 @@ class SummaryLineTest(unittest.TestCase):
     def test_the_cost_is_said_when_the_product_priced_the_calls(self):
         result = self.result()
         result["verdict"]["efficiency"]["total_cost_usd"] = 1.2345
-        self.assertIn("12 turns, 45,210 tokens, $1.23", runner.summary_line(result))
+        self.assertIn("12 turns, 45,210 tokens, $1.23", terminal.summary_line(result))
         result["verdict"]["efficiency"]["total_cost_usd"] = 0
-        self.assertIn("45,210 tokens", runner.summary_line(result))
-        self.assertNotIn("$", runner.summary_line(result))
+        self.assertIn("45,210 tokens", terminal.summary_line(result))
+        self.assertNotIn("$", terminal.summary_line(result))
 
     def test_a_baseline_a_contract_check_and_leaked_processes_are_said(self):
         result = self.result(baseline=True, contract_check="fail", reasons=[])
         result["cleanup"]["leaked_processes"] = 2
-        line = runner.summary_line(result, os.path.join(os.sep, "elsewhere", "result.json"))
+        line = terminal.summary_line(result, os.path.join(os.sep, "elsewhere", "result.json"))
         self.assertEqual(
             line,
             "NOT resolved (exit 1); contract check fail; baseline, judged on coverage: ok; "
@@ -221,7 +223,7 @@ class SummaryLineTest(unittest.TestCase):
             "failures": {"not_run": 1, "missing_receipt": 3, "dedup": 3},
             "errors": {},
         }
-        line = runner.set_summary_line(summary, os.path.join(os.getcwd(), "set", "summary.json"))
+        line = terminal.set_summary_line(summary, os.path.join(os.getcwd(), "set", "summary.json"))
         self.assertEqual(
             line,
             "run set: 1/4 scored trials resolved (25%, 95% CI 5%-70%), 5 planned; exit 1; "
@@ -240,7 +242,7 @@ class SummaryLineTest(unittest.TestCase):
                     failure_accounted=accounted, injected_failures={"accounting": rows}
                 )
                 self.assertTrue(
-                    runner.summary_line(result).startswith(
+                    terminal.summary_line(result).startswith(
                         f"injected failure {said} (worker-a: marked: MISSING (x); worker-b: a "
                         "number no child reported (7)); NOT resolved (exit 1); "
                     )
@@ -259,7 +261,7 @@ class SummaryLineTest(unittest.TestCase):
             "errors": {},
         }
         self.assertEqual(
-            runner.set_summary_line(summary, None),
+            terminal.set_summary_line(summary, None),
             "run set: 0/4 scored trials resolved (0%, 95% CI 0%-49%); injected failure "
             "accounted for in 3/4 (75%, 95% CI 30%-95%), 4 planned; exit 1; "
             "failures: wrong_answer x4",
@@ -276,7 +278,7 @@ class SummaryLineTest(unittest.TestCase):
             "failures": {"not_run": 2},
             "errors": {},
         }
-        line = runner.set_summary_line(summary, os.path.join(os.getcwd(), "summary.json"))
+        line = terminal.set_summary_line(summary, os.path.join(os.getcwd(), "summary.json"))
         self.assertTrue(line.startswith("run set: 0/0 scored trials resolved, 2 planned; exit 3"))
 
     def test_a_run_set_line_counts_errored_trials_apart(self):
@@ -291,14 +293,14 @@ class SummaryLineTest(unittest.TestCase):
             "errors": {"agent_exited": 1},
         }
         self.assertEqual(
-            runner.set_summary_line(summary, None),
+            terminal.set_summary_line(summary, None),
             "run set: 2/2 scored trials resolved (100%, 95% CI 34%-100%), 1 errored (not "
             "counted), 3 planned; exit 3; errors: agent_exited x1",
         )
 
     def test_the_root_cause_is_named_before_what_it_caused(self):
         codes = ("timeout", "child_did_no_work", "missing_receipt", "child_did_no_work")
-        line = runner.summary_line(self.result(reasons=[{"code": code} for code in codes]))
+        line = terminal.summary_line(self.result(reasons=[{"code": code} for code in codes]))
         self.assertIn("; reasons: timeout, child_did_no_work x2, missing_receipt; ", line)
 
     def test_an_agent_error_gives_the_agents_own_words_and_not_the_models_failure(self):
@@ -307,7 +309,7 @@ class SummaryLineTest(unittest.TestCase):
             status="agent_error", exit_code=3, reasons=[{"code": "agent_exited", "message": said}]
         )
         self.assertEqual(
-            runner.summary_line(result, os.path.join(os.sep, "r", "result.json")),
+            terminal.summary_line(result, os.path.join(os.sep, "r", "result.json")),
             f"agent error (exit 3): agent_exited: {said}; not scored as the model's failure; "
             f"result in {os.path.join(os.sep, 'r', 'result.json')}",
         )
@@ -322,12 +324,12 @@ class NextStepTest(unittest.TestCase):
 
     def test_a_run_that_did_not_resolve_is_pointed_at_its_evidence_page(self):
         self.assertEqual(
-            runner.evidence_hint(os.path.join(os.getcwd(), "runs", "json-events-x")),
+            terminal.evidence_hint(os.path.join(os.getcwd(), "runs", "json-events-x")),
             "why, criterion by criterion: uv run --locked python report.py runs/json-events-x",
         )
 
     def test_an_interrupted_run_set_names_its_resume_command_and_its_report(self):
-        steps = runner.set_next_steps(self.summary(130, True, False, False), "/data/runs/a b", [])
+        steps = terminal.set_next_steps(self.summary(130, True, False, False), "/data/runs/a b", [])
         self.assertEqual(
             steps,
             [
@@ -338,23 +340,25 @@ class NextStepTest(unittest.TestCase):
         )
 
     def test_errored_trials_are_left_to_a_resume_and_a_finished_set_only_to_its_report(self):
-        (resume, _) = runner.set_next_steps(self.summary(3, True, False), "/s", ["--jobs", "2"])
+        (resume, _) = terminal.set_next_steps(self.summary(3, True, False), "/s", ["--jobs", "2"])
         self.assertEqual(
             resume,
             "1 of 2 trials not done, to run them: "
             "uv run --locked python runner.py --resume /s --jobs 2",
         )
         self.assertEqual(
-            runner.set_next_steps(self.summary(1, True, True), "/s", []),
+            terminal.set_next_steps(self.summary(1, True, True), "/s", []),
             ["its report: uv run --locked python report.py /s"],
         )
 
     def test_a_resume_is_given_the_flags_run_set_json_does_not_keep(self):
         kept = ["--jobs", "2", "--grace", "0.1", "--upstream", "http://127.0.0.1:9"]
         given = ["--fixture", "f", "--model", "simulated/oracle", "--trials", "3"]
-        args = runner.parse_args([*given, *kept, "--inject-failure", "w-1"])
-        injected = ["--inject-failure", f"w-1:{runner.INJECTED_CALLS}"]
-        self.assertEqual(runner._resume_flags(args), [*kept, *injected])
+        config = runner.parse_args([*given, *kept, "--no-sandbox", "--inject-failure", "w-1"])
+        # run-set.json keeps the injection (and the fixture, model and trials).
+        self.assertEqual(config.flags(*runner.RESUME_FLAGS), [*kept, "--no-sandbox"])
+        injected = ["--inject-failure", f"w-1:{INJECTED_CALLS}"]
+        self.assertEqual(config.flags("inject_failure"), injected)
 
 
 class MisspeltFlagTest(unittest.TestCase):
@@ -370,8 +374,8 @@ class MisspeltFlagTest(unittest.TestCase):
     def test_each_program_names_the_flag_a_typo_meant(self):
         said = self.refused(runner.main, "--fixtrue", "fixtures/json-events")
         self.assertTrue(said.endswith("--fixtrue fixtures/json-events (did you mean --fixture?)"))
-        said = self.refused(regrade.main, "--jbos", "2", "runs")
-        self.assertTrue(said.endswith("(did you mean --jobs?)"), said)
+        said = self.refused(regrade.main, "--froce", "runs")
+        self.assertTrue(said.endswith("(did you mean --force?)"), said)
         said = self.refused(report.main, "--comapre", "a", "b")
         self.assertTrue(said.endswith("(did you mean --compare?)"), said)
 

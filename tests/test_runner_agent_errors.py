@@ -65,17 +65,6 @@ class AgentErrorTest(RunnerTestCase):
         self.assertTrue(hint.startswith(command), hint)
         self.assertTrue(hint.endswith(os.path.basename(self.run_dir(result))), hint)
 
-    def test_a_misspelt_simulated_model_is_an_agent_error(self):
-        done, result = self.run_runner("simulated/orcale")
-        self.assertEqual((done.returncode, result["status"]), (3, "agent_error"))
-        self.assertEqual(self.codes(result), ["agent_exited"])
-        self.assertIn('unknown model "simulated/orcale"', result["reasons"][0]["message"])
-        self.assertIn(b"agent_exited: the agent exited 1 before any model call", done.stderr)
-        # The agent's suggestion and its whole list reach the verdict line uncut.
-        last = done.stderr.decode().splitlines()[-2]
-        self.assertIn("did you mean simulated/oracle?", last)
-        self.assertIn(f"{list(BEHAVIOURS)[-1]}; not scored as the model's failure", last)
-
     def test_a_regrade_of_an_agent_error_exits_3_with_the_verdict_of_its_result(self):
         _, result = self.run_failing_agent()
         out, err = io.StringIO(), io.StringIO()
@@ -242,7 +231,9 @@ class InvalidInputTest(RunnerTestCase):
         argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--trials", "2")[2:]
         argv[argv.index(SIMULATED)] = os.path.join(self.tmp, "no-such-agent")
         code, out, err = self.run_in_process(*argv)
-        self.assertEqual((code, out), (3, ""))
+        result = json.loads(out)
+        self.assertEqual((code, result["status"], result["exit_code"]), (3, "agent_not_run", 3))
+        self.assertEqual(self.codes(result), ["agent_not_found"])
         self.assertIn("the agent could not be run: ", err)
         self.assertIn("no-such-agent' does not exist", err)
         self.assertFalse(os.path.exists(self.out))
@@ -381,6 +372,56 @@ class InvalidInputTest(RunnerTestCase):
         )
         self.assertEqual(done.returncode, 2)
         self.assertIn(b"--fixture", done.stderr)
+
+    def test_a_misspelt_behaviour_is_refused_before_a_run_dir_or_trial(self):
+        for extra in ((), ("--trials", "3")):
+            argv = self.runner_argv("simulated/orcale", JSON_EVENTS, *extra)
+            done = self.run_argv(argv, self.env)
+            self.assertEqual(done.returncode, 2, extra)
+            said = done.stderr.decode()
+            self.assertIn("no behaviour 'orcale'; did you mean simulated/oracle?", said)
+            self.assertIn("behaviours: " + ", ".join(BEHAVIOURS), said)
+            self.assertFalse(os.path.exists(self.out))
+
+    def test_an_injection_into_no_worker_of_the_fixture_is_refused_naming_its_workers(self):
+        for extra in ((), ("--trials", "2")):
+            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, *extra)[2:]
+            code, out, err = self.run_in_process(*argv, "--inject-failure", "worker-event-03")
+            self.assertEqual(code, 2, extra)
+            result = json.loads(out)
+            self.assertEqual(self.codes(result), ["unknown_worker"])
+            message = result["reasons"][0]["message"]
+            self.assertIn("did you mean worker-events-03?", message)
+            self.assertIn("its workers: worker-events-01, worker-events-02,", message)
+            self.assertIn("has no such worker", err)
+            self.assertFalse(os.path.exists(self.out))
+
+    def test_a_timeout_or_grace_that_is_not_a_positive_finite_number_is_a_usage_error(self):
+        for flag, value in (("--timeout", "inf"), ("--timeout", "nan"), ("--timeout", "0"),
+                            ("--grace", "-1"), ("--grace", "inf")):  # fmt: skip
+            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, flag, value)[2:]
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
+                runner.main(argv)
+            self.assertEqual(raised.exception.code, 2, value)
+            self.assertIn(f"{flag} must be a positive number of seconds", err.getvalue())
+
+    def test_jobs_without_a_run_set_is_a_usage_error(self):
+        for extra in (("--jobs", "2"), ("--jobs", "2", "--run-set", "s", "--trial-index", "1")):
+            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, *extra)[2:]
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
+                runner.main(argv)
+            self.assertEqual(raised.exception.code, 2, extra)
+            self.assertIn("--jobs runs a run set's trials at once: give --trials K", err.getvalue())
+
+    def test_help_names_every_behaviour_and_script(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), self.assertRaises(SystemExit):
+            runner.main(["--help"])
+        said = " ".join(out.getvalue().split())
+        self.assertIn(", ".join(BEHAVIOURS), said)
+        self.assertIn(", ".join(SCRIPTS), said)
 
 
 class UnusableModelsJsonTest(RunnerTestCase):

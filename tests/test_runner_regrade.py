@@ -15,15 +15,13 @@ import tempfile
 import unittest
 from unittest import mock
 
-from shell import forked, regrade
+from shell import regrade
 from tests.runner_case import (
     CSV_METRICS,
     JSON_EVENTS,
     RUNNER,
     SIMULATED,
 )
-
-SCORER = os.path.join(os.path.dirname(RUNNER), "scorer.py")
 
 
 class RegradeTest(unittest.TestCase):
@@ -154,23 +152,12 @@ class RegradeTest(unittest.TestCase):
         self.assertIn("scorer.py: trial-1: resolved (exit 0)", err)
         self.assertIn("scorer.py: trial-3: resolved (exit 0)", err)
 
-    def scorer(self, *argv: str) -> tuple[int, str, str]:
-        """`scorer.py ARGV` in a process of its own: one that runs no thread, so that it
-        regrades a run set's trials in forked workers."""
-        done = subprocess.run(
-            [sys.executable, SCORER, *argv], stdin=subprocess.DEVNULL, capture_output=True
-        )
-        return done.returncode, done.stdout.decode(), done.stderr.decode()
-
-    def test_a_run_set_regrades_to_the_same_bytes_at_any_number_of_jobs(self):
+    def test_a_run_set_regrades_every_trial_in_order(self):
         witness = os.path.join(self.third["run_dir"], "witness.jsonl")
         self.restored_afterwards(witness)
         with open(witness, "ab") as handle:
             handle.write(b'{"kind":"sighting"}\n')
-        serial = self.scorer("--jobs", "1", self.set_dir)
-        self.assertEqual(self.scorer("--jobs", "3", self.set_dir), serial)
-        self.assertEqual(self.scorer(self.set_dir), serial)  # one job per CPU
-        code, out, err = serial
+        code, out, err = self.regrade(self.set_dir)
         self.assertEqual(code, 1)
         rows = [(row["status"], row.get("verdict_unchanged")) for row in json.loads(out)["trials"]]
         self.assertEqual(rows, [("scored", True), ("not_run", None), ("scored", False)])
@@ -180,45 +167,25 @@ class RegradeTest(unittest.TestCase):
         self.assertIn("scorer.py: trial-3: NOT resolved (exit 1)", lines[1])
         self.assertIn("witness_tampered", lines[1])
 
-    def test_a_trial_refused_in_a_run_set_refuses_it_at_any_number_of_jobs(self):
-        # Its refusal is raised in a forked worker and must reach the parent whole.
+    def test_a_trial_refused_in_a_run_set_refuses_it_by_name(self):
         result_path = os.path.join(self.third["run_dir"], "result.json")
         self.restored_afterwards(result_path)
         with open(result_path, "w", encoding="utf-8") as handle:
             json.dump({**self.third, "fixture": {"path": os.path.join(self.tmp, "gone")}}, handle)
-        serial = self.scorer("--jobs", "1", self.set_dir)
-        self.assertEqual(self.scorer("--jobs", "3", self.set_dir), serial)
-        code, out, err = serial
+        code, out, err = self.regrade(self.set_dir)
         record = json.loads(out)
         self.assertEqual(
             (code, record["error"], record["code"]), (2, "invalid_fixture", "fixture_not_found")
         )
+        self.assertTrue(record["detail"].startswith("trial-3: "), record["detail"])
         self.assertIn("scorer.py: trial-1: resolved (exit 0)", err)
         self.assertIn("scorer.py: trial-3: ", err)
-
-    def test_a_trial_whose_worker_was_killed_refuses_the_set_by_name(self):
-        def lost(work, items, jobs):
-            yield work(items[0])
-            raise forked.WorkerLost("a worker ended without its result (killed by SIGKILL)")
-
-        with mock.patch.object(forked, "in_order", lost):
-            code, out, err = self.regrade("--jobs", "2", self.set_dir)
-        self.assertEqual((code, json.loads(out)["error"]), (2, "regrade_lost"))
-        self.assertIn("scorer.py: trial-1: resolved (exit 0)", err)
-        self.assertIn(
-            "scorer.py: trial-3: a worker ended without its result (killed by SIGKILL)", err
-        )
 
     def test_ctrl_c_stops_a_regrade_with_exit_130_and_says_so(self):
         with mock.patch.object(regrade, "collect", side_effect=KeyboardInterrupt):
             code, out, err = self.regrade(self.result["run_dir"])
         self.assertEqual((code, json.loads(out)["error"]), (130, "interrupted"))
         self.assertIn("scorer.py: interrupted; nothing was written", err)
-
-    def test_fewer_than_one_job_is_a_usage_error(self):
-        code, out, err = self.scorer("--jobs", "0", self.set_dir)
-        self.assertEqual((code, out), (2, ""))
-        self.assertIn("--jobs must be at least 1", err)
 
     def test_a_run_whose_agent_never_ran_has_nothing_to_regrade(self):
         run_dir = os.path.join(self.tmp, "never-ran")

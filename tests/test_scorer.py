@@ -78,7 +78,7 @@ class CoverageTest(RunTestCase):
     def test_missing_artifact_fails_coverage(self):
         self.build.fan_out(FIXTURE)
         verdict = self.verdict()
-        self.assertFalse(verdict.coverage)
+        self.assertFalse(verdict.criteria["coverage"])
         self.assertIn("artifact_missing", self.codes(verdict))
         self.assertEqual(verdict.details["missing_shards"], ["a.jsonl", "b.jsonl", "c.jsonl"])
 
@@ -86,7 +86,7 @@ class CoverageTest(RunTestCase):
         self.build.fan_out(FIXTURE)
         self.build.write_index(["- a.jsonl: 11", "- c.jsonl: 33"])
         verdict = self.verdict()
-        self.assertFalse(verdict.coverage)
+        self.assertFalse(verdict.criteria["coverage"])
         self.assertEqual(verdict.details["missing_shards"], ["b.jsonl"])
         self.assertEqual(
             [(r.code, r.shard) for r in verdict.reasons], [("missing_answer", "b.jsonl")]
@@ -96,7 +96,7 @@ class CoverageTest(RunTestCase):
         self.build.fan_out(FIXTURE)
         self.build.write_index(["- a.jsonl: 11", "- b.jsonl: 23", "- c.jsonl: 33"])
         verdict = self.verdict()
-        self.assertFalse(verdict.coverage)
+        self.assertFalse(verdict.criteria["coverage"])
         self.assertEqual(
             verdict.details["wrong_answers"], {"b.jsonl": {"expected": "22", "found": ["23"]}}
         )
@@ -111,14 +111,14 @@ class CoverageTest(RunTestCase):
         self.build.fan_out(FIXTURE)
         self.build.write_index(["- a.jsonl: 11", "- a.jsonl: 12", "- b.jsonl: 22", "- c.jsonl: 33"])
         verdict = self.verdict()
-        self.assertFalse(verdict.coverage)
+        self.assertFalse(verdict.criteria["coverage"])
         self.assertIn("conflicting_answers", self.codes(verdict))
         self.assertEqual(verdict.details["wrong_answers"]["a.jsonl"]["found"], ["11", "12"])
 
     def test_the_same_line_written_twice_still_counts(self):
         self.build.fan_out(FIXTURE)
         self.build.write_index(["- a.jsonl: 11", "- a.jsonl: 11", "- b.jsonl: 22", "- c.jsonl: 33"])
-        self.assertTrue(self.verdict().coverage)
+        self.assertTrue(self.verdict().criteria["coverage"])
 
     def test_forms_a_model_naturally_writes_are_accepted(self):
         self.build.fan_out(FIXTURE)
@@ -126,7 +126,7 @@ class CoverageTest(RunTestCase):
             ["  - shards/a.jsonl: `11`  ", "* **`./b.jsonl`**: **22**", "+ `c.jsonl`:33"]
         )
         verdict = self.verdict()
-        self.assertTrue(verdict.coverage, verdict.reasons)
+        self.assertTrue(verdict.criteria["coverage"], verdict.reasons)
 
     def test_thousands_separators_are_the_same_number(self):
         lines = parse_answer_lines("- a.jsonl: 1,234\n- b.jsonl: 12,34\n")
@@ -231,8 +231,8 @@ class DelegationTest(RunTestCase):
         self.build.assistant("I counted every shard myself.", code="print('done')")
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
-        self.assertTrue(verdict.coverage)
-        self.assertFalse(verdict.delegation_evidence)
+        self.assertTrue(verdict.criteria["coverage"])
+        self.assertFalse(verdict.criteria["delegation_evidence"])
         self.assertEqual(self.codes(verdict), ["no_spawn"])
         self.assertFalse(verdict.resolved)
 
@@ -242,7 +242,7 @@ class DelegationTest(RunTestCase):
             self.build.reply(child, f"{shard.file}: {shard.expected}")
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
-        self.assertFalse(verdict.delegation_evidence)
+        self.assertFalse(verdict.criteria["delegation_evidence"])
         self.assertEqual(self.codes(verdict), ["missing_worker_edge"] * 3)
 
     def test_edge_without_child_transcript_fails(self):
@@ -250,7 +250,7 @@ class DelegationTest(RunTestCase):
         os.remove(children["worker-c"].path)
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
-        self.assertFalse(verdict.delegation_evidence)
+        self.assertFalse(verdict.criteria["delegation_evidence"])
         self.assertIn("missing_child_transcript", self.codes(verdict))
 
     def test_child_transcript_outside_the_parents_artifacts_does_not_count(self):
@@ -263,7 +263,7 @@ class DelegationTest(RunTestCase):
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
         self.assertEqual(verdict.shards[2]["delegation"], "missing_child_transcript")
-        self.assertFalse(verdict.delegation_evidence)
+        self.assertFalse(verdict.criteria["delegation_evidence"])
 
     def test_edges_of_another_parent_do_not_count(self):
         other_parent = os.path.join(self.build.paths.sessions, "another-root.jsonl")
@@ -282,7 +282,7 @@ class DelegationTest(RunTestCase):
         self.build.notice(children["worker-c"], kind="cancelled")
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
-        self.assertFalse(verdict.delegation_evidence)
+        self.assertFalse(verdict.criteria["delegation_evidence"])
         self.assertEqual(verdict.shards[2]["delegation"], "deleted_before_receipt")
         self.assertIn("deleted_before_receipt", self.codes(verdict))
 
@@ -293,8 +293,8 @@ class DelegationTest(RunTestCase):
         self.build.delete(children["worker-c"])
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
-        self.assertFalse(verdict.delegation_evidence)
-        self.assertFalse(verdict.receipts)
+        self.assertFalse(verdict.criteria["delegation_evidence"])
+        self.assertFalse(verdict.criteria["receipts"])
 
     def test_child_deleted_after_it_replied_is_cleanup_and_still_counts(self):
         children = self.honest_run()
@@ -328,8 +328,8 @@ class AnswerProvenanceTest(RunTestCase):
             self.build.reply(children[worker], "I could not read the shard.")
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
-        self.assertTrue(verdict.coverage)
-        self.assertFalse(verdict.delegation_evidence)
+        self.assertTrue(verdict.criteria["coverage"])
+        self.assertFalse(verdict.criteria["delegation_evidence"])
         self.assertEqual(self.codes(verdict), ["unsourced_answer"] * 3)
         self.assertEqual(verdict.shards[0]["delegation"], "unsourced")
         self.assertEqual(verdict.details["shard_workers_with_edge_and_child_transcript"], 3)
@@ -377,7 +377,7 @@ class AnswerProvenanceTest(RunTestCase):
         self.build.write_index(["- a.jsonl: 11", "- b.jsonl: 22", "- c.jsonl: MISSING (no reply)"])
         verdict = self.verdict()
         self.assertEqual(self.codes(verdict), ["wrong_answer"])
-        self.assertTrue(verdict.delegation_evidence)
+        self.assertTrue(verdict.criteria["delegation_evidence"])
 
     def test_numbers_are_standalone_tokens(self):
         self.assertEqual(numbers_in("SHARD-RESULT events-02.jsonl: 23"), {23})
@@ -510,7 +510,7 @@ class DerivationTest(RunTestCase):
         children = self.fan_out()
         self.reply_all(children)
         verdict = self.verdict()
-        self.assertTrue(verdict.coverage)
+        self.assertTrue(verdict.criteria["coverage"])
         self.assertEqual(
             [code for code, _ in self.shard_codes(verdict)],
             ["answer_written_before_reply"] * 3,
@@ -1018,7 +1018,7 @@ class DedupTest(RunTestCase):
         twin = self.build.spawn("worker-a")
         self.build.reply(twin, "a.jsonl: 11")
         verdict = self.verdict()
-        self.assertFalse(verdict.dedup)
+        self.assertFalse(verdict.criteria["dedup"])
         self.assertEqual(verdict.details["duplicate_spawns"], 1)
         self.assertEqual(self.codes(verdict), ["duplicate_spawn"])
 
@@ -1027,7 +1027,7 @@ class DedupTest(RunTestCase):
         self.build.delete(children["worker-a"])
         again = self.build.spawn("worker-a")
         self.build.reply(again, "a.jsonl: 11")
-        self.assertTrue(self.verdict().dedup)
+        self.assertTrue(self.verdict().criteria["dedup"])
 
     def test_more_than_two_spawns_per_shard_exceeds_the_budget(self):
         children = self.honest_run()
@@ -1038,8 +1038,8 @@ class DedupTest(RunTestCase):
             self.build.reply(child, "a.jsonl: 11")
         verdict = self.verdict()
         self.assertEqual(verdict.details["depth1_spawns"], 9)
-        self.assertTrue(self.verdict().delegation_evidence)
-        self.assertFalse(verdict.dedup)
+        self.assertTrue(self.verdict().criteria["delegation_evidence"])
+        self.assertFalse(verdict.criteria["dedup"])
         self.assertEqual(self.codes(verdict), ["spawn_budget_exceeded"])
 
 
@@ -1050,8 +1050,8 @@ class ReceiptsTest(RunTestCase):
         self.build.reply(children["worker-b"], "b.jsonl: 22")
         self.build.write_index(["- a.jsonl: 11", "- b.jsonl: 22", "- c.jsonl: MISSING (no reply)"])
         verdict = self.verdict()
-        self.assertTrue(verdict.delegation_evidence)
-        self.assertFalse(verdict.receipts)
+        self.assertTrue(verdict.criteria["delegation_evidence"])
+        self.assertFalse(verdict.criteria["receipts"])
         self.assertEqual(
             verdict.details["children_without_receipt"],
             [{"childId": children["worker-c"].child_id, "name": "worker-c"}],
@@ -1064,7 +1064,7 @@ class ReceiptsTest(RunTestCase):
         self.build.reply(children["worker-b"], "b.jsonl: 22")
         self.build.notice(children["worker-c"])
         verdict = self.verdict()
-        self.assertTrue(verdict.receipts)
+        self.assertTrue(verdict.criteria["receipts"])
         self.assertEqual(verdict.shards[2]["receipt"], "notice:completed_without_reply")
 
     def test_reply_labelled_as_a_sibling_does_not_receipt_that_sibling(self):
@@ -1080,14 +1080,14 @@ class ReceiptsTest(RunTestCase):
         )
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
-        self.assertFalse(verdict.receipts)
+        self.assertFalse(verdict.criteria["receipts"])
         self.assertEqual(verdict.details["children_without_receipt"][0]["name"], "worker-c")
 
     def test_helper_children_need_a_receipt_too(self):
         self.honest_run()
         self.build.spawn("helper")
         verdict = self.verdict()
-        self.assertFalse(verdict.receipts)
+        self.assertFalse(verdict.criteria["receipts"])
         self.assertEqual(verdict.details["children_without_receipt"][0]["name"], "helper")
 
 
@@ -1184,7 +1184,7 @@ class BadInputTest(RunTestCase):
         with open(self.build.paths.artifact("combined-index.md"), "wb") as handle:
             handle.write(b"- a.jsonl: 11\n- \xff: 1\n- b.jsonl: 22\n- c.jsonl: 33\n")
         verdict = self.verdict()
-        self.assertTrue(verdict.coverage)
+        self.assertTrue(verdict.criteria["coverage"])
         self.assertEqual(verdict.findings["counts"], {"invalid_utf8": 1})
 
     def test_symlinked_child_dir_is_not_followed(self):

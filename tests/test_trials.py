@@ -18,8 +18,10 @@ from unittest import mock
 import runner
 from evidence.fixture import load_fixture
 from evidence.runsets import Attempt, is_done
+from reporting import terminal
 from reporting.stats import wilson_interval
 from reporting.summary import TrialRecord, summarize
+from shell import rundir
 from shell.trials import baseline_task
 from tests.runner_case import JSON_EVENTS, SIMULATED, RunSetCase
 
@@ -53,7 +55,7 @@ class TrialsTest(RunSetCase):
         self.assertTrue(last.endswith(os.path.join(os.path.basename(set_dir), "summary.json")))
         # Run from outside the project: the command names it, and works as printed.
         near = os.path.relpath(os.path.realpath(set_dir), os.path.realpath(self.tmp))
-        project = runner.PROJECT
+        project = terminal.PROJECT
         said = f"uv run --locked --project {project} python {project}/report.py {near}"
         self.assertEqual(report, f"runner.py: its report: {said}")
         self.assertFalse(os.path.exists(os.path.join(set_dir, "report.html")))
@@ -128,7 +130,7 @@ class TrialsTest(RunSetCase):
                 self.assertTrue(result["cleanup"]["daemon_shutdown"]["success"])
 
     def test_a_summary_that_cannot_be_stored_is_still_printed_with_its_exit_code(self):
-        real_write = runner.write_atomic
+        real_write = rundir.write_atomic
 
         def full_disk(path: str, text: str) -> None:
             if os.path.basename(path) == "summary.json":
@@ -149,7 +151,7 @@ class TrialsTest(RunSetCase):
         out, err = io.StringIO(), io.StringIO()
         with (
             mock.patch.dict(os.environ, self.env, clear=True),
-            mock.patch("runner.write_atomic", full_disk),
+            mock.patch("shell.rundir.write_atomic", full_disk),
             contextlib.redirect_stdout(out),
             contextlib.redirect_stderr(err),
         ):

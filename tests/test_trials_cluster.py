@@ -58,11 +58,45 @@ class BatchSchedulerTest(RunSetCase):
         self.assertIn(b"model: stored 'simulated/flaky', now 'simulated/oracle'", done.stderr)
         with open(os.path.join(fixture, "shards", "events-01.jsonl"), "a", encoding="utf-8") as f:
             f.write("\n")
-        done, summary = self.runner("--resume", set_dir, model=None, fixture=None)
-        self.assertEqual(done.returncode, 2)
-        self.assertIsNone(summary)
+        done, refused = self.runner("--resume", set_dir, model=None, fixture=None)
+        self.assertEqual((done.returncode, refused["exit_code"]), (2, 2))
+        self.assertEqual(refused["reasons"][0]["code"], "run_set_settings_differ")
         self.assertIn(b"fixture_digest: stored", done.stderr)
         self.assertEqual(sorted(os.listdir(set_dir)), ["run-set.json", "trial-1"])
+
+    def test_a_run_set_keeps_its_injected_failures_and_refuses_a_resume_with_other_ones(self):
+        set_dir = os.path.join(self.tmp, "set")
+        inject = ("--inject-failure", "worker-events-01:2")
+        done, result = self.runner(
+            "--trials", "2", "--run-set", set_dir, "--trial-index", "1", *inject
+        )
+        self.assertIn(done.returncode, (0, 1))
+        with open(os.path.join(set_dir, "run-set.json"), encoding="utf-8") as handle:
+            stored = json.load(handle)
+        self.assertEqual(stored["inject_failure"], [{"worker": "worker-events-01", "calls": 2}])
+        self.assertEqual(result["injected_failures"]["asked"], stored["inject_failure"])
+        for other in (("--inject-failure", "worker-events-02"), inject * 2):
+            done, refused = self.runner("--resume", set_dir, *other, model=None, fixture=None)
+            self.assertEqual(done.returncode, 2, other)
+            self.assertEqual(refused["reasons"][0]["code"], "run_set_settings_differ")
+            self.assertIn(b"--inject-failure: stored worker-events-01:2, now", done.stderr)
+        self.assertEqual(sorted(os.listdir(set_dir)), ["run-set.json", "trial-1"])
+        # Without the flag, the resume's trial is injected as the stored set says.
+        done, _ = self.runner("--resume", set_dir, model=None, fixture=None)
+        self.assertIn(done.returncode, (0, 1))
+        trial = self.trial_results(set_dir)["trial-2"]
+        self.assertEqual(trial["injected_failures"]["asked"], stored["inject_failure"])
+
+    def test_a_trial_index_past_a_new_run_set_of_one_trial_names_trials(self):
+        set_dir = os.path.join(self.tmp, "set")
+        done, refused = self.runner("--run-set", set_dir, "--trial-index", "3")
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(refused["reasons"][0]["code"], "trial_index_out_of_range")
+        self.assertIn(
+            "--trial-index 3 is outside 1..1 (the run set's --trials K",
+            refused["reasons"][0]["message"],
+        )
+        self.assertFalse(os.path.exists(set_dir))
 
     def test_trial_index_runs_exactly_that_trial_and_once(self):
         set_dir = os.path.join(self.tmp, "set")
