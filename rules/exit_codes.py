@@ -10,7 +10,7 @@ EXIT_UNRESOLVED = 1  # scored, not resolved: the model ran (a timeout included)
 EXIT_INVALID = 2  # an invalid invocation, fixture or run dir
 EXIT_AGENT = 3  # the agent could not be run, or failed on its own before the model answered
 # Interrupted: 128 + the signal's number, as a shell reports a process a signal ended.
-EXIT_SIGNAL = {signal.SIGINT: 128 + signal.SIGINT, signal.SIGTERM: 128 + signal.SIGTERM}
+EXIT_SIGNAL = {sig: 128 + sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
 MEANING = {
     EXIT_RESOLVED: "resolved",

@@ -20,7 +20,9 @@ ENDING = "the run; what exists is still scored"
 
 
 class Interrupt:
-    """Remember SIGINT/SIGTERM so the run can end its tree and still be scored.
+    """Remember SIGINT/SIGTERM/SIGHUP so the run can end its tree and still be scored (a
+    closed terminal's hang-up too: a run set's trials run in sessions of their own and hear
+    it only from the run set).
 
     The first signal says at once, on stderr, what is being ended (`ending`, kept current by
     whoever runs processes); a second one calls `now` (set while processes run: it ends
@@ -35,7 +37,7 @@ class Interrupt:
         self._previous = {}
 
     def __enter__(self) -> Interrupt:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 

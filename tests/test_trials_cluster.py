@@ -207,6 +207,36 @@ class BatchSchedulerTest(RunSetCase):
             self.assertTrue(result["interrupted"])
             self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
+    def test_a_hang_up_of_the_run_set_ends_its_trials(self):
+        """A closed terminal hangs up the run set's runner; its trials, in sessions of their
+        own, hear it from the run set and end their trees: none outlives it."""
+        set_dir = os.path.join(self.tmp, "set")
+        argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED, "--agent-config"]
+        argv += [self.agent_config, "--fixture", JSON_EVENTS, "--model", "simulated/hang"]
+        argv += ["--timeout", "3600", "--grace", "0.1", "--trials", "2", "--jobs", "2"]
+        runner = subprocess.Popen(
+            [*argv, "--run-set", set_dir],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.addCleanup(runner.wait, 120)
+        ledgers = [os.path.join(set_dir, f"trial-{n}", "agent-home", "rlm-ledger") for n in (1, 2)]
+        deadline = time.monotonic() + 120  # a guard against a hang, not a measure
+        while not all(os.path.isdir(path) and os.listdir(path) for path in ledgers):
+            self.assertLess(time.monotonic(), deadline, "the hanging trials never spawned")
+            time.sleep(0.05)
+        os.kill(runner.pid, signal.SIGHUP)
+        out, _ = runner.communicate(timeout=120)
+        self.assertEqual((runner.returncode, json.loads(out)["exit_code"]), (129, 129))
+        results = self.trial_results(set_dir)
+        self.assertEqual(len(results), 2)
+        for result in results.values():
+            self.assertTrue(result["interrupted"])
+            self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
     def test_a_zero_based_index_is_refused_before_anything_is_written(self):
         set_dir = os.path.join(self.tmp, "set")
         done, _ = self.runner("--trials", "6", "--run-set", set_dir, "--trial-index", "0")
