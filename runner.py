@@ -60,7 +60,7 @@ def _parser() -> ArgumentParser:
     description = (
         "Run prime-agent headless on a swarm-fanout fixture, score what it left on disk, print "
         "the result JSON on stdout (progress on stderr). Exit 0 resolved, 1 not resolved, 2 "
-        "invalid, 3 the agent could not be run or erred, 130/143 interrupted. Flags in full: "
+        "invalid, 3 the agent could not be run or erred, 130/143/129 interrupted. Flags in full: "
         "README and docs/."
     )
     epilog = (
