@@ -16,12 +16,10 @@ from dataclasses import dataclass, field
 
 import ledger
 from evidence.jsonl import (
-    UNREAD,
     Finding,
     dict_field,
     iso_to_ms,
     iter_objects,
-    layout_of,
     read_json_object,
     read_text,
     text_field,
@@ -74,8 +72,6 @@ class Stream:
     turns: int
     usage: Usage
     first_error: str | None
-    # Its lines that hold an object or were skipped unread as looking like one (`STREAM_WANTED`).
-    events: int
     findings: tuple[Finding, ...]
     # What the stream showed, to hold against the root transcript (rules/witness_checks.py):
     # the response ids of its assistant message_end events and the toolCallIds of its
@@ -375,25 +371,14 @@ def _header(path: str, findings: list[Finding]) -> dict | None:
     return header
 
 
-# The stream's records `read_stream` reads (beside its header, line 1): an assistant's
-# `message_end`, `tool_execution_start` and `rlm_child_update`. The rest of the stream
-# (message deltas, tool output, turn and agent ends repeating whole messages: nine
-# tenths of its bytes) is skipped unread (evidence/jsonl.py `_wanted_lines`); a reader of
-# another record type adds its type here. A line is read when it holds every string of a
-# group: pieces of a value will do (a line holding the value holds them), and pieces with
-# few distinct letters are found faster (bytes.find skips ahead on a letter not in them).
-STREAM_WANTED = (
-    (b"message_end", b"assistant"),
-    (b"tool_", b"_start"),  # tool_execution_start
-    (b"rlm_child_update",),
-    (b"turn_end", b"assistant"),
-)
-# In the product's own layout (type first, §7) most lines are decided by their first bytes:
-# the types read_stream never needs are skipped without a look for the markers above, as
-# are the ends of messages that are not the assistant's; of a turn_end only its message is
-# parsed, not the tool results that follow it (a tenth of the stream's bytes).
-STREAM_LAYOUT = layout_of(
-    (
+# The stream's lines `read_stream` never reads, by their start in the product's layout (its
+# `type` first, §7): message deltas, tool output, the ends of messages that are not the
+# assistant's, turn and agent boundaries (nine tenths of the stream's bytes). Any other line
+# is parsed: an assistant's `message_end`, `tool_execution_start`, `rlm_child_update` and
+# `turn_end` are what it reads.
+STREAM_SKIPPED = tuple(
+    f'{{"type":"{kind}",'.encode()
+    for kind in (
         "message_start",
         "message_update",
         "tool_execution_update",
@@ -402,12 +387,10 @@ STREAM_LAYOUT = layout_of(
         "agent_end",
         "turn_start",
         "session_action_update",
-    ),
-    skip_starts=tuple(
-        f'{{"type":"message_end","message":{{"role":"{role}",'
-        for role in ("user", "toolResult", "custom")
-    ),
-    heads=('{"type":"turn_end","message":', '{"type":"rlm_child_update","child":'),
+    )
+) + tuple(
+    f'{{"type":"message_end","message":{{"role":"{role}",'.encode()
+    for role in ("user", "toolResult", "custom")
 )
 
 
@@ -422,17 +405,14 @@ def read_stream(path: str) -> Stream | None:
         return None
     findings: list[Finding] = []
     header_id = None
-    turns = events = 0
+    turns = 0
     usage = Usage()
     first_error = None
     response_ids: list[str] = []
     tool_call_ids: list[str] = []
     child_ids: set[str] = set()
-    for line in iter_objects(path, findings, wanted=STREAM_WANTED, layout=STREAM_LAYOUT):
-        events += 1
+    for line in iter_objects(path, findings, skip=STREAM_SKIPPED):
         record = line.record
-        if record is UNREAD:
-            continue
         kind = record.get("type")
         if line.number == 1 and kind == "session":
             header_id = text_field(record, "id")
@@ -484,7 +464,6 @@ def read_stream(path: str) -> Stream | None:
         turns,
         usage,
         first_error,
-        events,
         tuple(findings),
         tuple(response_ids),
         tuple(tool_call_ids),

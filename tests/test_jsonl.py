@@ -1,53 +1,18 @@
-"""The block reader in jsonl.iter_objects: lines, not blocks, are what it reports.
-
-It reads a file in blocks of whole lines and parses each line in place; these
-tests pin that block boundaries, line caps and byte caps never change which
-lines it yields or what it finds, by comparing against a plain line-by-line
-reference built on json.loads.
-"""
+"""jsonl.iter_objects: every line of a JSONL file is an object or a named finding."""
 
 from __future__ import annotations
 
-import json
+import gc
 import os
-import random
 import tempfile
 import unittest
-from unittest import mock
 
-from evidence import jsonl
-
-
-def reference(data: bytes) -> tuple[list, list]:
-    """Each line on its own through json.loads: (number, record, torn) and (line, code)."""
-    objects, problems = [], []
-    lines = data.split(b"\n")
-    last_torn = lines[-1] != b""
-    if not last_torn:
-        lines.pop()
-    for index, raw in enumerate(lines, 1):
-        torn = last_torn and index == len(lines)
-        body = raw.rstrip(b"\r")
-        if not body.strip():
-            continue
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            problems.append((index, "invalid_utf8"))
-            continue
-        try:
-            value = json.loads(text)
-        except ValueError:
-            problems.append((index, "torn_tail" if torn else "malformed_json"))
-            continue
-        if isinstance(value, dict):
-            objects.append((index, value, torn))
-        else:
-            problems.append((index, "not_an_object"))
-    return objects, problems
+from evidence import artifacts, jsonl
+from evidence.fixture import load_manifest
+from tests.test_real_runs import materialize
 
 
-class BlockReaderTest(unittest.TestCase):
+class LineReaderTest(unittest.TestCase):
     def setUp(self) -> None:
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
@@ -88,32 +53,78 @@ class BlockReaderTest(unittest.TestCase):
         self.assertEqual([line[1]["n"] for line in lines], [0, 1, 2])
         self.assertEqual(found, [(3, "byte_cap")])
 
-    def test_random_files_read_alike_for_every_block_size(self):
-        pieces = [
-            b'{"a":1}',
-            b'{"s":"x\xff"}',
-            b"[1,2]",
-            b"",
-            b"  ",
-            b'{"a":[1',
-            b"2]}",
-            b'{"s":"\x00"}',
-            b' {"x":2}\t',
-            b'{"e":"\xe2\x82\xac"}',
-            b'{"big":"' + b"y" * 700 + b'"}',
-            b"\xe2\x82",
-            b"{}",
-            b'"text"',
-        ]
-        rng = random.Random(7)
-        for trial in range(400):
-            count = rng.randint(0, 10)
-            data = b"".join(rng.choice(pieces) + rng.choice([b"\n", b"\r\n"]) for _ in range(count))
-            if data and rng.random() < 0.3:
-                data = data[: rng.randint(0, len(data))]
-            with mock.patch.object(jsonl, "_CHUNK", rng.randint(1, 64)):
-                got = self.read(data)
-            self.assertEqual(got, reference(data), f"trial {trial}: {data!r}")
+    def test_a_torn_last_line_is_a_record_when_whole_and_a_finding_when_cut(self):
+        lines, found = self.read(b'{"a":1}\n{"b":2}')
+        self.assertEqual(lines, [(1, {"a": 1}, False), (2, {"b": 2}, True)])
+        self.assertEqual(found, [])
+        lines, found = self.read(b'{"a":1}\n{"b":')
+        self.assertEqual(lines, [(1, {"a": 1}, False)])
+        self.assertEqual(found, [(2, "torn_tail")])
+
+    def test_blank_lines_nul_bytes_and_non_objects(self):
+        lines, found = self.read(b'\n  \r\n{"s":"\x00"}\n[1,2]\n"text"\n{}\n')
+        self.assertEqual(lines, [(6, {}, False)])
+        self.assertEqual(found, [(3, "malformed_json"), (4, "not_an_object"), (5, "not_an_object")])
+
+    def test_a_skipped_start_passes_whole_lines_over_but_never_line_1_or_a_torn_tail(self):
+        data = b'{"type":"x","n":1}\n{"type":"x",oops}\n{"type":"y"}\n{"type":"x",'
+        lines, found = self.read(data, skip=(b'{"type":"x",',))
+        self.assertEqual(lines, [(1, {"type": "x", "n": 1}, False), (3, {"type": "y"}, False)])
+        self.assertEqual(found, [(4, "torn_tail")])
+
+
+class StreamSkipTest(unittest.TestCase):
+    """The stream's lines of types the scorer never reads are passed over unparsed
+    (`STREAM_SKIPPED`); every other line is parsed."""
+
+    def read(self, text: str) -> tuple[list, list]:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "stdout.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            findings: list = []
+            lines = list(jsonl.iter_objects(path, findings, skip=artifacts.STREAM_SKIPPED))
+        return [line.record for line in lines], [(f.line, f.code) for f in findings]
+
+    def test_a_skipped_type_is_passed_over_and_an_escaped_type_is_read(self):
+        records, found = self.read(
+            '{"type":"session"}\n{"type":"agent_end","x":1}\n{"type":"message\\u005fend","x":1}\n'
+        )
+        self.assertEqual(records, [{"type": "session"}, {"type": "message_end", "x": 1}])
+        self.assertEqual(found, [])
+
+    def test_garbage_nul_bytes_and_torn_tail_are_still_findings(self):
+        _, found = self.read('{"type":"session"}\n\x00\x00\nnot json\n{"type":"agent_e')
+        self.assertEqual(found, [(2, "malformed_json"), (3, "malformed_json"), (4, "torn_tail")])
+
+    def test_the_first_type_key_decides_and_a_skipped_line_is_not_checked(self):
+        # The documented limit (docs/rubric.md "Findings"): a later duplicate `type`, which
+        # json.loads would take and the product never writes, is not looked for; nor is a
+        # skipped line checked to be JSON.
+        records, found = self.read(
+            '{"type":"session"}\n{"type":"agent_end","type":"message_end"}\n'
+            '{"type":"agent_end",oops}\n'
+        )
+        self.assertEqual(records, [{"type": "session"}])
+        self.assertEqual(found, [])
+
+
+class CollectorStateTest(unittest.TestCase):
+    def test_collect_leaves_the_cyclic_collector_as_it_found_it(self):
+        # collect() turns it off while it reads (evidence/artifacts.py): a caller's own
+        # setting comes back either way.
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = materialize("main", tmp)
+            fixture = load_manifest(run_dir)
+            self.assertTrue(gc.isenabled())
+            artifacts.collect(run_dir, fixture.artifact)
+            self.assertTrue(gc.isenabled())
+            gc.disable()
+            try:
+                artifacts.collect(run_dir, fixture.artifact)
+                self.assertFalse(gc.isenabled())
+            finally:
+                gc.enable()
 
 
 if __name__ == "__main__":
