@@ -16,13 +16,15 @@ import re
 INTEGER = re.compile(r"^[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)$")
 TOKEN = re.compile(r"[\w.,+-]+")
 
+_ASCII_TOKEN_BYTES = frozenset(
+    byte for byte in range(128) if chr(byte).isalnum() or chr(byte) in "_.,+-"
+)
 # Every ASCII byte that is no token character becomes a space; the token characters and
 # every byte of a non-ASCII character stay. Split, a text's UTF-8 bytes give its pieces:
 # maximal runs of ASCII token characters and non-ASCII characters. A token never spans
 # two pieces, and a piece of ASCII bytes alone is one whole token.
 _PIECE_BYTES = bytes(
-    byte if byte >= 0x80 or chr(byte).isalnum() or chr(byte) in "_.,+-" else 0x20
-    for byte in range(256)
+    byte if byte >= 0x80 or byte in _ASCII_TOKEN_BYTES else 0x20 for byte in range(256)
 )
 _DIGITS = frozenset(b"0123456789")
 
@@ -51,3 +53,53 @@ def numbers_in(text: str) -> set[int]:
                 if value is not None:
                     numbers.add(value)
     return numbers
+
+
+_ASCII = bytes(range(128))
+# Every byte that is no ASCII token character becomes a space: split, a text whose
+# characters outside ASCII are none of them word characters gives its tokens.
+_SEPARATED = bytes(byte if byte in _ASCII_TOKEN_BYTES else 0x20 for byte in range(256))
+# A token that starts with a zero (after its sign) or ends in two or more dots and commas:
+# the spellings of a number that `Interest.forms` leaves out.
+_ODD_STARTS = (b"0", b"+0", b"-0")
+_ODD_ENDS = (b"..", b".,", b",.", b",,")
+
+
+class Interest:
+    """The numbers whose provenance the scorer traces, and which of them a text holds."""
+
+    def __init__(self, numbers: frozenset[int]):
+        self.numbers = frozenset(numbers)
+        # Every token without a leading zero whose value is one of the numbers: signed or
+        # not, plain or grouped by thousands, with a trailing dot or comma or none.
+        self.forms: dict[bytes, int] = {}
+        for number in self.numbers:
+            signs = ("-",) if number < 0 else ("", "+", "-") if number == 0 else ("", "+")
+            for spelling in {str(abs(number)), f"{abs(number):,}"}:
+                for sign in signs:
+                    for tail in ("", ".", ","):
+                        self.forms[(sign + spelling + tail).encode()] = number
+
+    def numbers_in(self, text: str) -> frozenset[int]:
+        """`numbers_in(text) & self.numbers`, from the text's distinct tokens met with `forms`.
+
+        A text with a word character outside ASCII (a letter such as `é`, a digit such as
+        `٣`) is read by `numbers_in`; in any other, every character outside ASCII (a dash,
+        an ellipsis, a check mark) separates tokens as a space does.
+        """
+        if not self.numbers or not text:
+            return frozenset()
+        data = text.encode("utf-8", "surrogatepass")
+        if not text.isascii():
+            outside = data.translate(None, _ASCII).decode("utf-8", "surrogatepass")
+            if any(char.isalnum() or char == "_" for char in set(outside)):
+                return frozenset(numbers_in(text) & self.numbers)
+        tokens = set(data.translate(_SEPARATED).split())
+        forms = self.forms
+        found = {forms[token] for token in forms.keys() & tokens}
+        for token in tokens:
+            if token.startswith(_ODD_STARTS) or token.endswith(_ODD_ENDS):
+                value = token_value(token.decode())
+                if value in self.numbers:
+                    found.add(value)
+        return frozenset(found)

@@ -56,7 +56,8 @@ WORK_CELL = "answer = count()\nawait agent_message.send(answer, receiver_role='p
 
 
 def compact(record: dict) -> str:
-    return json.dumps(record, separators=(",", ":"))
+    """A record as the product writes it (JSON.stringify): no spaces, UTF-8 unescaped."""
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
 
 def usage(input_tokens: int, output_tokens: int) -> dict:
