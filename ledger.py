@@ -165,11 +165,8 @@ def _is_inside(path: str, root: str) -> bool:
 
 
 class LedgerRecord(NamedTuple):
-    """One well-formed ledger line (§4 "Records").
-
-    A named tuple, not a frozen dataclass: a ledger can hold 100 000 of them, and a
-    tuple is built five times faster.
-    """
+    """One well-formed ledger line (§4 "Records"); a named tuple: a ledger can hold
+    100 000 of them."""
 
     ledger: str
     line: int

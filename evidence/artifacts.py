@@ -112,14 +112,8 @@ class RunArtifacts:
 
 def relative(root: str, path: str) -> str:
     """`path` relative to the run dir when it lies inside it, else as it is."""
-    prefix = root.rstrip(os.sep) + os.sep
-    if path.startswith(prefix):
-        rest = path[len(prefix) :]
-        # A plain suffix is the answer; one with `.`, `..` or `//` in it goes
-        # through relpath, which normalises.
-        plain = rest and rest[0] != os.sep and os.path.normpath(rest) == rest
-        return rest if plain else os.path.relpath(path, root)
-    return os.path.relpath(path, root) if path == root else path
+    inside = path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+    return os.path.relpath(path, root) if inside else path
 
 
 def transcripts_by_path(children: tuple[ChildDir, ...]) -> dict[str, tuple[str, Transcript]]:

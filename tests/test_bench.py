@@ -123,7 +123,6 @@ class SyntheticRunTest(unittest.TestCase):
                     self.assertTrue(polls)
                     self.assertIn("s0000.jsonl: 0", polls[-1])
 
-
     def test_a_run_dir_can_be_named_so_that_its_ledger_fills_a_byte_budget(self):
         parent = os.path.dirname(self.run_dir)
         plain = bench.run_dir_for(parent, 3, 50, None)
