@@ -83,7 +83,7 @@ def iter_objects(
                 consumed += len(raw)
                 ended = raw.endswith(b"\n")
                 if not ended and len(raw) > max_line_bytes:
-                    consumed += _skip_rest_of_line(handle)
+                    consumed += skip_rest_of_line(handle)
                     detail = f"longer than {max_line_bytes} bytes"
                     findings.append(Finding(name, number, "line_too_long", detail))
                     continue
@@ -123,7 +123,8 @@ def _decode(raw: bytes, name: str, number: int, torn: bool, findings: list[Findi
     return Line(number, value, torn)
 
 
-def _skip_rest_of_line(handle) -> int:
+def skip_rest_of_line(handle) -> int:
+    """Reads on past the next newline; the bytes it read."""
     skipped = 0
     while True:
         chunk = handle.readline(1024 * 1024)
