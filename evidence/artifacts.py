@@ -365,29 +365,6 @@ def _header(path: str, findings: list[Finding]) -> dict | None:
     return header
 
 
-# The stream's lines `read_stream` never reads, by their start in the product's layout (its
-# `type` first, §7): message deltas, tool output, the ends of messages that are not the
-# assistant's, turn and agent boundaries (nine tenths of the stream's bytes). Any other line
-# is parsed: an assistant's `message_end`, `tool_execution_start`, `rlm_child_update` and
-# `turn_end` are what it reads.
-STREAM_SKIPPED = tuple(
-    f'{{"type":"{kind}",'.encode()
-    for kind in (
-        "message_start",
-        "message_update",
-        "tool_execution_update",
-        "tool_execution_end",
-        "agent_start",
-        "agent_end",
-        "turn_start",
-        "session_action_update",
-    )
-) + tuple(
-    f'{{"type":"message_end","message":{{"role":"{role}",'.encode()
-    for role in ("user", "toolResult", "custom")
-)
-
-
 # How far back a turn_end's cells are looked for among those its tool_execution_start events
 # showed: the cells of one assistant message.
 MISSED_CALLS_LOOKBACK = 64
@@ -405,7 +382,7 @@ def read_stream(path: str) -> Stream | None:
     response_ids: list[str] = []
     tool_call_ids: list[str] = []
     child_ids: set[str] = set()
-    for line in iter_objects(path, findings, skip=STREAM_SKIPPED):
+    for line in iter_objects(path, findings):
         record = line.record
         kind = record.get("type")
         if line.number == 1 and kind == "session":

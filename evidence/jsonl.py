@@ -49,7 +49,6 @@ def iter_objects(
     max_bytes: int | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
     label: str | None = None,
-    skip: tuple[bytes, ...] = (),
 ) -> Iterator[Line]:
     """Yield every line of a JSONL file that decodes to a JSON object.
 
@@ -58,10 +57,6 @@ def iter_objects(
     `torn_tail` (a final line with no newline that does not parse: a torn
     append, which the product itself tolerates), `byte_cap` (stopped reading
     after `max_bytes`; the line that crosses the cap is still read whole).
-
-    `skip`: starts of lines the caller never reads. A whole line (newline included) past
-    line 1 that starts with one of them is passed over unparsed, so nothing about it is a
-    finding.
     """
     name = label or path
     handle = open_regular(path, name, findings)
@@ -90,8 +85,6 @@ def iter_objects(
             except OSError as error:
                 findings.append(Finding(name, number, "unreadable", f"read failed: {error}"))
                 return
-            if skip and ended and number > 1 and raw.startswith(skip):
-                continue
             line = _decode(raw, name, number, not ended, findings)
             if line is not None:
                 yield line

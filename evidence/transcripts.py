@@ -6,7 +6,6 @@ transcripts of a run and calls `read_transcript` on each.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from typing import NamedTuple
 import ledger
 from evidence.cell_paths import CellPaths, cell_paths
 from evidence.jsonl import Finding, dict_field, int_field, iso_to_ms, iter_objects, text_field
-from evidence.number_tokens import Interest
+from evidence.number_tokens import numbers_in
 
 MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
 # Records of each kind kept per transcript (replies, notices, model calls, usage
@@ -282,14 +281,7 @@ def kernel_error(message: dict) -> str | None:
 
 def of_interest(text: str, interest: frozenset[int]) -> frozenset[int]:
     """The numbers of `interest` that `text` holds as number tokens."""
-    return _interest(interest).numbers_in(text) if interest else frozenset()
-
-
-@functools.lru_cache(maxsize=8)
-def _interest(numbers: frozenset[int]) -> Interest:
-    # One run's numbers of interest are one frozenset, passed to every reader: its
-    # `Interest` is built once.
-    return Interest(numbers)
+    return frozenset(numbers_in(text) & interest) if interest and text else frozenset()
 
 
 def _argument_text(arguments: object) -> str:

@@ -66,48 +66,6 @@ class LineReaderTest(unittest.TestCase):
         self.assertEqual(lines, [(6, {}, False)])
         self.assertEqual(found, [(3, "malformed_json"), (4, "not_an_object"), (5, "not_an_object")])
 
-    def test_a_skipped_start_passes_whole_lines_over_but_never_line_1_or_a_torn_tail(self):
-        data = b'{"type":"x","n":1}\n{"type":"x",oops}\n{"type":"y"}\n{"type":"x",'
-        lines, found = self.read(data, skip=(b'{"type":"x",',))
-        self.assertEqual(lines, [(1, {"type": "x", "n": 1}, False), (3, {"type": "y"}, False)])
-        self.assertEqual(found, [(4, "torn_tail")])
-
-
-class StreamSkipTest(unittest.TestCase):
-    """The stream's lines of types the scorer never reads are passed over unparsed
-    (`STREAM_SKIPPED`); every other line is parsed."""
-
-    def read(self, text: str) -> tuple[list, list]:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "stdout.jsonl")
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            findings: list = []
-            lines = list(jsonl.iter_objects(path, findings, skip=artifacts.STREAM_SKIPPED))
-        return [line.record for line in lines], [(f.line, f.code) for f in findings]
-
-    def test_a_skipped_type_is_passed_over_and_an_escaped_type_is_read(self):
-        records, found = self.read(
-            '{"type":"session"}\n{"type":"agent_end","x":1}\n{"type":"message\\u005fend","x":1}\n'
-        )
-        self.assertEqual(records, [{"type": "session"}, {"type": "message_end", "x": 1}])
-        self.assertEqual(found, [])
-
-    def test_garbage_nul_bytes_and_torn_tail_are_still_findings(self):
-        _, found = self.read('{"type":"session"}\n\x00\x00\nnot json\n{"type":"agent_e')
-        self.assertEqual(found, [(2, "malformed_json"), (3, "malformed_json"), (4, "torn_tail")])
-
-    def test_the_first_type_key_decides_and_a_skipped_line_is_not_checked(self):
-        # The documented limit (docs/rubric.md "Findings"): a later duplicate `type`, which
-        # json.loads would take and the product never writes, is not looked for; nor is a
-        # skipped line checked to be JSON.
-        records, found = self.read(
-            '{"type":"session"}\n{"type":"agent_end","type":"message_end"}\n'
-            '{"type":"agent_end",oops}\n'
-        )
-        self.assertEqual(records, [{"type": "session"}])
-        self.assertEqual(found, [])
-
 
 class CollectorStateTest(unittest.TestCase):
     def test_collect_leaves_the_cyclic_collector_as_it_found_it(self):

@@ -160,6 +160,22 @@ class ParseTest(TempDirTest):
         )
         self.assertEqual([r.op for r in parsed.records], ["meta"])
 
+    def test_each_field_rule_of_the_product(self):
+        delete = {"op": "delete", "name": None, "depth": None, "parent": None}
+        bad = [
+            line(name=""),
+            line(name="n" * 65),
+            line(depth=0),
+            line(depth=True),
+            line(depth=1.0),
+            line(childId="sub-9F89A7EC"),
+            line(**delete, reason="because"),
+        ]
+        good = [line(name="n" * 64), line(**delete, reason="gc"), line(extra=1)]
+        parsed = self.read(*bad, *good)
+        self.assertEqual(self.codes(parsed), ["malformed_record"] * len(bad))
+        self.assertEqual([r.op for r in parsed.records], ["meta", "spawn", "delete", "spawn"])
+
     def test_unknown_ops_are_skipped_without_rejecting_the_file(self):
         parsed = self.read(line(op="heartbeat"), line())
         self.assertEqual(self.codes(parsed), ["unknown_op"])
