@@ -9,7 +9,6 @@ turns bad bytes into findings.
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 from dataclasses import dataclass, field
@@ -131,20 +130,6 @@ def collect(
     """Read a run dir laid out as the runner (and the captured runs) lay it out;
     `artifact` is the combined answer's name in the repo (None: not read);
     `witness_expected` is the sha256 the runner recorded for the run's witness.jsonl."""
-    # Reading a large run allocates a few hundred thousand small records (the ledger's,
-    # parsed lines) and makes no reference cycles: the cyclic collector, which would walk
-    # every live record again and again as they pile up, has nothing to find meanwhile.
-    # Memory is what the records take either way (docs/benchmark.md).
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _collect(run_dir, artifact, witness_expected)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _collect(run_dir: str, artifact: str | None, witness_expected: str | None) -> RunArtifacts:
     paths = RunPaths.of(os.path.realpath(run_dir))
     findings: list[Finding] = []
     canon = ledger.Canon()

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import tempfile
 import unittest
 
-from evidence import artifacts, jsonl
-from evidence.fixture import load_manifest
-from tests.test_real_runs import materialize
+from evidence import jsonl
 
 
 class LineReaderTest(unittest.TestCase):
@@ -65,24 +62,6 @@ class LineReaderTest(unittest.TestCase):
         lines, found = self.read(b'\n  \r\n{"s":"\x00"}\n[1,2]\n"text"\n{}\n')
         self.assertEqual(lines, [(6, {}, False)])
         self.assertEqual(found, [(3, "malformed_json"), (4, "not_an_object"), (5, "not_an_object")])
-
-
-class CollectorStateTest(unittest.TestCase):
-    def test_collect_leaves_the_cyclic_collector_as_it_found_it(self):
-        # collect() turns it off while it reads (evidence/artifacts.py): a caller's own
-        # setting comes back either way.
-        with tempfile.TemporaryDirectory() as tmp:
-            run_dir = materialize("main", tmp)
-            fixture = load_manifest(run_dir)
-            self.assertTrue(gc.isenabled())
-            artifacts.collect(run_dir, fixture.artifact)
-            self.assertTrue(gc.isenabled())
-            gc.disable()
-            try:
-                artifacts.collect(run_dir, fixture.artifact)
-                self.assertFalse(gc.isenabled())
-            finally:
-                gc.enable()
 
 
 if __name__ == "__main__":
