@@ -41,7 +41,9 @@ def numbers_in(text: str) -> set[int]:
     numbers = set()
     pieces = set(text.encode("utf-8", "surrogatepass").translate(_PIECE_BYTES).split())
     for piece in pieces:
-        if piece.isascii():
+        if piece.isdigit():  # ASCII digits alone: the integer they spell
+            numbers.add(int(piece))
+        elif piece.isascii():
             if _DIGITS.isdisjoint(piece):
                 continue
             value = token_value(piece.decode())
