@@ -20,11 +20,10 @@ import glob
 import hashlib
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from evidence.jsonl import Finding, iso_to_ms, iter_objects, second_ms, text_field
+from evidence.jsonl import Finding, iso_to_ms, iter_objects, text_field
 
 # The product rejects a ledger over these limits (§4 "Strictness"); the harness
 # keeps reading up to twice the size so it can still report what is there.
@@ -75,70 +74,30 @@ def canonical_file(path: str) -> str:
 
 
 class Canon:
-    """`os.path.realpath` and `canonical_file` with every resolved dir remembered.
+    """`canonical_file` and `os.path.realpath` of a dir, each path resolved once.
 
-    A run names a thousand files in a thousand dirs under one root, and realpath
-    costs a syscall per path component; here each dir is resolved once and each
-    file costs one lstat. Scope one instance to one reading of a run: it trusts
+    A ledger names the same few paths in up to 100 000 records, and realpath costs a
+    syscall per path component. Scope one instance to one reading of a run: it trusts
     that nothing on disk changes meanwhile.
     """
 
-    MAX_DEPTH = 64  # deeper paths go straight to os.path.realpath
-
     def __init__(self) -> None:
-        self._dirs: dict[str, str] = {"/": "/"}
         self._files: dict[str, str] = {}
+        self._dirs: dict[str, str] = {}
 
     def file(self, path: str) -> str:
         """`canonical_file(path)`."""
         known = self._files.get(path)
         if known is None:
-            known = self._files[path] = self._file(path)
+            known = self._files[path] = canonical_file(path)
         return known
 
     def dir(self, path: str) -> str:
         """`os.path.realpath(path)` of a dir path."""
-        if not self._plain(path):
-            return os.path.realpath(path)
-        return self._dir(path)
-
-    def _plain(self, path: str) -> bool:
-        # Absolute, already normal (no `.`, `..`, `//` whose meaning depends on
-        # symlinks), no NUL, not absurdly deep.
-        return (
-            path.startswith("/")
-            and not path.startswith("//")
-            and "\0" not in path
-            and path.count("/") <= self.MAX_DEPTH
-            and os.path.normpath(path) == path
-        )
-
-    def _dir(self, path: str) -> str:
         known = self._dirs.get(path)
         if known is None:
-            parent, base = os.path.split(path)
-            if self._is_link(path):
-                known = os.path.realpath(path)
-            else:
-                known = os.path.join(self._dir(parent), base)
-            self._dirs[path] = known
+            known = self._dirs[path] = os.path.realpath(path)
         return known
-
-    def _file(self, path: str) -> str:
-        if not self._plain(path) or path == "/":
-            return canonical_file(path)
-        parent, base = os.path.split(path)
-        if self._is_link(path):
-            # A live link resolves; a dangling one keeps its name (canonical_file).
-            return canonical_file(path)
-        return os.path.join(self._dir(parent), base)
-
-    @staticmethod
-    def _is_link(path: str) -> bool:
-        try:
-            return stat.S_ISLNK(os.lstat(path).st_mode)
-        except OSError:  # missing, or under a dir that is not one: kept as named
-            return False
 
 
 def ledger_key(sessions_dir: str, canon: Canon | None = None) -> str:
@@ -206,11 +165,8 @@ def _is_inside(path: str, root: str) -> bool:
 
 
 class LedgerRecord(NamedTuple):
-    """One well-formed ledger line (§4 "Records").
-
-    A named tuple, not a frozen dataclass: a ledger can hold 100 000 of them, and a
-    tuple is built five times faster.
-    """
+    """One well-formed ledger line (§4 "Records"); a named tuple: a ledger can hold
+    100 000 of them."""
 
     ledger: str
     line: int
@@ -255,30 +211,15 @@ def read_ledger(path: str) -> LedgerFile:
     # 100 000 records name the same few paths and names again and again: keep one
     # copy of each string.
     strings: dict[str, str] = {}
-    valid_ids: set[str] = set()  # child ids that already passed the sub-<8 hex> check
-    append = records.append
-    shortcut = _product_line_reader(path, strings)
-    batch = _product_lines_reader(path, strings)
-    for number, raw, _ in iter_objects(
-        path, findings, max_bytes=READ_CAP_BYTES, shortcut=shortcut, batch=batch
-    ):
+    for number, raw, _ in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
         lines = number
         if len(findings) != checked:
             # Only the findings added since the last line can turn the file fatal.
             fatal_seen = fatal_seen or any(f.code in FATAL_CODES for f in findings[checked:])
             checked = len(findings)
-        if raw.__class__ is list:  # a run of lines in the product's layout
-            if fatal_seen:
-                records += [record._replace(after_fatal=True) for record in raw]
-            else:
-                records += raw
-            continue
-        if raw.__class__ is LedgerRecord:
-            append(raw._replace(after_fatal=True) if fatal_seen else raw)
-            continue
-        record = _parse_record(path, number, raw, findings, fatal_seen, strings, valid_ids)
+        record = _parse_record(path, number, raw, findings, fatal_seen, strings)
         if record is not None:
-            append(record)
+            records.append(record)
     lines = max([lines] + [f.line for f in findings])
     if lines > PRODUCT_MAX_RECORDS:
         findings.append(
@@ -302,7 +243,6 @@ def _parse_record(
     findings: list[Finding],
     after_fatal: bool,
     strings: dict[str, str],
-    valid_ids: set[str],
 ) -> LedgerRecord | None:
     get = raw.get
     version, at, op = get("v"), get("at"), get("op")
@@ -328,7 +268,7 @@ def _parse_record(
             reason if reason.__class__ is str else None,
             sessions_dir if sessions_dir.__class__ is str else None,
         )
-        malformed = _malformed(op, fields, valid_ids)
+        malformed = _malformed(op, fields)
         if malformed is None:
             intern = strings.setdefault
             child_id, parent, child, depth, name, reason, sessions_dir = fields
@@ -352,168 +292,6 @@ def _parse_record(
     return None
 
 
-# The lines the product itself writes (JSON.stringify of its record objects, keys
-# in this order, §4), matched whole. A string here has no escape and no control
-# character, so its JSON value is its text; every value the regexes admit passes
-# the checks `_parse_record` makes, which gives any other line the general path.
-def _product_line(char: str) -> re.Pattern:
-    """The product's line layout, with `char` the class of a string's characters."""
-    text = f'"({char}*)"'
-    name = f'"({char}{{1,64}})"'
-    child_id = '"(sub-[0-9a-f]{8})"'
-    reasons = "|".join(re.escape(reason) for reason in DELETE_REASONS)
-    return re.compile(
-        r'\{"v":1,"op":"(?:'
-        + f'(spawn)","at":{text},"childId":{child_id},"parent":{text},"child":{text}'
-        + f',"depth":([1-9][0-9]{{0,8}}),"name":{name}'
-        + f'|(rename)","at":{text},"childId":{child_id},"child":{text},"name":{name}'
-        + f'|(delete)","at":{text},"childId":{child_id},"child":{text},"reason":"({reasons})"'
-        + r")\}"
-    )
-
-
-_PRODUCT_LINE = _product_line(r'[^"\\\x00-\x1f]')
-# In a block of text with no backslash and no control character (newlines aside),
-# a string's characters are simply not quotes: the same lines match, and a regex
-# that only looks for the closing quote reads a path about twice as fast.
-_PRODUCT_LINE_IN_CLEAN_TEXT = _product_line('[^"]')
-_UNCLEAN = ("\\", *(chr(code) for code in range(32) if code != 10))
-
-
-def _product_line_reader(path: str, strings: dict[str, str]):
-    """A `jsonl` shortcut: the record of a line in the product's own layout, else None."""
-    strict, clean = _PRODUCT_LINE.fullmatch, _PRODUCT_LINE_IN_CLEAN_TEXT.fullmatch
-    intern = strings.setdefault
-    new = tuple.__new__
-    block: list = [None, strict]  # the text last seen, and the matcher it allows
-
-    def read(text: str, start: int, end: int, number: int) -> LedgerRecord | None:
-        if text is not block[0]:
-            # A new block (every line of one block comes in the same text).
-            block[0] = text
-            block[1] = strict if any(char in text for char in _UNCLEAN) else clean
-        found = block[1](text, start, end)
-        if found is None:
-            return None
-        groups = found.groups()
-        if groups[0]:
-            op, at, child_id, parent, child, depth, name = groups[:7]
-            depth, reason = int(depth), None
-        elif groups[7]:
-            op, at, child_id, child, name = groups[7:12]
-            parent = depth = reason = None
-        else:
-            op, at, child_id, child, reason = groups[12:17]
-            parent = depth = name = None
-        # tuple.__new__ skips the named tuple's Python-level constructor.
-        return new(
-            LedgerRecord,
-            (
-                path,
-                number,
-                intern(op, op),
-                at,
-                iso_to_ms(at),
-                intern(child_id, child_id),
-                parent and intern(parent, parent),
-                intern(child, child),
-                depth,
-                name and intern(name, name),
-                reason and intern(reason, reason),
-                None,
-                False,
-            ),
-        )
-
-    return read
-
-
-# Whole lines in the product's layout whose `at` is its own timestamp shape, newline
-# included, for `_product_lines_reader`; each group of `_product_line` that holds an
-# `at` is followed by the timestamp's second and its milliseconds.
-def _product_lines(char: str) -> re.Pattern:
-    at = '"(([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})\\.([0-9]{3})Z)"'
-    text = f'"({char}*)"'
-    pattern = _product_line(char).pattern.replace(f'"at":{text}', f'"at":{at}')
-    return re.compile(pattern + "\n")
-
-
-_PRODUCT_LINES = _product_lines(r'[^"\\\x00-\x1f]')
-# In clean text a string's characters may here include a newline, so a match could
-# span lines; a run of matches is kept only when it holds one newline per match.
-_PRODUCT_LINES_IN_CLEAN_TEXT = _product_lines('[^"]')
-
-
-def _product_lines_reader(path: str, strings: dict[str, str]):
-    """A `jsonl` batch: the records of the run of whole lines in the product's own
-    layout from a line start on; what `_product_line_reader` makes of each, in one loop."""
-    strict, clean = _PRODUCT_LINES.match, _PRODUCT_LINES_IN_CLEAN_TEXT.match
-    intern = strings.setdefault
-    new = tuple.__new__
-    second_of = second_ms
-    block: list = [None, strict]  # the text last seen, and the matcher it allows
-
-    def run(match, text: str, pos: int, number: int) -> tuple[list, int, int]:
-        records: list = []
-        append = records.append
-        while True:
-            found = match(text, pos)
-            if found is None:
-                break
-            number += 1
-            groups = found.groups()
-            # The op is the literal's own string: one copy, not one a record.
-            if groups[0]:
-                op = "spawn"
-                _, at, second, millis, child_id, parent, child, depth, name = groups[:9]
-                depth, reason = int(depth), None
-            elif groups[9]:
-                op = "rename"
-                _, at, second, millis, child_id, child, name = groups[9:16]
-                parent = depth = reason = None
-            else:
-                op = "delete"
-                _, at, second, millis, child_id, child, reason = groups[16:23]
-                parent = depth = name = None
-            at_ms = second_of(second)
-            at_ms = iso_to_ms(at) if at_ms is None else at_ms + int(millis)
-            append(
-                new(
-                    LedgerRecord,
-                    (
-                        path,
-                        number,
-                        op,
-                        at,
-                        at_ms,
-                        intern(child_id, child_id),
-                        parent and intern(parent, parent),
-                        intern(child, child),
-                        depth,
-                        name and intern(name, name),
-                        reason and intern(reason, reason),
-                        None,
-                        False,
-                    ),
-                )
-            )
-            pos = found.end()
-        return records, pos, len(records)
-
-    def read(text: str, pos: int, number: int) -> tuple[list, int, int]:
-        if text is not block[0]:
-            block[0] = text
-            block[1] = strict if any(char in text for char in _UNCLEAN) else clean
-        if block[1] is strict:
-            return run(strict, text, pos, number)
-        records, end, count = run(clean, text, pos, number)
-        if count and text.count("\n", pos, end) != count:
-            return run(strict, text, pos, number)
-        return records, end, count
-
-    return read
-
-
 # The JSON keys a known op may carry and their types; REQUIRED gives, per op, the
 # indexes in FIELD_KEYS of the keys it must carry (§4).
 FIELD_KEYS = ("childId", "parent", "child", "depth", "name", "reason", "sessionsDir")
@@ -525,16 +303,14 @@ REQUIRED = {
 }
 
 
-def _malformed(op: str, fields: tuple, valid_ids: set[str]) -> str | None:
+def _malformed(op: str, fields: tuple) -> str | None:
     for index in REQUIRED[op]:
         if fields[index] is None:
             missing = [FIELD_KEYS[i] for i in REQUIRED[op] if fields[i] is None]
             return "missing or mistyped " + ", ".join(missing)
     child_id, _, _, depth, name, reason, _ = fields
-    if op != "meta" and child_id not in valid_ids:
-        if not CHILD_ID.match(child_id):
-            return f"childId {child_id!r} is not sub-<8 hex>"
-        valid_ids.add(child_id)
+    if op != "meta" and not CHILD_ID.match(child_id):
+        return f"childId {child_id!r} is not sub-<8 hex>"
     if op == "spawn" and depth < 1:
         return f"depth {depth} < 1"
     if name is not None and not 1 <= len(name) <= 64:

@@ -9,7 +9,6 @@ turns bad bytes into findings.
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 from dataclasses import dataclass, field
@@ -17,12 +16,10 @@ from dataclasses import dataclass, field
 import ledger
 from evidence.acp_stream import AcpStream, read_acp_stream
 from evidence.jsonl import (
-    UNREAD,
     Finding,
     dict_field,
     iso_to_ms,
     iter_objects,
-    layout_of,
     read_json_object,
     read_text,
     text_field,
@@ -75,8 +72,6 @@ class Stream:
     turns: int
     usage: Usage
     first_error: str | None
-    # Its lines that hold an object or were skipped unread as looking like one (`STREAM_WANTED`).
-    events: int
     findings: tuple[Finding, ...]
     # What the stream showed, to hold against the root transcript (rules/witness_checks.py):
     # the response ids of its assistant message_end events and the toolCallIds of its
@@ -119,14 +114,8 @@ class RunArtifacts:
 
 def relative(root: str, path: str) -> str:
     """`path` relative to the run dir when it lies inside it, else as it is."""
-    prefix = root.rstrip(os.sep) + os.sep
-    if path.startswith(prefix):
-        rest = path[len(prefix) :]
-        # A plain suffix is the answer; one with `.`, `..` or `//` in it goes
-        # through relpath, which normalises.
-        plain = rest and rest[0] != os.sep and os.path.normpath(rest) == rest
-        return rest if plain else os.path.relpath(path, root)
-    return os.path.relpath(path, root) if path == root else path
+    inside = path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+    return os.path.relpath(path, root) if inside else path
 
 
 def transcripts_by_path(children: tuple[ChildDir, ...]) -> dict[str, tuple[str, Transcript]]:
@@ -144,20 +133,6 @@ def collect(
     """Read a run dir laid out as the runner (and the captured runs) lay it out;
     `artifact` is the combined answer's name in the repo (None: not read);
     `witness_expected` is the sha256 the runner recorded for the run's witness.jsonl."""
-    # Reading a large run allocates a few hundred thousand small records (the ledger's,
-    # parsed lines) and makes no reference cycles: the cyclic collector, which would walk
-    # every live record again and again as they pile up, has nothing to find meanwhile.
-    # Memory is what the records take either way (docs/benchmark.md).
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _collect(run_dir, artifact, witness_expected)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _collect(run_dir: str, artifact: str | None, witness_expected: str | None) -> RunArtifacts:
     paths = RunPaths.of(os.path.realpath(run_dir))
     findings: list[Finding] = []
     canon = ledger.Canon()
@@ -379,42 +354,6 @@ def _header(path: str, findings: list[Finding]) -> dict | None:
     return header
 
 
-# The stream's records `read_stream` reads (beside its header, line 1): an assistant's
-# `message_end`, `tool_execution_start` and `rlm_child_update`. The rest of the stream
-# (message deltas, tool output, turn and agent ends repeating whole messages: nine
-# tenths of its bytes) is skipped unread (evidence/jsonl.py `_wanted_lines`); a reader of
-# another record type adds its type here. A line is read when it holds every string of a
-# group: pieces of a value will do (a line holding the value holds them), and pieces with
-# few distinct letters are found faster (bytes.find skips ahead on a letter not in them).
-STREAM_WANTED = (
-    (b"message_end", b"assistant"),
-    (b"tool_", b"_start"),  # tool_execution_start
-    (b"rlm_child_update",),
-    (b"turn_end", b"assistant"),
-)
-# In the product's own layout (type first, §7) most lines are decided by their first bytes:
-# the types read_stream never needs are skipped without a look for the markers above, as
-# are the ends of messages that are not the assistant's; of a turn_end only its message is
-# parsed, not the tool results that follow it (a tenth of the stream's bytes).
-STREAM_LAYOUT = layout_of(
-    (
-        "message_start",
-        "message_update",
-        "tool_execution_update",
-        "tool_execution_end",
-        "agent_start",
-        "agent_end",
-        "turn_start",
-        "session_action_update",
-    ),
-    skip_starts=tuple(
-        f'{{"type":"message_end","message":{{"role":"{role}",'
-        for role in ("user", "toolResult", "custom")
-    ),
-    heads=('{"type":"turn_end","message":', '{"type":"rlm_child_update","child":'),
-)
-
-
 # How far back a turn_end's cells are looked for among those its tool_execution_start events
 # showed: the cells of one assistant message.
 MISSED_CALLS_LOOKBACK = 64
@@ -426,17 +365,14 @@ def read_stream(path: str) -> Stream | None:
         return None
     findings: list[Finding] = []
     header_id = None
-    turns = events = 0
+    turns = 0
     usage = Usage()
     first_error = None
     response_ids: list[str] = []
     tool_call_ids: list[str] = []
     child_ids: set[str] = set()
-    for line in iter_objects(path, findings, wanted=STREAM_WANTED, layout=STREAM_LAYOUT):
-        events += 1
+    for line in iter_objects(path, findings):
         record = line.record
-        if record is UNREAD:
-            continue
         kind = record.get("type")
         if line.number == 1 and kind == "session":
             header_id = text_field(record, "id")
@@ -488,7 +424,6 @@ def read_stream(path: str) -> Stream | None:
         turns,
         usage,
         first_error,
-        events,
         tuple(findings),
         tuple(response_ids),
         tuple(tool_call_ids),

@@ -6,9 +6,7 @@ transcripts of a run and calls `read_transcript` on each.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -17,7 +15,7 @@ import ledger
 from evidence.cell_paths import CellPaths, cell_paths
 from evidence.cell_sources import cell_sources
 from evidence.jsonl import Finding, dict_field, int_field, iso_to_ms, iter_objects, text_field
-from evidence.number_tokens import Interest
+from evidence.number_tokens import numbers_in
 
 MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
 # Records of each kind kept per transcript (replies, notices, model calls, usage
@@ -28,10 +26,8 @@ HEARTBEAT = "agent_status"  # appended to idle sessions, about every 25 s (§5)
 
 
 # The records a transcript yields one of per line (a usage, a reply, a notice, a
-# model call, a cell, a receipt) are named tuples: a run has thousands, and a named
-# tuple is built about twice as fast as a frozen dataclass (2.7% fewer
-# instructions for a whole score at 100 children, counted by callgrind). The records
-# of a whole file or run below stay frozen dataclasses.
+# model call, a cell, a receipt) are named tuples: a run has thousands. The records
+# of a whole file or run below are frozen dataclasses.
 class Usage(NamedTuple):
     """Token usage as the product records it on an assistant message (§5)."""
 
@@ -259,111 +255,9 @@ def read_transcript(
     (the answer file's writers among them)."""
     findings: list[Finding] = []
     acc = _TranscriptAccumulator(path, canon or ledger.Canon(), interest, artifact)
-    for line in iter_objects(path, findings, shortcut=sparse_tool_result):
+    for line in iter_objects(path, findings):
         acc.add(line.number, line.record, findings)
     return acc.result(findings)
-
-
-# A tool result's output is most of a transcript's bytes, and the product writes it twice
-# (`content` and `details.stdout`, §5); the reader needs of it only whether it shows a
-# number of interest. So a toolResult line of at least SPARSE_MIN_CHARS is parsed with its
-# strings of at least LONG_STRING_CHARS left out, found by their quotes (memchr) and not
-# decoded; `numbers_in_json` reads the output's own source. Past MAX_ESCAPED_QUOTES escaped
-# quotes in one line the quote walk costs more than it saves: such a line is parsed whole.
-SPARSE_MIN_CHARS = 8192
-LONG_STRING_CHARS = 1024
-MAX_ESCAPED_QUOTES = 256
-# What stands for the k-th string left out: "\x00" and k. A line with a `\u0000` escape is
-# parsed whole, and a raw NUL fails the parse, so no string of the line itself starts so.
-LEFT_OUT = "\x00"
-
-
-class SparseRecord(dict):
-    """A toolResult entry parsed with its long strings left out (`sparse_tool_result`).
-
-    Only the output's texts are left out: each `content` part's text and the string values
-    of `details` (stdout, stderr). `body(value)` gives such a value's JSON source."""
-
-    __slots__ = ("source", "spans")
-
-    def body(self, value: object) -> tuple[str, int, int] | None:
-        """Where a left-out value's source is: (text, start, end); None for any other."""
-        if value.__class__ is not str or not value.startswith(LEFT_OUT):
-            return None
-        start, end = self.spans[int(value[1:])]
-        return self.source, start, end
-
-
-def sparse_tool_result(text: str, start: int, end: int, number: int) -> SparseRecord | None:
-    """A `jsonl` shortcut: the record of a long toolResult line, parsed without its
-    output's long strings; None for any other line (it is parsed whole).
-
-    What the plain parse would check and this does not: that a left-out string holds no
-    raw control character and no invalid escape (a JSON encoder writes neither).
-    """
-    if end - start < SPARSE_MIN_CHARS or text.find('"role":"toolResult"', start, start + 512) < 0:
-        return None
-    find = text.find
-    pieces: list[str] = []
-    spans: list[tuple[int, int]] = []
-    escaped = 0
-    pos = last = start
-    while True:
-        quote = find('"', pos, end)
-        if quote < 0:
-            break
-        close = find('"', quote + 1, end)
-        while close > 0 and text[close - 1] == "\\":
-            # An odd run of backslashes before it escapes the quote: the string goes on.
-            back = close - 1
-            while text[back - 1] == "\\":
-                back -= 1
-            if (close - back) % 2 == 0:
-                break
-            escaped += 1
-            if escaped > MAX_ESCAPED_QUOTES:
-                return None
-            close = find('"', close + 1, end)
-        if close < 0:
-            return None
-        if close - quote > LONG_STRING_CHARS:
-            pieces += (text[last : quote + 1], f"\\u0000{len(spans)}")
-            spans.append((quote + 1, close))
-            last = close
-        pos = close + 1
-    if not spans:
-        return None
-    pieces.append(text[last:end])
-    # A `\u0000` escape of the line's own could spell a stand-in: such a line is read whole.
-    if any("\\u0000" in piece for piece in pieces[::2]):
-        return None
-    try:
-        record = json.loads("".join(pieces))
-    except (ValueError, RecursionError):
-        return None
-    message = record.get("message") if record.__class__ is dict else None
-    if (
-        record.__class__ is not dict
-        or record.get("type") != "message"
-        or message.__class__ is not dict
-        or message.get("role") != "toolResult"
-        or message.get("isError") is True
-    ):
-        return None
-    sparse = SparseRecord(record)
-    sparse.source, sparse.spans = text, spans
-    # Every string left out must be one of the output's texts, else the line is read whole.
-    content = message.get("content")
-    details = message.get("details")
-    left_out = sum(
-        sparse.body(part.get("text")) is not None
-        for part in (content if content.__class__ is list else ())
-        if part.__class__ is dict
-    ) + sum(
-        sparse.body(value) is not None
-        for value in (details.values() if details.__class__ is dict else ())
-    )
-    return sparse if left_out == len(spans) else None
 
 
 # How prime-agent v0.8.0 words an ipython call's result when it could not set up the
@@ -389,20 +283,8 @@ def kernel_error(message: dict) -> str | None:
 
 
 def of_interest(text: str, interest: frozenset[int]) -> frozenset[int]:
-    return _interest(interest).numbers_in(text) if interest else frozenset()
-
-
-def of_interest_json(source: str, start: int, end: int, interest: frozenset[int]) -> frozenset[int]:
-    """`of_interest` of the JSON string whose source between its quotes is
-    `source[start:end]`."""
-    return _interest(interest).numbers_in_json(source, start, end) if interest else frozenset()
-
-
-@functools.lru_cache(maxsize=8)
-def _interest(numbers: frozenset[int]) -> Interest:
-    # One run's numbers of interest are one frozenset, passed to every reader: its
-    # finder is built once.
-    return Interest(numbers)
+    """The numbers of `interest` that `text` holds as number tokens."""
+    return frozenset(numbers_in(text) & interest) if interest and text else frozenset()
 
 
 def _argument_text(arguments: object) -> str:
@@ -554,7 +436,7 @@ class _TranscriptAccumulator:
             facts = ToolCallFacts(number, None, frozenset(), paths.named, paths.written, sources)
             self._note_call(facts)
 
-    def _note_result(self, number: int, record: dict, message: dict, sent: list) -> None:
+    def _note_result(self, number: int, message: dict, sent: list) -> None:
         """Numbers a call's own result showed: what it printed, and the messages it sent
         (the product records them in the result's details), less what its arguments typed."""
         call = self.typed.pop(text_field(message, "toolCallId") or "", None)
@@ -563,7 +445,7 @@ class _TranscriptAccumulator:
         line, typed, paths, sources = call
         shown: frozenset[int] = frozenset()
         if self.interest:
-            # Text by text: no token spans two texts (a newline joined them before).
+            # Text by text: no token spans two texts.
             texts = [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
             found: set[int] = set()
             content = message.get("content")
@@ -571,10 +453,7 @@ class _TranscriptAccumulator:
                 texts.append(content)
             for part in content if isinstance(content, list) else ():
                 text = part.get("text") if isinstance(part, dict) else None
-                body = record.body(text) if record.__class__ is SparseRecord else None
-                if body is not None:
-                    found |= of_interest_json(*body, self.interest)
-                elif isinstance(text, str):
+                if isinstance(text, str):
                     texts.append(text)
             for text in texts:
                 found |= of_interest(text, self.interest)
@@ -610,7 +489,7 @@ class _TranscriptAccumulator:
             self.kernel_error = kernel_error(message)
         sent = dict_field(message, "details").get("sentAgentMessages")
         if self.interest or self.artifact:
-            self._note_result(number, record, message, sent if isinstance(sent, list) else [])
+            self._note_result(number, message, sent if isinstance(sent, list) else [])
         for item in sent if isinstance(sent, list) else ():
             if not isinstance(item, dict):
                 continue

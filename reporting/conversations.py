@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from html import escape
 
 from evidence.artifacts import relative
-from evidence.jsonl import Finding, open_regular
+from evidence.jsonl import Finding, open_regular, skip_rest_of_line
 from reporting.render import number as fmt
 
 MAX_TEXT_CHARS = 4_000  # of one text, code or output of an entry
@@ -161,7 +161,7 @@ def _lines(handle, number: int):
         start = offset
         offset += len(raw)
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-            offset += _skip_line(handle)
+            offset += skip_rest_of_line(handle)
         yield number, start, raw
 
 
@@ -177,7 +177,7 @@ def _tail(handle, start: int, first_line: int, budget: int, root: str):
     if begin > start:
         handle.seek(begin - 1)
         if handle.read(1) != b"\n":  # begin is inside a line: that line is left out
-            _skip_line(handle)
+            skip_rest_of_line(handle)
             number += 1
     lines = list(_lines(handle, number))
     last_line = lines[-1][0] if lines else number
@@ -197,15 +197,6 @@ def _tail(handle, start: int, first_line: int, budget: int, root: str):
         skipped, pending = skipped + pending, 0
     kept.reverse()
     return kept, skipped, first_offset, last_line
-
-
-def _skip_line(handle) -> int:
-    skipped = 0
-    while True:
-        chunk = handle.readline(1024 * 1024)
-        skipped += len(chunk)
-        if not chunk or chunk.endswith(b"\n"):
-            return skipped
 
 
 def _count_newlines(handle, length: int) -> int:

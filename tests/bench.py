@@ -1,39 +1,30 @@
 """Benchmark: scoring time and peak memory at the product's limits (not a test).
 
-For each scale, writes a synthetic run dir in the product's formats to a temp dir
-(a parent transcript and the root's `--mode json` stdout stream, N children with
-their transcripts and display files, a spawn ledger padded with valid rename
-records, a combined index) and measures two steps:
+For each shape and scale, writes a synthetic run dir in the product's formats to a temp
+dir (a parent transcript and the root's `--mode json` stdout stream, N children with their
+transcripts and display files, a spawn ledger padded with valid rename records, a combined
+index) and times, as a user runs them, two fresh processes in alternating pairs:
 
-- score: `artifacts.collect` + `scorer.score`, the runner's scoring path;
-- floor: reading every line of the same JSON files (transcripts, stdout stream,
-  display records, ledger) and `json.loads`-ing it.
+- the scorer: `uv run --locked python scorer.py --fixture F RUN`;
+- the floor: `uv run --locked python -c FLOOR_PROGRAM FILES`, which reads every line of
+  the same JSON files (transcripts, stdout stream, display records, ledger) and
+  `json.loads` it.
 
-Both are timed twice: in a process that times them alone, and as a user runs them, each a
-fresh process launched the same way (`uv run --locked python scorer.py --fixture F RUN`
-against `uv run --locked python -c FLOOR_PROGRAM FILES`, process start included),
-in alternating pairs; the peak RSS of the scorer's process is its own.
+The ratio is the median over the pairs of scorer / floor (a shared VM's slow spells last
+longer than a pair, so they move both times of a pair alike); the times shown are the
+best. The scorer's peak RSS comes from one more process whose parent ran nothing else.
+The shapes (SHAPES) are what the cells print: letters, rows of numbers, non-ASCII text,
+and an honest parent whose polling cells print every reply received so far.
 
 The run is written with the tests' own builders (tests/builders.py), whose records
 tests pin to the captured real runs. The simulated agent (simulated/) keeps writers of
 its own on purpose: it stands in for the product, and were it to share the builders a
 mistake in one would hide in both.
 
-Time: each of `--repeat` fresh processes times its first score and floor (cold),
-then times the two back to back, in pairs, for about a second. The ratio is the
-median over all pairs of score / floor: a shared VM's slow spells last longer than
-a pair, so they move both times of a pair alike. The times shown are the best.
-Memory: one more fresh process per step runs it once, so that its peak RSS
-belongs to that step alone.
-
-Targets: score <= 1.5 x floor at every scale; peak memory that does not grow with
-transcript size; time linear in input size.
-
-    uv run --locked python -m tests.bench                 # all scales (one to four minutes)
-    uv run --locked python -m tests.bench --scales 8,100  # a subset
-    uv run --locked python -m tests.bench --no-stream     # without the stdout stream
-    uv run --locked python -m tests.bench --digit-rich    # cells print numbers, not letters
-    uv run --locked python -m tests.bench --proxy         # the recording proxy instead (below)
+    uv run --locked python -m tests.bench                          # every shape and scale
+    uv run --locked python -m tests.bench --shapes progress --scales 100,1000
+    uv run --locked python -m tests.bench --no-stream              # without the stdout stream
+    uv run --locked python -m tests.bench --proxy                  # the recording proxy (below)
     uv run --locked python -m tests.bench --regrade-set 4 --scales 1000  # a run set's regrade
 
 The recording proxy (--proxy; shell/proxy.py): time to first byte of the scripted model, direct
@@ -82,9 +73,45 @@ SCALES = {
     100: (30_000, 5_000, None, 200),
     1000: (90_000, 100_000, PRODUCT_LEDGER_LIMIT - 64 * 1024, 2_000),
 }
-# A line of a cell's output under --digit-rich: numbers of one to five digits, among them
-# some of the numbers of interest (the shards' answers are their indexes).
-DIGIT_RICH_LINE = "row 1734 took 45 ms; total 98213 events, id=7f3a\n"
+# What cells print, by the bench's shapes of a run:
+# - ascii: letters only;
+# - numbers: rows of numbers, nearly all distinct, the numbers of interest (the shards'
+#   answers are their indexes) among them;
+# - unicode: lines with em dashes, ellipses and check marks;
+# - progress: as unicode, and the parent's polling cells print every reply received so
+#   far, as an honest parent reporting its progress does (each reply repeated in every
+#   later output).
+SHAPES = ("ascii", "numbers", "unicode", "progress")
+
+
+def cell_output(shape: str, size: int) -> str:
+    """`size` characters of what a child's cell prints in `shape`."""
+    if shape == "numbers":
+        rows = (
+            f"row {n} took {n * 7919 % 1000} ms; total {n * 104729 % 100000} events, "
+            f"id={n * 2654435761 % 65536:04x}\n"
+            for n in range(size // 40 + 1)
+        )
+    elif shape in ("unicode", "progress"):
+        rows = (f"\u2713 chunk {n % 97} read \u2014 {n % 89} rows\u2026 ok\n" for n in range(size))
+    else:
+        rows = ("x" * 64 + "\n" for _ in range(size // 65 + 1))
+    text, length = [], 0
+    for row in rows:
+        text.append(row)
+        length += len(row)
+        if length >= size:
+            break
+    return "".join(text)[:size]
+
+
+def progress_report(shards: list[dict], received: int) -> str:
+    """A polling cell's output in the progress shape: every reply received so far."""
+    lines = [f"Received {received} of {len(shards)} replies \u2014 so far:"]
+    lines += [f"\u2713 {s['file']}: {s['expected']}" for s in shards[:received]]
+    return "\n".join(lines) + "\n"
+
+
 SPAWN_CODE = "for shard in shards:\n    await rlm(task(shard), name=worker(shard))\n"
 POLL_CODE = "await asyncio.sleep(2)"
 
@@ -141,20 +168,18 @@ def make_run(
     ledger_records: int,
     polls: int,
     stream: bool = True,
-    digit_rich: bool = False,
+    shape: str = "ascii",
 ):
     """Write an honest run dir (it scores resolved, every integrity check passing).
 
     Returns the fixture manifest path and the JSON files the floor reads: every
     transcript, display record, stdout stream and ledger the scorer reads (the
     ledger last). `stream=False` leaves out the stdout stream that every real run has.
-    `digit_rich`: the cells print lines full of numbers (DIGIT_RICH_LINE) instead of
-    letters, as a cell printing records does; the numbers of interest then occur in them.
+    `shape`: what the cells print (SHAPES).
     """
     build = builders.RunBuilder(root, stream=stream)
     spawned = spawn_children(build, children, ledger_records)
-    line = DIGIT_RICH_LINE if digit_rich else "x" * 64
-    filler = (line * (output_bytes // len(line) + 1))[:output_bytes]
+    filler = cell_output(shape, output_bytes)
     shards = [
         {"file": f"s{index:04d}.jsonl", "worker": worker(index), "question": "q", "expected": index}
         for index in range(children)
@@ -164,7 +189,10 @@ def make_run(
     for turn in range(polls + 1):
         if turn < polls:
             build.assistant(f"poll {turn}", code=POLL_CODE)
-            build.tool_result(filler[: output_bytes // 10])
+            if shape == "progress":
+                build.tool_result(progress_report(shards, delivered))
+            else:
+                build.tool_result(filler[: output_bytes // 10])
         due = children if turn == polls else (turn + 1) * children // (polls + 1)
         for index in range(delivered, due):
             shard = shards[index]
@@ -182,80 +210,10 @@ def make_run(
     return manifest, [*files, build.ledger]
 
 
-def measure_score(run_dir: str, manifest: str) -> dict:
-    from evidence.artifacts import collect
-    from evidence.fixture import load_manifest
-    from scorer import score
-
-    fixture = load_manifest(manifest)
-    began = time.perf_counter()
-    verdict = score(fixture, collect(run_dir, fixture.artifact))
-    elapsed = time.perf_counter() - began
-    return {"seconds": elapsed, "resolved": verdict.resolved}
-
-
-def measure_floor(files: list[str]) -> dict:
-    began = time.perf_counter()
-    lines = 0
-    for path in files:
-        with open(path, "rb") as handle:
-            for line in handle:
-                json.loads(line)
-                lines += 1
-    return {"seconds": time.perf_counter() - began, "lines": lines}
-
-
-# Within one process, score and floor are timed in back-to-back pairs until this
-# much time has passed (at least MIN_PAIRS, at most MAX_PAIRS pairs). Each pair's
-# ratio compares the two under the same conditions: on a shared VM a slow spell
-# lasts longer than one pair, so it moves both of a pair's times alike.
-WARM_BUDGET_S = 1.0
-MIN_PAIRS = 2
-MAX_PAIRS = 100
-
-
-def child_main(argv: list[str]) -> int:
-    """One fresh process; prints JSON with the process's own peak RSS.
-
-    `pair`: the first (cold) score and floor, then warm pairs, alternating which of
-    the two runs first. `score` or `floor`: that step once, for its peak RSS alone.
-    """
-    kind = argv[0]
-    with open(argv[1], encoding="utf-8") as handle:
-        payload = json.load(handle)
-    if kind == "process-rss":
-        # A fresh parent that has waited for nothing else: RUSAGE_CHILDREN is the scorer's.
-        print(json.dumps({"peak_rss_mib": timed_process(payload["argv"])[1]}))
-        return 0
-
-    def step(name: str) -> dict:
-        if name == "score":
-            return measure_score(payload["run_dir"], payload["manifest"])
-        return measure_floor(payload["files"])
-
-    if kind != "pair":
-        result = step(kind)
-    else:
-        score, floor = step("score"), step("floor")
-        result = {
-            "resolved": score["resolved"],
-            "lines": floor["lines"],
-            "cold": [score["seconds"], floor["seconds"]],
-            "pairs": [],
-        }
-        began = time.perf_counter()
-        while len(result["pairs"]) < MIN_PAIRS or (
-            len(result["pairs"]) < MAX_PAIRS and time.perf_counter() - began < WARM_BUDGET_S
-        ):
-            if len(result["pairs"]) % 2:
-                floor_s = step("floor")["seconds"]
-                score_s = step("score")["seconds"]
-            else:
-                score_s = step("score")["seconds"]
-                floor_s = step("floor")["seconds"]
-            result["pairs"].append([score_s, floor_s])
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps(result))
+def rss_main(argv: list[str]) -> int:
+    """`--rss ARGV_JSON`: runs the program once, a child of a fresh process that waited for
+    nothing else, and prints its peak RSS in MiB."""
+    print(json.dumps({"peak_rss_mib": timed_process(json.loads(argv[0]))[1]}))
     return 0
 
 
@@ -276,13 +234,13 @@ def timed_process(argv: list[str]) -> tuple[float, float]:
     return elapsed, usage.ru_maxrss / 1024
 
 
-def process_pairs(payload: dict, pairs: int) -> dict:
+def process_pairs(run_dir: str, manifest: str, files: list[str], pairs: int) -> dict:
     """The scorer as a user runs it against the floor as a fresh process, in alternating
     pairs; the scorer's peak RSS from one more process whose parent ran nothing before."""
     uv = ["uv", "run", "--locked", "python"]
-    score = [*uv, "scorer.py", "--fixture", payload["manifest"], payload["run_dir"]]
+    score = [*uv, "scorer.py", "--fixture", manifest, run_dir]
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(payload["files"], handle)
+        json.dump(files, handle)
     floor = [*uv, "-c", FLOOR_PROGRAM, handle.name]
     bare = [*uv, "-c", "pass"]
     try:
@@ -295,25 +253,22 @@ def process_pairs(payload: dict, pairs: int) -> dict:
             starts.append(timed_process(bare)[0])
     finally:
         os.unlink(handle.name)
-    rss = run_measurement("process-rss", {"argv": score})["peak_rss_mib"]
-    start = min(starts)
+    done = subprocess.run(
+        [sys.executable, __file__, "--rss", json.dumps(score)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    ratios = [s / f for s, f in times]
     return {
-        "process_score_s": round(min(s for s, _ in times), 3),
-        "process_floor_s": round(min(f for _, f in times), 3),
-        "process_ratio": round(statistics.median(s / f for s, f in times), 2),
-        "process_ratio_range": [
-            round(min(s / f for s, f in times), 2),
-            round(max(s / f for s, f in times), 2),
-        ],
-        "process_pairs": len(times),
-        # What `uv run` and a bare interpreter cost before either program does anything:
-        # no scorer can take less, so where the floor's own work is small the ratio above
-        # is bound by it. The ratio of the two times less that start shows the work alone.
-        "process_start_s": round(start, 3),
-        "process_ratio_above_start": round(
-            statistics.median(max(0.0, s - start) / max(1e-9, f - start) for s, f in times), 2
-        ),
-        "process_score_peak_rss_mib": round(rss, 1),
+        "scorer_s": round(min(s for s, _ in times), 3),
+        "floor_s": round(min(f for _, f in times), 3),
+        "ratio": round(statistics.median(ratios), 2),
+        "ratio_range": [round(min(ratios), 2), round(max(ratios), 2)],
+        "pairs": len(times),
+        # What `uv run` and a bare interpreter cost before either program does anything.
+        "start_s": round(min(starts), 3),
+        "scorer_peak_rss_mib": round(json.loads(done.stdout)["peak_rss_mib"], 1),
     }
 
 
@@ -328,21 +283,6 @@ FLOOR_PROGRAM = (
     "        for line in handle:\n"
     "            json.loads(line)\n"
 )
-
-
-def run_measurement(kind: str, payload: dict) -> dict:
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(payload, handle)
-    try:
-        done = subprocess.run(
-            [sys.executable, __file__, "--measure", kind, handle.name],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    finally:
-        os.unlink(handle.name)
-    return json.loads(done.stdout)
 
 
 # --- a run set's regrade (--regrade-set) -------------------------------------------------------
@@ -607,6 +547,15 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _shapes(text: str) -> list[str]:
+    """`ascii,progress`: names of SHAPES."""
+    names = text.split(",")
+    for name in names:
+        if name not in SHAPES:
+            raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(SHAPES)}")
+    return names
+
+
 def _scales(text: str) -> list[int]:
     """`8,100,1000`: child counts, each a positive integer."""
     return [_positive(item) for item in text.split(",")]
@@ -614,8 +563,8 @@ def _scales(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args and args[0] == "--measure":
-        return child_main(args[1:])
+    if args and args[0] == "--rss":
+        return rss_main(args[1:])
     if args and args[0] == "--serve":
         return serve_main(args[1:])
     parser = argparse.ArgumentParser(
@@ -653,9 +602,10 @@ def main(argv: list[str] | None = None) -> int:
         help="children whose model calls flow through the proxy under --proxy (default: 1000)",
     )
     parser.add_argument(
-        "--digit-rich",
-        action="store_true",
-        help="cells print lines full of numbers instead of letters (the finder's hard case)",
+        "--shapes",
+        type=_shapes,
+        default=list(SHAPES),
+        help="what the cells print, e.g. ascii,progress (default: all of " + ",".join(SHAPES) + ")",
     )
     parser.add_argument(
         "--observer",
@@ -672,57 +622,38 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(proxy_main(options.proxy_children, rounds=200), indent=2))
         return 0
     rows = []
-    for children in options.scales:
-        output_bytes, ledger_records, ledger_bytes, polls = SCALES.get(
-            children, (10_000, children * 10, None, children)
-        )
-        with tempfile.TemporaryDirectory(prefix="sf-bench-") as tmp:
-            run_dir = run_dir_for(tmp, children, ledger_records, ledger_bytes)
-            manifest, files = make_run(
-                run_dir,
-                children,
-                output_bytes,
-                ledger_records,
-                polls,
-                not options.no_stream,
-                options.digit_rich,
-            )
-            size = sum(os.path.getsize(path) for path in files)
-            ledger_size = os.path.getsize(files[-1])
-            stream = RunPaths.of(run_dir).stdout
-            stream_size = os.path.getsize(stream) if stream in files else 0
-            payload = {"run_dir": run_dir, "manifest": manifest, "files": files}
-            runs = [run_measurement("pair", payload) for _ in range(options.repeat)]
-            score_rss = run_measurement("score", payload)["peak_rss_mib"]
-            floor_rss = run_measurement("floor", {"files": files})["peak_rss_mib"]
-            processes = process_pairs(payload, options.repeat)
-        pairs = [pair for run in runs for pair in run["pairs"]]
-        per_process = [statistics.median(s / f for s, f in run["pairs"]) for run in runs]
-        rows.append(
-            {
-                "children": children,
-                "digit_rich": options.digit_rich,
-                "input_mib": round(size / 2**20, 1),
-                "stream_mib": round(stream_size / 2**20, 1),
-                "ledger_records": ledger_records,
-                "ledger_mib": round(ledger_size / 2**20, 1),
-                "lines": runs[0]["lines"],
-                "score_s": round(min(s for s, _ in pairs), 4),
-                "floor_s": round(min(f for _, f in pairs), 4),
-                "ratio": round(statistics.median(s / f for s, f in pairs), 2),
-                "ratio_range": [round(min(per_process), 2), round(max(per_process), 2)],
-                "pairs": len(pairs),
-                "cold_score_s": round(min(run["cold"][0] for run in runs), 4),
-                "cold_floor_s": round(min(run["cold"][1] for run in runs), 4),
-                "score_peak_rss_mib": round(score_rss, 1),
-                "floor_peak_rss_mib": round(floor_rss, 1),
-                "resolved": all(run["resolved"] for run in runs),
-                **processes,
-            }
-        )
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    for shape in options.shapes:
+        for children in options.scales:
+            rows.append(score_main(shape, children, options.repeat, not options.no_stream))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(json.dumps(rows, indent=2))
     return 0
+
+
+def score_main(shape: str, children: int, pairs: int, stream: bool) -> dict:
+    """One shape at one scale: the run's sizes, the scorer's and the floor's times as
+    processes, and the scorer's peak RSS."""
+    output_bytes, ledger_records, ledger_bytes, polls = SCALES.get(
+        children, (10_000, children * 10, None, children)
+    )
+    with tempfile.TemporaryDirectory(prefix="sf-bench-") as tmp:
+        run_dir = run_dir_for(tmp, children, ledger_records, ledger_bytes)
+        manifest, files = make_run(
+            run_dir, children, output_bytes, ledger_records, polls, stream, shape
+        )
+        sizes = {path: os.path.getsize(path) for path in files}
+        stream_path = RunPaths.of(run_dir).stdout
+        measured = process_pairs(run_dir, manifest, files, pairs)
+    return {
+        "shape": shape,
+        "children": children,
+        "input_mib": round(sum(sizes.values()) / 2**20, 1),
+        "parent_mib": round(sizes[files[0]] / 2**20, 1),
+        "stream_mib": round(sizes.get(stream_path, 0) / 2**20, 1),
+        "ledger_records": ledger_records,
+        "ledger_mib": round(sizes[files[-1]] / 2**20, 1),
+        **measured,
+    }
 
 
 if __name__ == "__main__":

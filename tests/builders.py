@@ -61,7 +61,8 @@ def work_cell(shard_file: str) -> str:
 
 
 def compact(record: dict) -> str:
-    return json.dumps(record, separators=(",", ":"))
+    """A record as the product writes it (JSON.stringify): no spaces, UTF-8 unescaped."""
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
 
 def usage(input_tokens: int, output_tokens: int) -> dict:

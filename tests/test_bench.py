@@ -89,18 +89,39 @@ class SyntheticRunTest(unittest.TestCase):
         fixture = load_manifest(manifest)
         self.assertTrue(score(fixture, collect(self.run_dir, fixture.artifact)).resolved)
 
-    def test_the_floor_reads_every_line_of_every_file_it_is_given(self):
+    def test_the_floor_is_given_every_json_file_the_scorer_reads_the_ledger_last(self):
         _, files = bench.make_run(
             self.run_dir, children=2, output_bytes=100, ledger_records=10, polls=1
         )
-        lines = 0
-        for path in files:
-            with open(path, "rb") as handle:
-                lines += sum(1 for line in handle if json.loads(line) is not None)
-        self.assertEqual(bench.measure_floor(files)["lines"], lines)
+        found = {
+            os.path.join(root, name)
+            for root, _, names in os.walk(self.run_dir)
+            for name in names
+            if name.endswith(".jsonl") or name == "rlm-subagent.json"
+        }
+        self.assertEqual(sorted(files), sorted(found))
         # The ledger is last and padded to the asked number of records.
         with open(files[-1], "rb") as handle:
             self.assertEqual(sum(1 for _ in handle), 10)
+
+    def test_every_shape_scores_resolved_and_prints_what_it_names(self):
+        for shape in bench.SHAPES:
+            with self.subTest(shape=shape):
+                run_dir = os.path.join(self.run_dir, shape)
+                manifest, files = bench.make_run(
+                    run_dir, children=3, output_bytes=2000, ledger_records=10, polls=4, shape=shape
+                )
+                fixture = load_manifest(manifest)
+                self.assertTrue(score(fixture, collect(run_dir, fixture.artifact)).resolved)
+                with open(files[0], encoding="utf-8") as handle:
+                    parent = handle.read()
+                # Written as the product writes it: UTF-8, not `\u` escapes.
+                self.assertEqual("\u2014" in parent, shape in ("unicode", "progress"))
+                if shape == "progress":
+                    # A later poll's output repeats the reply received before it.
+                    polls = [line for line in parent.splitlines() if "Received 1 of 3" in line]
+                    self.assertTrue(polls)
+                    self.assertIn("s0000.jsonl: 0", polls[-1])
 
     def test_a_run_dir_can_be_named_so_that_its_ledger_fills_a_byte_budget(self):
         parent = os.path.dirname(self.run_dir)
