@@ -35,7 +35,7 @@ import fixtures
 from evidence.artifacts import collect
 from evidence.fixture import MANIFEST, TASK, FixtureError, fixture_digest, load_fixture
 from rules.provenance import PROVENANCE_RULES
-from scorer import score
+from scorer import CRITERION_NAMES, score
 from swarm_fanout.copyout import CopyError, RuntimeLayout, copy_out
 
 # Where the local harness records the rollout's layout (harness.py), and where the verdict goes.
@@ -153,7 +153,7 @@ def verdict_metrics(record: dict, acp: object) -> dict[str, float]:
         metrics["outstanding_at_response"] = float(acp["outstanding_at_response"])
     if not isinstance(verdict, dict):
         return metrics
-    for criterion in ("coverage", "delegation_evidence", "dedup", "receipts"):
+    for criterion in CRITERION_NAMES:
         metrics[criterion] = float(verdict[criterion] is True)
     codes = [item["code"] for item in verdict["reasons"]]
     metrics["provenance_failures"] = float(sum(code in PROVENANCE_CODES for code in codes))
