@@ -164,21 +164,20 @@ class BatchSchedulerTest(RunSetCase):
         self.assertIn("interrupted; ", resume)
         self.assertTrue(report.endswith(f"report.py {set_dir}"), report)
 
-    def test_each_ctrl_c_at_the_terminal_reaches_each_trial_once(self):
-        """Ctrl-C as a terminal sends it, to the run set's process group: the trials, in
-        sessions of their own, hear each press once, passed on by the run set. The first
-        ends their trees with a grace no run waits out (an hour), the second at once."""
+    def start_hanging_set(self, grace: str) -> tuple[str, subprocess.Popen]:
+        """A run set of two hanging trials, two at a time, in its own process group as a
+        terminal's job is, once both trials' children have spawned."""
         set_dir = os.path.join(self.tmp, "set")
         argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED, "--agent-config"]
         argv += [self.agent_config, "--fixture", JSON_EVENTS, "--model", "simulated/hang"]
-        argv += ["--timeout", "3600", "--grace", "3600", "--trials", "2", "--jobs", "2"]
+        argv += ["--timeout", "3600", "--grace", grace, "--trials", "2", "--jobs", "2"]
         runner = subprocess.Popen(
             [*argv, "--run-set", set_dir],
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,  # its own process group, as a terminal's job is
+            start_new_session=True,
         )
         self.addCleanup(runner.wait, 120)
         ledgers = [os.path.join(set_dir, f"trial-{n}", "agent-home", "rlm-ledger") for n in (1, 2)]
@@ -186,6 +185,13 @@ class BatchSchedulerTest(RunSetCase):
         while not all(os.path.isdir(path) and os.listdir(path) for path in ledgers):
             self.assertLess(time.monotonic(), deadline, "the hanging trials never spawned")
             time.sleep(0.05)
+        return set_dir, runner
+
+    def test_each_ctrl_c_at_the_terminal_reaches_each_trial_once(self):
+        """Ctrl-C as a terminal sends it, to the run set's process group: the trials, in
+        sessions of their own, hear each press once, passed on by the run set. The first
+        ends their trees with a grace no run waits out (an hour), the second at once."""
+        set_dir, runner = self.start_hanging_set(grace="3600")
         os.killpg(runner.pid, signal.SIGINT)
         lines = StderrLines(runner)
         said = [lines.first_with(b"a second Ctrl-C ends it now") for _ in range(3)]
@@ -210,24 +216,7 @@ class BatchSchedulerTest(RunSetCase):
     def test_a_hang_up_of_the_run_set_ends_its_trials(self):
         """A closed terminal hangs up the run set's runner; its trials, in sessions of their
         own, hear it from the run set and end their trees: none outlives it."""
-        set_dir = os.path.join(self.tmp, "set")
-        argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED, "--agent-config"]
-        argv += [self.agent_config, "--fixture", JSON_EVENTS, "--model", "simulated/hang"]
-        argv += ["--timeout", "3600", "--grace", "0.1", "--trials", "2", "--jobs", "2"]
-        runner = subprocess.Popen(
-            [*argv, "--run-set", set_dir],
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        self.addCleanup(runner.wait, 120)
-        ledgers = [os.path.join(set_dir, f"trial-{n}", "agent-home", "rlm-ledger") for n in (1, 2)]
-        deadline = time.monotonic() + 120  # a guard against a hang, not a measure
-        while not all(os.path.isdir(path) and os.listdir(path) for path in ledgers):
-            self.assertLess(time.monotonic(), deadline, "the hanging trials never spawned")
-            time.sleep(0.05)
+        set_dir, runner = self.start_hanging_set(grace="0.1")
         os.kill(runner.pid, signal.SIGHUP)
         out, _ = runner.communicate(timeout=120)
         self.assertEqual((runner.returncode, json.loads(out)["exit_code"]), (129, 129))
