@@ -7,6 +7,7 @@ verdict sandboxed and not (`SameVerdictsCase`). Not a test module: `tests/test_r
 from __future__ import annotations
 
 import concurrent.futures
+import glob
 import json
 import os
 import re
@@ -209,6 +210,29 @@ class RunnerTestCase(unittest.TestCase):
                 self.tmp, self.out, self.agent_config = mine
             _SHARED_RUNS[key] = SharedRun(done, result, tmp)
         return _SHARED_RUNS[key]
+
+    def started_hanging_run(
+        self, *extra: str, env: dict | None = None, grace: tuple[str, str] = GRACE
+    ) -> tuple[subprocess.Popen, int]:
+        """runner.py on simulated/hang, once the agent has logged its SIGTERM-ignoring
+        grandchild; returns the runner and the grandchild's pid here."""
+        runner = subprocess.Popen(
+            self.runner_argv("simulated/hang", JSON_EVENTS, *extra, *grace),
+            cwd=self.tmp,
+            env=env or self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(runner.kill)
+        deadline = time.monotonic() + 60
+        while not glob.glob(os.path.join(self.out, "*", "stderr.txt")) or not logged_pids(
+            glob.glob(os.path.join(self.out, "*"))[0], "grandchild"
+        ):
+            self.assertLess(time.monotonic(), deadline, "the agent never started")
+            time.sleep(0.05)
+        (grandchild,) = logged_pids(glob.glob(os.path.join(self.out, "*"))[0], "grandchild")
+        return runner, live_host_pid(runner.pid, grandchild)
 
     def run_dir(self, result: dict) -> str:
         return result["run_dir"]

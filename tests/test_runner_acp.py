@@ -7,13 +7,10 @@ terminal-quiescence update that never comes).
 from __future__ import annotations
 
 import concurrent.futures
-import glob
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 import unittest
 
 from tests.runner_case import (
@@ -23,7 +20,6 @@ from tests.runner_case import (
     SIMULATED,
     RunnerTestCase,
     logged_host_pids,
-    logged_pids,
     process_gone,
     two_shard_fixture,
 )
@@ -159,21 +155,7 @@ class AcpDriveTest(RunnerTestCase):
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_ctrl_c_closes_the_session_ends_every_process_and_exits_130(self):
-        runner = subprocess.Popen(
-            self.runner_argv("simulated/hang", JSON_EVENTS, "--drive", "acp", *GRACE),
-            cwd=self.tmp,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.addCleanup(runner.kill)
-        deadline = time.monotonic() + 60
-        while not glob.glob(os.path.join(self.out, "*", "stderr.txt")) or not logged_pids(
-            glob.glob(os.path.join(self.out, "*"))[0], "grandchild"
-        ):
-            self.assertLess(time.monotonic(), deadline, "the agent never started")
-            time.sleep(0.05)
+        runner, _ = self.started_hanging_run("--drive", "acp")
         runner.send_signal(signal.SIGINT)
         out, _ = runner.communicate(timeout=60)
         result = json.loads(out)

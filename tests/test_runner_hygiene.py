@@ -5,7 +5,6 @@ asserted gone by pid; socket paths that fit at every run dir length.
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
 import select
@@ -13,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import unittest
 
 from shell import procs, rundir, sandbox
@@ -25,9 +23,7 @@ from tests.runner_case import (
     JSON_EVENTS,
     RunnerTestCase,
     StderrLines,
-    live_host_pid,
     logged_host_pids,
-    logged_pids,
     parent_pid,
     process_gone,
 )
@@ -92,29 +88,6 @@ class HygieneTest(RunnerTestCase):
         self.assertTrue(process_gone(escaped))
         self.assertIn(escaped, result["cleanup"]["killed"])
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-
-    def started_hanging_run(
-        self, *extra: str, env: dict | None = None, grace: tuple[str, str] = GRACE
-    ) -> tuple[subprocess.Popen, int]:
-        """runner.py on simulated/hang, once the agent has logged its SIGTERM-ignoring
-        grandchild; returns the runner and the grandchild's pid here."""
-        runner = subprocess.Popen(
-            self.runner_argv("simulated/hang", JSON_EVENTS, *extra, *grace),
-            cwd=self.tmp,
-            env=env or self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.addCleanup(runner.kill)
-        deadline = time.monotonic() + 60
-        while not glob.glob(os.path.join(self.out, "*", "stderr.txt")) or not logged_pids(
-            glob.glob(os.path.join(self.out, "*"))[0], "grandchild"
-        ):
-            self.assertLess(time.monotonic(), deadline, "the agent never started")
-            time.sleep(0.05)
-        (grandchild,) = logged_pids(glob.glob(os.path.join(self.out, "*"))[0], "grandchild")
-        return runner, live_host_pid(runner.pid, grandchild)
 
     def test_a_runner_killed_with_sigkill_takes_its_sandboxed_agent_with_it(self):
         """The runner's own cleanup never runs after SIGKILL (an OOM kill, a CI job's
