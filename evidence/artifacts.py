@@ -357,6 +357,25 @@ def _header(path: str, findings: list[Finding]) -> dict | None:
 # How far back a turn_end's cells are looked for among those its tool_execution_start events
 # showed: the cells of one assistant message.
 MISSED_CALLS_LOOKBACK = 64
+# The stream's lines that `read_stream` never reads, told by their `type` and, for a
+# message_end, their message's `role`, which the product writes first (§7): passed over
+# unparsed. Most of the stream's bytes are in them (every update repeats the message so far).
+UNREAD_STREAM_LINES = tuple(
+    b'{"type":"%s"' % kind
+    for kind in (
+        b"agent_start",
+        b"agent_end",
+        b"turn_start",
+        b"message_start",
+        b"message_update",
+        b"tool_execution_update",
+        b"tool_execution_end",
+        b"session_action_update",
+    )
+) + tuple(
+    b'{"type":"message_end","message":{"role":"%s"' % role
+    for role in (b"user", b"toolResult", b"custom")
+)
 
 
 def read_stream(path: str) -> Stream | None:
@@ -371,7 +390,7 @@ def read_stream(path: str) -> Stream | None:
     response_ids: list[str] = []
     tool_call_ids: list[str] = []
     child_ids: set[str] = set()
-    for line in iter_objects(path, findings):
+    for line in iter_objects(path, findings, skip=UNREAD_STREAM_LINES):
         record = line.record
         kind = record.get("type")
         if line.number == 1 and kind == "session":

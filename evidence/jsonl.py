@@ -19,6 +19,9 @@ from typing import Any, NamedTuple
 # A child's reply is capped at 16 384 chars (contract §9), but tool results can
 # carry megabytes of output. Lines longer than this are skipped, not loaded.
 MAX_LINE_BYTES = 32 * 1024 * 1024
+# Read in pieces this large: a line of a tool result's output, hundreds of kilobytes, is then
+# a read or two rather than dozens of 8 KiB ones.
+READ_BUFFER_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,12 @@ def iter_objects(
     max_bytes: int | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
     label: str | None = None,
+    skip: tuple[bytes, ...] = (),
 ) -> Iterator[Line]:
     """Yield every line of a JSONL file that decodes to a JSON object.
+
+    A whole line (it ends in a newline) that starts with one of `skip` is passed over
+    unread: it yields nothing and no finding.
 
     Everything else is appended to `findings` with a code: `unreadable`,
     `line_too_long`, `invalid_utf8`, `malformed_json`, `not_an_object`,
@@ -81,6 +88,8 @@ def iter_objects(
                     consumed += skip_rest_of_line(handle)
                     detail = f"longer than {max_line_bytes} bytes"
                     findings.append(Finding(name, number, "line_too_long", detail))
+                    continue
+                if ended and raw.startswith(skip):
                     continue
             except OSError as error:
                 findings.append(Finding(name, number, "unreadable", f"read failed: {error}"))
@@ -144,7 +153,7 @@ def open_regular(path: str, name: str, findings: list[Finding]):
             findings.append(Finding(name, 0, "not_a_regular_file", "not a regular file"))
             os.close(fd)
             return None
-        return os.fdopen(fd, "rb")
+        return os.fdopen(fd, "rb", buffering=READ_BUFFER_BYTES)
     except OSError as error:
         os.close(fd)
         findings.append(Finding(name, 0, "unreadable", f"cannot stat: {error.strerror}"))

@@ -6,11 +6,13 @@ A number token is a maximal run of word characters, `.`, `,`, `+` and `-`, with 
 trailing `.` and `,` dropped, that is an integer: optional sign, then digits, or digits
 grouped by thousands with commas. So `23`, `+23`, `1,234`, `**23**`, `23.`, `(23)` and the
 23 of `count=23` are the number 23 or 1234; the `02` of `events-02.jsonl`, `3.5`, `0x17`,
-`v2` and `2026-12-03T11` are not numbers at all.
+`v2` and `2026-12-03T11` are not numbers at all, nor is a token of more than 4,300
+characters.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 
 INTEGER = re.compile(r"^[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)$")
@@ -26,32 +28,33 @@ _ASCII_TOKEN_BYTES = frozenset(
 _PIECE_BYTES = bytes(
     byte if byte >= 0x80 or byte in _ASCII_TOKEN_BYTES else 0x20 for byte in range(256)
 )
-_DIGITS = frozenset(b"0123456789")
+# A piece of ASCII bytes that is a number token with a sign, commas or trailing dots.
+_SIGNED_OR_GROUPED = re.compile(rb"[+-]?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)[.,]*")
+# Python reads no integer of more digits (sys.get_int_max_str_digits): a longer token is no
+# number, whatever the interpreter's setting.
+MAX_TOKEN_CHARS = 4300
 
 
 def token_value(token: str) -> int | None:
     """The integer a token (a whole `TOKEN` match) is, or None."""
+    if len(token) > MAX_TOKEN_CHARS:
+        return None
     token = token.rstrip(".,")
     return int(token.replace(",", "")) if INTEGER.match(token) else None
 
 
 def numbers_in(text: str) -> set[int]:
     """Every number token of `text`, as integers: each distinct piece of the text is read
-    once, however often it occurs."""
-    numbers = set()
+    once, however often it occurs, and pieces of digits alone, in C."""
     pieces = set(text.encode("utf-8", "surrogatepass").translate(_PIECE_BYTES).split())
-    for piece in pieces:
-        if piece.isdigit():  # ASCII digits alone: the integer they spell
-            numbers.add(int(piece))
-        elif piece.isascii():
-            if _DIGITS.isdisjoint(piece):
-                continue
-            value = token_value(piece.decode())
+    if max(map(len, pieces), default=0) > MAX_TOKEN_CHARS:
+        pieces = {piece for piece in pieces if len(piece) <= MAX_TOKEN_CHARS or not piece.isascii()}
+    numbers = set(map(int, filter(bytes.isdigit, pieces)))
+    for piece in filter(_SIGNED_OR_GROUPED.fullmatch, itertools.filterfalse(bytes.isdigit, pieces)):
+        numbers.add(int(piece.rstrip(b".,").replace(b",", b"")))
+    for piece in itertools.filterfalse(bytes.isascii, pieces):
+        for token in TOKEN.findall(piece.decode("utf-8", "surrogatepass")):
+            value = token_value(token)
             if value is not None:
                 numbers.add(value)
-        else:
-            for token in TOKEN.findall(piece.decode("utf-8", "surrogatepass")):
-                value = token_value(token)
-                if value is not None:
-                    numbers.add(value)
     return numbers

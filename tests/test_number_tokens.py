@@ -66,6 +66,8 @@ FILLER = [
     "3.5",
     "v2",
     "\\u0031",
+    "7" * 4300,  # the longest number token
+    "7" * 4301,  # no number: longer than Python reads an integer
 ]
 
 
