@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import ledger
 from evidence.acp_stream import AcpStream, read_acp_stream
@@ -157,7 +157,9 @@ def collect(
         # that holds the root file as resolved (§1 facts 2, 3).
         beside = RunPaths.of(os.path.dirname(canon.dir(paths.sessions)))
         children_root = beside.children_root(parent.header_id)
-        children = read_children(children_root, findings, canon, interest)
+        sent = sent_by(parent, (), interest)
+        children = read_children(children_root, findings, canon, interest, sent)
+        children = _searched_for_all_they_sent(parent, children, canon, interest)
     elif parent is not None:
         findings.append(
             Finding(parent.path, 1, "bad_header_id", f"header id {parent.header_id!r} unusable")
@@ -267,11 +269,51 @@ def pick_parent(
     return read_transcript(chosen, canon, interest, artifact) if chosen else None
 
 
+def sent_by(
+    parent: Transcript, children: tuple[ChildDir, ...], interest: frozenset[int]
+) -> dict[str, set[int]]:
+    """The numbers of interest each session was heard to send, by its session id: in the
+    messages the parent and the children received (`heard`), and in the parent's replies,
+    which the rules join on the sender's id."""
+    sent: dict[str, set[int]] = {}
+    received = [*parent.heard, *(h for c in children for t in c.transcripts for h in t.heard)]
+    for heard in received:
+        if heard.from_session_id:
+            sent.setdefault(heard.from_session_id, set()).update(heard.numbers)
+    for reply in parent.replies:
+        if reply.from_session_id:
+            numbers = numbers_in(reply.message) & interest
+            sent.setdefault(reply.from_session_id, set()).update(numbers)
+    return sent
+
+
+def _searched_for_all_they_sent(
+    parent: Transcript,
+    children: tuple[ChildDir, ...],
+    canon: ledger.Canon,
+    interest: frozenset[int],
+) -> tuple[ChildDir, ...]:
+    """Each child's transcript was searched for what the parent heard from it; one that
+    another child heard more from (a message between children) is read again for all."""
+    sent = sent_by(parent, children, interest)
+
+    def searched(transcript: Transcript) -> Transcript:
+        wanted = sent.get(transcript.header_id or "", set())
+        if transcript.searched_for is None or wanted <= transcript.searched_for:
+            return transcript
+        return read_transcript(transcript.path, canon, interest, sent=sent)
+
+    return tuple(
+        replace(child, transcripts=tuple(map(searched, child.transcripts))) for child in children
+    )
+
+
 def read_children(
     children_root: str,
     findings: list[Finding],
     canon: ledger.Canon | None = None,
     interest: frozenset[int] = frozenset(),
+    sent: dict[str, set[int]] | None = None,
 ) -> tuple[ChildDir, ...]:
     canon = canon or ledger.Canon()
     children = []
@@ -296,7 +338,7 @@ def read_children(
                 findings.append(Finding(item.path, 0, "not_a_regular_file", "skipped"))
                 continue
             path = os.path.join(child_dir, item.name)
-            transcripts.append(read_transcript(path, canon, interest))
+            transcripts.append(read_transcript(path, canon, interest, sent=sent))
         children.append(
             ChildDir(
                 child_id=entry.name,

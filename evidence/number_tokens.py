@@ -3,11 +3,11 @@ and the fixture generator, so that what the generator keeps out of a prompt is e
 what the scorer would read as a number in it.
 
 A number token is a maximal run of word characters, `.`, `,`, `+` and `-`, with any
-trailing `.` and `,` dropped, that is an integer: optional sign, then digits, or digits
-grouped by thousands with commas. So `23`, `+23`, `1,234`, `**23**`, `23.`, `(23)` and the
+trailing `.` and `,` dropped, that is an integer: optional sign, then digits (0-9), or
+digits grouped by thousands with commas. So `23`, `+23`, `1,234`, `**23**`, `23.`, `(23)` and the
 23 of `count=23` are the number 23 or 1234; the `02` of `events-02.jsonl`, `3.5`, `0x17`,
 `v2` and `2026-12-03T11` are not numbers at all, nor is a token of more than 4,300
-characters.
+characters, nor one in other scripts' digits (they are word characters).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from __future__ import annotations
 import itertools
 import re
 
-INTEGER = re.compile(r"^[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)$")
+INTEGER = re.compile(r"^[+-]?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)$")
 TOKEN = re.compile(r"[\w.,+-]+")
+_TOKEN_RUN = re.compile(r"[\w.,+-]*")
 
 _ASCII_TOKEN_BYTES = frozenset(
     byte for byte in range(128) if chr(byte).isalnum() or chr(byte) in "_.,+-"
@@ -30,6 +31,10 @@ _PIECE_BYTES = bytes(
 )
 # A piece of ASCII bytes that is a number token with a sign, commas or trailing dots.
 _SIGNED_OR_GROUPED = re.compile(rb"[+-]?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)[.,]*")
+# Up to this many numbers are looked for where their digits occur (`numbers_among`), and at
+# up to this many places each; past either, every token of the text is read once.
+FEW_NUMBERS = 8
+MAX_PLACES = 64
 # Python reads no integer of more digits (sys.get_int_max_str_digits): a longer token is no
 # number, whatever the interpreter's setting.
 MAX_TOKEN_CHARS = 4300
@@ -58,3 +63,30 @@ def numbers_in(text: str) -> set[int]:
             if value is not None:
                 numbers.add(value)
     return numbers
+
+
+def numbers_among(text: str, sought: frozenset[int]) -> set[int]:
+    """`numbers_in(text) & sought`. For a few numbers, only the tokens around the places
+    where each one's last three digits occur are read: every spelling of a number holds
+    them (`0,012` the 12, `1,234` the 234)."""
+    if len(sought) > FEW_NUMBERS:
+        return numbers_in(text) & sought
+    found = set()
+    backwards = None
+    for number in sought:
+        key = str(abs(number))[-3:]
+        at, places = text.find(key), 0
+        while at >= 0:
+            places += 1
+            if places > MAX_PLACES:
+                return numbers_in(text) & sought
+            if backwards is None:
+                backwards = text[::-1]
+            before = len(text) - at  # where the text before `at` starts, read backwards
+            start = at - (_TOKEN_RUN.match(backwards, before).end() - before)
+            end = _TOKEN_RUN.match(text, at).end()
+            if token_value(text[start:end]) == number:
+                found.add(number)
+                break
+            at = text.find(key, end)
+    return found

@@ -15,7 +15,7 @@ import ledger
 from evidence.cell_paths import CellPaths, cell_paths
 from evidence.cell_sources import cell_sources
 from evidence.jsonl import Finding, dict_field, int_field, iso_to_ms, iter_objects, text_field
-from evidence.number_tokens import numbers_in
+from evidence.number_tokens import numbers_among, numbers_in
 
 MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
 # Records of each kind kept per transcript (replies, notices, model calls, usage
@@ -235,6 +235,9 @@ class Transcript:
     # agent message received that held one (rules/knowledge.py follows the numbers).
     call_facts: tuple[ToolCallFacts, ...] = ()
     heard: tuple[Heard, ...] = ()
+    # The numbers its tool results were searched for, where not all of interest: those some
+    # session was heard to receive from it (`read_transcript`'s `sent`).
+    searched_for: frozenset[int] | None = None
     # Every tool call's id, in order (held against the root's event stream).
     tool_call_ids: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
@@ -249,12 +252,15 @@ def read_transcript(
     canon: ledger.Canon | None = None,
     interest: frozenset[int] = frozenset(),
     artifact: str | None = None,
+    sent: dict[str, set[int]] | None = None,
 ) -> Transcript:
     """Summarize a transcript in one streaming pass (§5, §6). `interest`: the numbers whose
     provenance to trace; `artifact`: given for the parent, whose every call's files are noted
-    (the answer file's writers among them)."""
+    (the answer file's writers among them). `sent`: the numbers of interest each session was
+    heard to send, by its session id; given, the tool results of a session with a header id
+    are searched only for those it sent, the only ones the rules ask whether it knew."""
     findings: list[Finding] = []
-    acc = _TranscriptAccumulator(path, canon or ledger.Canon(), interest, artifact)
+    acc = _TranscriptAccumulator(path, canon or ledger.Canon(), interest, artifact, sent)
     for line in iter_objects(path, findings):
         acc.add(line.number, line.record, findings)
     return acc.result(findings)
@@ -304,10 +310,13 @@ class _TranscriptAccumulator:
         canon: ledger.Canon,
         interest: frozenset[int] = frozenset(),
         artifact: str | None = None,
+        sent: dict[str, set[int]] | None = None,
     ):
         self.path = path
         self.canon = canon
         self.interest = interest
+        self.sent_by = sent
+        self.sought = interest  # what tool results are searched for
         self.artifact = os.path.basename(artifact) if artifact else None
         # toolCall id -> (its line, numbers in its arguments, files it names and writes,
         # what it drew on)
@@ -348,6 +357,9 @@ class _TranscriptAccumulator:
         if number == 1:
             if kind == "session":
                 self.header = record
+                header_id = text_field(record, "id")
+                if self.sent_by is not None and header_id:
+                    self.sought = self.interest & self.sent_by.get(header_id, frozenset())
             else:
                 findings.append(Finding(self.path, 1, "no_header", "line 1 is not a header"))
         elif kind == "message":
@@ -444,7 +456,7 @@ class _TranscriptAccumulator:
             return
         line, typed, paths, sources = call
         shown: frozenset[int] = frozenset()
-        if self.interest:
+        if self.sought:
             # Text by text: no token spans two texts.
             texts = [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
             found: set[int] = set()
@@ -456,7 +468,7 @@ class _TranscriptAccumulator:
                 if isinstance(text, str):
                     texts.append(text)
             for text in texts:
-                found |= of_interest(text, self.interest)
+                found |= numbers_among(text, self.sought)
             shown = frozenset(found) - typed
         if shown or paths.named:
             facts = ToolCallFacts(line, number, shown, paths.named, paths.written, sources)
@@ -581,6 +593,7 @@ class _TranscriptAccumulator:
             task_numbers=self.task_numbers,
             call_facts=self._calls_in_order(),
             heard=tuple(self.heard),
+            searched_for=None if self.sought is self.interest else self.sought,
             tool_call_ids=tuple(self.tool_call_ids),
             findings=tuple(findings),
         )

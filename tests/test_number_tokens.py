@@ -1,13 +1,20 @@
-"""`numbers_in` reads a text's number tokens as the rule defines them, on generated texts
-with numbers in odd places: padded, grouped, signed, inside longer tokens, beside
-non-ASCII characters, in non-ASCII digits."""
+"""`numbers_in` and `numbers_among` read a text's number tokens as the rule defines them,
+on generated texts with numbers in odd places: padded, grouped, signed, inside longer
+tokens, beside non-ASCII characters, in other scripts' digits."""
 
 from __future__ import annotations
 
 import random
 import unittest
 
-from evidence.number_tokens import TOKEN, numbers_in, token_value
+from evidence.number_tokens import (
+    FEW_NUMBERS,
+    MAX_PLACES,
+    TOKEN,
+    numbers_among,
+    numbers_in,
+    token_value,
+)
 
 CASES = 4000
 
@@ -38,8 +45,9 @@ def forms(number: int, rng: random.Random) -> list[str]:
         "**" + grouped + "**",
         "-" + digits,
         digits[:-1] + "," + digits[-1:],
-        "".join(chr(0xFF10 + int(d)) for d in digits),  # fullwidth digits: int() reads them
-        "".join(chr(0x0660 + int(d)) for d in digits),  # Arabic-Indic digits
+        "".join(chr(0xFF10 + int(d)) for d in digits),  # fullwidth digits: no number
+        "".join(chr(0x0660 + int(d)) for d in digits),  # Arabic-Indic digits: no number
+        "".join(chr(0x0660 + int(d)) for d in digits[:1]) + digits,
         "e" * rng.randint(60, 300) + digits,
         "\u2014" + digits + "\u2026",  # an em dash and an ellipsis around it
         digits + "_" + digits,
@@ -113,7 +121,8 @@ class NumbersInTest(unittest.TestCase):
             "000": {0},
             "-77 and 77": {-77},
             "+5": {5},
-            "\uff11\uff12\uff13\uff14": {1234},  # fullwidth digits
+            "\uff11\uff12\uff13\uff14": set(),  # fullwidth digits are word characters
+            "\u0661 1234 \u0661234": {1234},
             "ab_1234": set(),
             "é1234": set(),
             "—1234… ✓": {1234},
@@ -125,6 +134,29 @@ class NumbersInTest(unittest.TestCase):
         for text, expected in cases.items():
             with self.subTest(text=text[:40]):
                 self.assertEqual(numbers_in(text) & interest, expected)
+                self.assertEqual(numbers_among(text, frozenset(interest)), expected)
+
+
+class NumbersAmongTest(unittest.TestCase):
+    def test_generated_texts_read_as_all_their_numbers_are(self):
+        rng = random.Random(30)
+        held = 0
+        for case in range(CASES):
+            interest = generated_interest(rng)
+            text = generated_text(rng, interest)
+            sought = frozenset(rng.sample(interest, rng.randint(1, len(interest))))
+            with self.subTest(case=case, text=text, sought=sought):
+                self.assertEqual(numbers_among(text, sought), numbers_in(text) & sought)
+            held += bool(numbers_in(text) & sought)
+        self.assertGreater(held, CASES // 5)
+        self.assertLess(held, CASES - CASES // 5)
+
+    def test_past_the_places_or_numbers_looked_for_every_token_is_read(self):
+        crowded = "x5y " * (MAX_PLACES + 1)
+        self.assertEqual(numbers_among(crowded + " 5", frozenset({5})), {5})
+        self.assertEqual(numbers_among(crowded + " 55", frozenset({5})), set())
+        many = frozenset(range(FEW_NUMBERS + 1))
+        self.assertEqual(numbers_among("a 3 b 0,008 c 9", many), {3, 8})
 
 
 if __name__ == "__main__":
