@@ -404,16 +404,8 @@ MISSED_CALLS_LOOKBACK = 64
 # unparsed. Most of the stream's bytes are in them (every update repeats the message so far).
 UNREAD_STREAM_LINES = tuple(
     b'{"type":"%s"' % kind
-    for kind in (
-        b"agent_start",
-        b"agent_end",
-        b"turn_start",
-        b"message_start",
-        b"message_update",
-        b"tool_execution_update",
-        b"tool_execution_end",
-        b"session_action_update",
-    )
+    for kind in b"agent_start agent_end turn_start message_start message_update "
+    b"tool_execution_update tool_execution_end session_action_update".split()
 ) + tuple(
     b'{"type":"message_end","message":{"role":"%s"' % role
     for role in (b"user", b"toolResult", b"custom")

@@ -7,6 +7,7 @@ transcripts of a run and calls `read_transcript` on each.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -38,53 +39,21 @@ class Usage(NamedTuple):
     total: int = 0
 
     def plus(self, other: Usage) -> Usage:
-        return Usage(
-            self.input + other.input,
-            self.output + other.output,
-            self.cache_read + other.cache_read,
-            self.cache_write + other.cache_write,
-            self.total + other.total,
-        )
+        return Usage(*map(operator.add, self, other))
 
     def to_json(self) -> dict:
-        return {
-            "input": self.input,
-            "output": self.output,
-            "cache_read": self.cache_read,
-            "cache_write": self.cache_write,
-            "total": self.total,
-        }
+        return self._asdict()
 
 
 def usage_of(message: dict) -> Usage:
     return usage_from(dict_field(message, "usage"))
 
 
-NO_USAGE = Usage()
-
-
 def usage_from(raw: dict) -> Usage:
     """A `usage` object as the product writes it (§5); a count that is no
     non-negative integer (a bool, a float, a string, below 0) reads as 0."""
-    if not raw:
-        return NO_USAGE
-    get = raw.get
-    # Spelled out rather than looped: every assistant message and every usage
-    # attribution of a run comes through here.
-    fresh, output, read, write, total = (
-        get("input"),
-        get("output"),
-        get("cacheRead"),
-        get("cacheWrite"),
-        get("totalTokens"),
-    )
-    return Usage(
-        fresh if fresh.__class__ is int and fresh > 0 else 0,
-        output if output.__class__ is int and output > 0 else 0,
-        read if read.__class__ is int and read > 0 else 0,
-        write if write.__class__ is int and write > 0 else 0,
-        total if total.__class__ is int and total > 0 else 0,
-    )
+    counts = (raw.get(key) for key in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"))
+    return Usage(*(count if count.__class__ is int and count > 0 else 0 for count in counts))
 
 
 def cost_of(message: dict) -> float | None:

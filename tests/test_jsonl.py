@@ -50,6 +50,13 @@ class LineReaderTest(unittest.TestCase):
         self.assertEqual([line[1]["n"] for line in lines], [0, 1, 2])
         self.assertEqual(found, [(3, "byte_cap")])
 
+    def test_whole_lines_that_start_as_skipped_are_passed_over_and_keep_their_numbers(self):
+        data = b'{"type":"update","x":\xff}\n{"type":"updates"}\n{"type":"end"}\n{"type":"update"'
+        lines, found = self.read(data, skip=(b'{"type":"update"',))
+        # Line 1 is bad but never read; line 2 only starts alike; the torn line 4 is read.
+        self.assertEqual(lines, [(2, {"type": "updates"}, False), (3, {"type": "end"}, False)])
+        self.assertEqual(found, [(4, "torn_tail")])
+
     def test_a_torn_last_line_is_a_record_when_whole_and_a_finding_when_cut(self):
         lines, found = self.read(b'{"a":1}\n{"b":2}')
         self.assertEqual(lines, [(1, {"a": 1}, False), (2, {"b": 2}, True)])
