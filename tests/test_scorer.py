@@ -50,6 +50,12 @@ class HonestRunTest(RunTestCase):
         self.assertEqual([row["delegation"] for row in verdict.shards], ["ok"] * 3)
         self.assertEqual([row["receipt"] for row in verdict.shards], ["reply"] * 3)
 
+    def test_a_cell_printing_a_number_longer_than_python_reads_is_read_as_no_number(self):
+        self.build.assistant("Looking.", code="print(2**20000)")
+        self.build.tool_result("1" * 6100 + "\n")  # the scorer raised on it (int's limit)
+        self.honest_run()
+        self.assertTrue(self.verdict().resolved)
+
     def test_per_shard_table_names_file_worker_expected_answer_child_and_receipt(self):
         children = self.honest_run()
         row = self.verdict().shards[1]
