@@ -797,3 +797,24 @@ def _append(path: str, line: str) -> None:
 def _uuid7() -> str:
     raw = secrets.token_hex(16)
     return f"{raw[:8]}-{raw[8:12]}-7{raw[13:16]}-{raw[16:20]}-{raw[20:]}"
+
+
+def ask_only_what_was_searched() -> None:
+    """For a test module's setUpModule: the rules then fail any test in which they ask
+    whether a child's tool result showed a number the reader did not search it for
+    (evidence/artifacts.py `sent_by`), which would read as never shown."""
+    from unittest import addModuleCleanup, mock
+
+    from rules.knowledge import Knowledge
+
+    showing_calls = Knowledge._showing_calls
+
+    def checked(self, transcript, number):
+        searched = transcript.searched_for
+        if searched is not None and number not in searched:
+            raise AssertionError(f"{transcript.path} was not searched for {number}")
+        return showing_calls(self, transcript, number)
+
+    patch = mock.patch.object(Knowledge, "_showing_calls", checked)
+    patch.start()
+    addModuleCleanup(patch.stop)

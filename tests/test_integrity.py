@@ -24,7 +24,14 @@ from evidence.transcripts import MAX_KEPT_PER_TRANSCRIPT
 from rules.integrity import HEADER_BEFORE_SPAWN_MS, INTEGRITY_CHECKS, META_AFTER_SPAWN_MS
 from scorer import score
 from tests import test_real_runs as captures
-from tests.builders import EPOCH_MS, RunBuilder, iso, rewrite, small_fixture
+from tests.builders import (
+    EPOCH_MS,
+    RunBuilder,
+    ask_only_what_was_searched,
+    iso,
+    rewrite,
+    small_fixture,
+)
 
 FORGED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "forged")
 CASES = sorted(
@@ -99,6 +106,10 @@ def _files(path: str) -> list[str]:
     return sorted(
         os.path.join(directory, file) for directory, _, files in os.walk(path) for file in files
     )
+
+
+def setUpModule() -> None:
+    ask_only_what_was_searched()
 
 
 class ForgedCorpusTest(unittest.TestCase):

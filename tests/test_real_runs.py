@@ -21,6 +21,7 @@ from evidence.artifacts import collect
 from evidence.fixture import load_manifest
 from scorer import score
 from tests import builders
+from tests.builders import ask_only_what_was_searched
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs")
 RUNS = sorted(
@@ -59,6 +60,10 @@ def resolve_placeholders(root: str) -> None:
 def load_json(path: str) -> dict:
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def setUpModule() -> None:
+    ask_only_what_was_searched()
 
 
 class CapturedRunTestCase(unittest.TestCase):

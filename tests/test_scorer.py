@@ -15,10 +15,14 @@ from evidence.transcripts import Usage, usage_from
 from rules.answers import parse_answer_lines
 from rules.knowledge import SHORTCUT
 from scorer import score
-from tests.builders import RunBuilder, priced, small_fixture
+from tests.builders import RunBuilder, ask_only_what_was_searched, priced, small_fixture
 
 FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards
+
+
+def setUpModule() -> None:
+    ask_only_what_was_searched()
 
 
 class RunTestCase(unittest.TestCase):
