@@ -373,7 +373,7 @@ class SuiteRunnerTest(unittest.TestCase):
     def test_verbose_prints_each_modules_whole_output_under_its_result_line(self):
         done = self.run_tests("-v", "test_jsonl")
         self.assertEqual(done.returncode, 0, done.stdout[-2000:])
-        self.assertRegex(done.stdout, r"(?m)^==== tests\.test_jsonl: OK, 7 tests, [0-9.]+ s$")
+        self.assertRegex(done.stdout, r"(?m)^==== tests\.test_jsonl: OK, [0-9]+ tests, [0-9.]+ s$")
         self.assertRegex(done.stdout, r"(?m)^test_\w+ \(tests\.test_jsonl\.\w+\.test_\w+\)")
 
     def test_a_module_is_printed_the_moment_it_ends_not_in_the_order_it_started(self):
