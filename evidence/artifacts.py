@@ -441,10 +441,8 @@ def read_stream(path: str) -> Stream | None:
                 child_ids.add(child_id)
             continue
         if kind == "turn_end":
-            # The turn's assistant message again (§7). The product's stream has been seen
-            # to leave out a turn's message_end and tool_execution_start under load (a live
-            # one-shot run, 2026-12-03) while its turn_end held the message: the call and
-            # its cells are then taken from there, so the check below is no false alarm.
+            # The turn's assistant message again (§7): the call and its cells are taken from
+            # here when the stream left out its message_end and tool_execution_start.
             message = record.get("message")
             if not isinstance(message, dict) or message.get("role") != "assistant":
                 continue

@@ -178,9 +178,8 @@ class Transcript:
     task_from_session_id: str | None = None
     turns: int = 0
     failed_calls: int = 0
-    # Aborted by a teardown with no response id and no usage: the transcript cannot
-    # tell whether the request reached the model (it did not in the captured
-    # endturn-oneshot run; it did in a later real run), so it is counted apart.
+    # Aborted by a teardown with no response id and no usage: whether the request reached
+    # the model the transcript cannot tell (§5), so it is counted apart.
     aborted_calls: int = 0
     tool_calls: int = 0
     usage: Usage = field(default_factory=Usage)
