@@ -25,7 +25,6 @@ mistake in one would hide in both.
     uv run --locked python -m tests.bench --shapes progress --scales 100,1000
     uv run --locked python -m tests.bench --no-stream              # without the stdout stream
     uv run --locked python -m tests.bench --proxy                  # the recording proxy (below)
-    uv run --locked python -m tests.bench --regrade-set 4 --scales 1000  # a run set's regrade
 
 The recording proxy (--proxy; shell/proxy.py): time to first byte of the scripted model, direct
 and through the proxy; the delay of each event of a paced SSE stream, from its send to its
@@ -283,9 +282,6 @@ FLOOR_PROGRAM = (
     "        for line in handle:\n"
     "            json.loads(line)\n"
 )
-
-
-# --- a run set's regrade (--regrade-set) -------------------------------------------------------
 
 
 # --- the recording proxy (--proxy) --------------------------------------------------------------
