@@ -12,13 +12,13 @@ kept as tombstones) and every finding of the parse: what a run's ledger says, on
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import glob
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
-from sys import intern
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from evidence.jsonl import Finding, iso_to_ms, iter_objects, text_field
@@ -165,7 +165,6 @@ class LedgerFile:
     findings: tuple[Finding, ...]
     fatal: bool
     lines: int
-    size: int
 
 
 def read_ledger(path: str) -> LedgerFile:
@@ -181,12 +180,13 @@ def read_ledger(path: str) -> LedgerFile:
     lines = 0
     fatal = False
     checked = 0  # findings[:checked] hold no fatal one
+    strings: dict[str, str] = {}
     for number, raw, _ in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
         lines = number
         if not fatal and len(findings) > checked:
             fatal = any(finding.code in FATAL_CODES for finding in findings[checked:])
             checked = len(findings)
-        parsed = _parse_record(path, number, raw, fatal)
+        parsed = _parse_record(path, number, raw, fatal, strings)
         if parsed.__class__ is LedgerRecord:
             records.append(parsed)
         else:
@@ -203,7 +203,6 @@ def read_ledger(path: str) -> LedgerFile:
         findings=tuple(findings),
         fatal=any(f.code in FATAL_CODES for f in findings),
         lines=lines,
-        size=size,
     )
 
 
@@ -219,9 +218,11 @@ REQUIRED = {
 
 
 def _parse_record(
-    path: str, number: int, raw: dict, after_fatal: bool
+    path: str, number: int, raw: dict, after_fatal: bool, strings: dict[str, str]
 ) -> LedgerRecord | tuple[str, str]:
-    """The record of one line's object, or the code and detail of what is wrong with it."""
+    """The record of one line's object, or the code and detail of what is wrong with it.
+    `strings` keeps one copy of each string: 100 000 records name the same few paths and
+    names again and again."""
     get = raw.get
     version, at, op = get("v"), get("at"), get("op")
     if version.__class__ is not int or version != 1:
@@ -232,22 +233,22 @@ def _parse_record(
         return "malformed_record", f"op is {type(op).__name__}, not a string"
     if op not in REQUIRED:
         return "unknown_op", f"op {op!r} skipped"
-    # A field is kept only when it has the JSON type it needs (a bool is no int). Strings
-    # are interned: 100 000 records name the same few paths and names again and again.
+    # A field is kept only when it has the JSON type it needs (a bool is no int).
+    intern = strings.setdefault
     child_id, parent, child = get("childId"), get("parent"), get("child")
     depth, name, reason, sessions_dir = get("depth"), get("name"), get("reason"), get("sessionsDir")
     fields = (
-        intern(child_id) if child_id.__class__ is str else None,
-        intern(parent) if parent.__class__ is str else None,
-        intern(child) if child.__class__ is str else None,
+        intern(child_id, child_id) if child_id.__class__ is str else None,
+        intern(parent, parent) if parent.__class__ is str else None,
+        intern(child, child) if child.__class__ is str else None,
         depth if depth.__class__ is int else None,
-        intern(name) if name.__class__ is str else None,
-        intern(reason) if reason.__class__ is str else None,
+        intern(name, name) if name.__class__ is str else None,
+        intern(reason, reason) if reason.__class__ is str else None,
         sessions_dir if sessions_dir.__class__ is str else None,
     )
     problem = _malformed(op, fields)
     if problem is None:
-        return LedgerRecord(path, number, intern(op), at, iso_to_ms(at), *fields, after_fatal)
+        return LedgerRecord(path, number, intern(op, op), at, iso_to_ms(at), *fields, after_fatal)
     return "malformed_record", f"{op}: {problem}"
 
 
@@ -322,7 +323,7 @@ class Replay:
     edges: tuple[Edge, ...]
     spawns: tuple[Spawn, ...]
     # childId -> every name a spawn or rename record gave it, edge or not.
-    names: dict[str, frozenset[str]] = field(default_factory=dict)
+    names: dict[str, frozenset[str]]
 
 
 def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
@@ -332,7 +333,7 @@ def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
     any deletion; rename and delete touch only an edge already spawned.
     """
     resolve = (canon or Canon()).file
-    edges: dict[tuple[str, str], dict] = {}
+    edges: dict[tuple[str, str], Edge] = {}
     # (parent, name) -> every edge the parent gave that name: where a spawn looks for the
     # live sibling that holds its name.
     named: dict[tuple[str, str], set[tuple[str, str]]] = {}
@@ -352,50 +353,32 @@ def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
             if op == "spawn":
                 parent = resolve(parent)
                 siblings = named.setdefault((parent, name), set())
-                held_by = tuple(
-                    sorted(
-                        edges[other]["child_id"]
-                        for other in siblings
-                        if other != key
-                        and not edges[other]["deleted"]
-                        and edges[other]["name"] == name
-                    )
-                )
+                live = [edges[other] for other in siblings - {key} if not edges[other].deleted]
+                held_by = tuple(sorted(e.child_id for e in live if e.name == name))
                 siblings.add(key)
-                edges[key] = {
-                    "child_id": child_id,
-                    "child": key[1],
-                    "parent": parent,
-                    "depth": depth,
-                    "name": name,
-                    "spawned_at_ms": at_ms,
-                    "ledger": path,
-                    "spawn_line": line,
-                    "suspicious": suspect,
-                    "deleted": False,
-                    "delete_reason": None,
-                    "deleted_at_ms": None,
-                }
+                edges[key] = Edge(
+                    child_id, key[1], parent, depth, name, at_ms, path, line, suspicious=suspect
+                )
                 spawns.append(Spawn(child_id, name, parent, depth, at_ms, path, line, held_by))
             elif edge is None:
                 continue  # rename or delete before its spawn: ignored (§4 "Replay")
             elif op == "rename":
-                if edge["name"] != name:
-                    edge["name"] = name
-                    named.setdefault((edge["parent"], name), set()).add(key)
+                if edge.name != name:
+                    edges[key] = dataclasses.replace(edge, name=name)
+                    named.setdefault((edge.parent, name), set()).add(key)
             else:
-                edge.update(deleted=True, delete_reason=reason, deleted_at_ms=at_ms)
+                edges[key] = dataclasses.replace(
+                    edge, deleted=True, delete_reason=reason, deleted_at_ms=at_ms
+                )
     rank = {ledger.path: index for index, ledger in enumerate(ledgers)}
-    ordered = sorted(edges.values(), key=lambda e: (rank[e["ledger"]], e["spawn_line"]))
     return Replay(
-        edges=tuple(Edge(**edge) for edge in ordered),
+        edges=tuple(sorted(edges.values(), key=lambda e: (rank[e.ledger], e.spawn_line))),
         spawns=tuple(spawns),
         names={child_id: frozenset(given) for child_id, given in names.items()},
     )
 
 
 if __name__ == "__main__":
-    import dataclasses
     import json
     import sys
 

@@ -50,9 +50,6 @@ class CellPaths(NamedTuple):
     written: frozenset[str]
 
 
-NOTHING = CellPaths(frozenset(), frozenset())
-
-
 def _is_path(word: str) -> bool:
     return (
         0 < len(word) <= MAX_PATH_CHARS
@@ -85,11 +82,9 @@ def cell_paths(code: str, bound: dict[str, frozenset[str]]) -> CellPaths:
     session's, updated in place as the code's assignments bind and rebind variables."""
     named: set[str] = set()
     written: set[str] = set()
-    if not bound and "'" not in code and '"' not in code and "!" not in code:
-        return NOTHING  # no literal and no variable that holds a path: most wait cells
     for line in code.splitlines():
         if not bound and "'" not in line and '"' not in line and "!" not in line:
-            continue
+            continue  # no literal and no variable that holds a path: most lines of most cells
         paths, shell_writes = _line_paths(line)
         bare = LITERAL.sub("''", line)
         refs = set(paths)

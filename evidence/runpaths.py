@@ -1,9 +1,6 @@
-"""The run dir's layout, named once: every reader and writer of a run dir asks `RunPaths`.
-
-A module of its own, with nothing but `os.path` in it, so that the collector on the
-scoring side (evidence/artifacts.py) and the runner's shell (shell/rundir.py) both ask
-the same record without the collector importing what the shell needs to make a run dir.
-"""
+"""The run dir's layout, named once: every reader and writer of a run dir asks `RunPaths`,
+the collector (evidence/artifacts.py) and the shell that makes run dirs (shell/rundir.py)
+alike."""
 
 from __future__ import annotations
 

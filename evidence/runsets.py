@@ -70,12 +70,9 @@ def attempts(set_dir: str) -> list[Attempt]:
         match = ATTEMPT.fullmatch(name)
         path = os.path.join(set_dir, name)
         if match and os.path.isdir(path):
-            found.append(Attempt(int(match["n"]), int(match["m"] or 0), path, _read_result(path)))
+            result = _read_object(RunPaths.of(path).result)
+            found.append(Attempt(int(match["n"]), int(match["m"] or 0), path, result))
     return sorted(found, key=lambda item: (item.index, item.retry))
-
-
-def _read_result(run_dir: str) -> dict | None:
-    return _read_object(RunPaths.of(run_dir).result)
 
 
 def _read_object(path: str) -> dict | None:

@@ -40,9 +40,6 @@ def line_digests(path: str) -> tuple[str, ...]:
     return tuple(digests)
 
 
-# --- reading the witness file -------------------------------------------------
-
-
 SIGHTING_FIELDS = {
     "what": str,
     "before": (int, float),
