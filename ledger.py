@@ -33,20 +33,12 @@ LEDGER_DIR = "rlm-ledger"  # under the agent dir (§4 "Path")
 CHILD_ID = re.compile(r"^sub-[0-9a-f]{8}\Z")  # \Z: `$` would admit a final newline
 DELETE_REASONS = ("user", "parent-teardown", "revoked", "gc")
 
-# Findings that make the product reject the whole file. A torn final line is
-# tolerated by the product, and so are unknown ops.
+# Findings that make the product reject the whole file (§4 "Strictness"). A torn final line
+# is tolerated by the product, and so are unknown ops.
 FATAL_CODES = frozenset(
-    {
-        "malformed_json",
-        "not_an_object",
-        "invalid_utf8",
-        "line_too_long",
-        "bad_version",
-        "missing_at",
-        "malformed_record",
-        "over_size_limit",
-        "over_record_limit",
-    }
+    {"malformed_json", "not_an_object", "invalid_utf8", "line_too_long"}  # a line it cannot read
+    | {"bad_version", "missing_at", "malformed_record"}  # a record it refuses
+    | {"over_size_limit", "over_record_limit"}  # a file too large
 )
 
 
@@ -87,11 +79,8 @@ def _key_of(canonical_sessions_dir: str) -> str:
 
 
 def ledger_path(agent_home: str, sessions_dir: str) -> str:
-    """`<agent home>/rlm-ledger/<key>.jsonl` for the daemon's sessions dir.
-
-    The key is the daemon's sessions dir (env > settings > `<agent home>/sessions`),
-    not the CLI's `--session-dir` (§1 fact 1).
-    """
+    """`<agent home>/rlm-ledger/<key>.jsonl`, keyed on the daemon's sessions dir (env >
+    settings > `<agent home>/sessions`), not the CLI's `--session-dir` (§1 fact 1)."""
     return os.path.join(agent_home, LEDGER_DIR, ledger_key(sessions_dir) + ".jsonl")
 
 
@@ -209,12 +198,7 @@ def read_ledger(path: str) -> LedgerFile:
 # The JSON keys of the fields a record may carry, in LedgerRecord's order; per known op, the
 # indexes of those it must carry (§4).
 FIELD_KEYS = ("childId", "parent", "child", "depth", "name", "reason", "sessionsDir")
-REQUIRED = {
-    "meta": (6,),
-    "spawn": (0, 1, 2, 3, 4),
-    "rename": (0, 2, 4),
-    "delete": (0, 2, 5),
-}
+REQUIRED = {"meta": (6,), "spawn": (0, 1, 2, 3, 4), "rename": (0, 2, 4), "delete": (0, 2, 5)}
 
 
 def _parse_record(

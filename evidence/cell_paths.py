@@ -1,18 +1,15 @@
-"""The files a tool call names, and those it writes: read from the text of its arguments (an
-ipython cell's code, docs/product-contract.md §9), one line at a time, as the provenance rules
-need them to tell a number read from another session's file from one worked out
-(docs/rubric.md "Provenance").
+"""The files a tool call names, and those it writes, read from its code (an ipython cell,
+docs/product-contract.md §9) one line at a time for the provenance rules (docs/rubric.md).
 
 A *path* is a string literal of the code (or a word of one, for a shell command inside a
 string or on a `!` line) with no space in it that holds a `/` or ends in a file extension:
 `'combined-index.md'`, `"/tmp/answers.json"`, `f"{REPO}/combined-index.md"`. A line *writes*
-the paths it names, directly or through a variable an earlier line (of this cell or an
-earlier cell of the same session: the kernel keeps its variables) bound to them, when it
-holds a writing call: `write_text`, `.write(`, `open(…, 'w')`, `json.dump`, `shutil.copy`,
-a shell `>`, `cp`, `mv`, `tee`. So `INDEX = Path('combined-index.md')` binds INDEX, and a
-later `INDEX.write_text(text)` writes the index, while `print(INDEX.read_text())` only names
-it, and `data = json.load(open(path))` binds nothing (data holds no path). A path
-built at run time from parts none of which is a path is not seen at all.
+the paths it names, directly or through a variable an earlier line of the session bound to
+them, when it holds a writing call (PYTHON_WRITE, OPEN_MODE, SHELL_WRITE). So
+`INDEX = Path('combined-index.md')` binds INDEX, a later `INDEX.write_text(text)` writes the
+index, `print(INDEX.read_text())` only names it, and `data = json.load(open(path))` binds
+nothing (data holds no path). A path built at run time from parts none of which is a path is
+not seen at all.
 """
 
 from __future__ import annotations
