@@ -168,13 +168,12 @@ def read_ledger(path: str) -> LedgerFile:
     records: list[LedgerRecord] = []
     lines = 0
     fatal = False
-    checked = 0  # findings[:checked] hold no fatal one
+    checked = 0  # how many findings were looked at for a fatal one
     strings: dict[str, str] = {}
     for number, raw, _ in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
         lines = number
-        if not fatal and len(findings) > checked:
-            fatal = any(finding.code in FATAL_CODES for finding in findings[checked:])
-            checked = len(findings)
+        fatal = fatal or any(finding.code in FATAL_CODES for finding in findings[checked:])
+        checked = len(findings)
         parsed = _parse_record(path, number, raw, fatal, strings)
         if parsed.__class__ is LedgerRecord:
             records.append(parsed)
