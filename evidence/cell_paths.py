@@ -85,9 +85,8 @@ def cell_paths(code: str, bound: dict[str, frozenset[str]]) -> CellPaths:
         paths, shell_writes = _line_paths(line)
         bare = LITERAL.sub("''", line)
         refs = set(paths)
-        if bound:
-            for name in IDENTIFIER.findall(bare):
-                refs |= bound.get(name, frozenset())
+        for name in IDENTIFIER.findall(bare):
+            refs |= bound.get(name, frozenset())
         assigned = ASSIGNMENT.match(line)
         if assigned:
             if refs and not READS.search(bare[assigned.end() :]):
