@@ -60,9 +60,8 @@ def canonical_file(path: str) -> str:
 
 class Canon:
     """`canonical_file` (`file`) and `os.path.realpath` of a dir (`dir`), each path resolved
-    once: a ledger names the same few paths in up to 100 000 records, and realpath costs a
-    syscall per path component. Scope one instance to one reading of a run: it trusts that
-    nothing on disk changes meanwhile."""
+    once: a ledger names the same few paths in up to 100 000 records. One instance serves one
+    reading of a run: it trusts that nothing on disk changes meanwhile."""
 
     def __init__(self) -> None:
         self.file = functools.lru_cache(maxsize=None)(canonical_file)
@@ -114,6 +113,10 @@ def ledger_candidates(
     return list(found.values())
 
 
+def _is_inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def _meta_sessions_dir(path: str) -> str | None:
     for line in iter_objects(path, [], max_bytes=64 * 1024):
         if line.record.get("op") == "meta":
@@ -122,13 +125,8 @@ def _meta_sessions_dir(path: str) -> str | None:
     return None
 
 
-def _is_inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 class LedgerRecord(NamedTuple):
-    """One well-formed ledger line (§4 "Records"); a named tuple: a ledger can hold
-    100 000 of them."""
+    """One well-formed ledger line (§4 "Records"); a named tuple, as a ledger holds 100 000."""
 
     ledger: str
     line: int
@@ -323,10 +321,9 @@ def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
     spawns: list[Spawn] = []
     names: dict[str, set[str]] = {}
     for ledger in ledgers:
+        path = ledger.path  # the path every record of it names
         for record in ledger.records:
-            path, line, op, _, at_ms, child_id, parent, child, depth, name, reason, _, suspect = (
-                record
-            )
+            _, line, op, _, at_ms, child_id, parent, child, depth, name, reason, _, suspect = record
             if op == "meta":
                 continue
             if op != "delete":

@@ -74,10 +74,7 @@ def _bound_names(code: str, flows: dict[str, frozenset[str]]) -> set[str]:
 
 
 def cell_sources(
-    code: str,
-    named: frozenset[str],
-    written: frozenset[str],
-    flows: dict[str, frozenset[str]],
+    code: str, named: frozenset[str], written: frozenset[str], flows: dict[str, frozenset[str]]
 ) -> frozenset[str]:
     """The sources of the call whose code is `code` and which names and writes the paths
     `named` and `written` (evidence/cell_paths.py). `flows` is the session's: what each

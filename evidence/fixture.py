@@ -163,8 +163,7 @@ def load_manifest(path: str) -> Fixture:
 
 
 def load_fixture(path: str) -> Fixture:
-    """A fixture the runner can launch: manifest, a task.txt with text in it, and every
-    shard file."""
+    """A fixture the runner can launch: manifest, a task.txt with text, every shard file."""
     fixture = load_manifest(path)
     if fixture.task is None or not fixture.task.strip():
         task_file = os.path.join(fixture.root, TASK)
@@ -215,15 +214,9 @@ def _text(data: dict, key: str, where: str) -> str:
 
 
 def _safe_file_name(value: str, key: str, where: str) -> str:
-    """A plain file name: no directory part, no traversal, nothing hidden."""
-    if (
-        "/" in value
-        or "\\" in value
-        or "\0" in value
-        or value in (".", "..")
-        or value.startswith(".")
-        or value != value.strip()
-    ):
+    """A plain file name: no directory part, no NUL, no `.` or `..`, nothing hidden, no space
+    around it."""
+    if any(char in value for char in "/\\\0") or value.startswith(".") or value != value.strip():
         raise FixtureError("fixture_unsafe_path", f"{where}: {key} {value!r} is not a plain name")
     return value
 
