@@ -170,8 +170,9 @@ def read_ledger(path: str) -> LedgerFile:
     strings: dict[str, str] = {}
     for number, raw, _ in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
         lines = number
-        fatal = fatal or any(finding.code in FATAL_CODES for finding in findings[checked:])
-        checked = len(findings)
+        if not fatal and len(findings) > checked:
+            fatal = any(finding.code in FATAL_CODES for finding in findings[checked:])
+            checked = len(findings)
         parsed = _parse_record(path, number, raw, fatal, strings)
         if parsed.__class__ is LedgerRecord:
             records.append(parsed)
