@@ -8,19 +8,17 @@ it admitted; it is the backbone of delegation evidence.
 
 prints, as JSON, the edges the product would replay from those ledger files (deleted ones
 kept as tombstones) and every finding of the parse: what a run's ledger says, on its own.
-
-Why one module of this size: it owns the product's whole ledger contract (nothing
-else knows these rules): the key, the strict parse with its torn-tail rule and byte and record
-caps, and the replay, which only make sense together.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import glob
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from evidence.jsonl import Finding, iso_to_ms, iter_objects, text_field
@@ -35,32 +33,19 @@ LEDGER_DIR = "rlm-ledger"  # under the agent dir (§4 "Path")
 CHILD_ID = re.compile(r"^sub-[0-9a-f]{8}\Z")  # \Z: `$` would admit a final newline
 DELETE_REASONS = ("user", "parent-teardown", "revoked", "gc")
 
-# Findings that make the product reject the whole file. A torn final line is
-# tolerated by the product, and so are unknown ops.
+# Findings that make the product reject the whole file (§4 "Strictness"). A torn final line
+# is tolerated by the product, and so are unknown ops.
 FATAL_CODES = frozenset(
-    {
-        "malformed_json",
-        "not_an_object",
-        "invalid_utf8",
-        "line_too_long",
-        "bad_version",
-        "missing_at",
-        "malformed_record",
-        "over_size_limit",
-        "over_record_limit",
-    }
+    {"malformed_json", "not_an_object", "invalid_utf8", "line_too_long"}  # a line it cannot read
+    | {"bad_version", "missing_at", "malformed_record"}  # a record it refuses
+    | {"over_size_limit", "over_record_limit"}  # a file too large
 )
 
 
-def canonical_dir(path: str, canon: Canon | None = None) -> str:
+def canonical_dir(path: str) -> str:
     """`path.resolve` then realpath when the dir exists (§4 "Path")."""
     absolute = os.path.abspath(path)
-    try:
-        if not os.path.exists(absolute):
-            return absolute
-    except ValueError:  # a NUL byte: no such dir can exist
-        return absolute
-    return canon.dir(absolute) if canon else os.path.realpath(absolute)
+    return os.path.realpath(absolute) if os.path.exists(absolute) else absolute
 
 
 def canonical_file(path: str) -> str:
@@ -74,48 +59,28 @@ def canonical_file(path: str) -> str:
 
 
 class Canon:
-    """`canonical_file` and `os.path.realpath` of a dir, each path resolved once.
-
-    A ledger names the same few paths in up to 100 000 records, and realpath costs a
-    syscall per path component. Scope one instance to one reading of a run: it trusts
-    that nothing on disk changes meanwhile.
-    """
+    """`canonical_file` (`file`) and `os.path.realpath` of a dir (`dir`), each path resolved
+    once: a ledger names the same few paths in up to 100 000 records. One instance serves one
+    reading of a run: it trusts that nothing on disk changes meanwhile."""
 
     def __init__(self) -> None:
-        self._files: dict[str, str] = {}
-        self._dirs: dict[str, str] = {}
-
-    def file(self, path: str) -> str:
-        """`canonical_file(path)`."""
-        known = self._files.get(path)
-        if known is None:
-            known = self._files[path] = canonical_file(path)
-        return known
-
-    def dir(self, path: str) -> str:
-        """`os.path.realpath(path)` of a dir path."""
-        known = self._dirs.get(path)
-        if known is None:
-            known = self._dirs[path] = os.path.realpath(path)
-        return known
+        self.file = functools.lru_cache(maxsize=None)(canonical_file)
+        self.dir = functools.lru_cache(maxsize=None)(os.path.realpath)
 
 
-def ledger_key(sessions_dir: str, canon: Canon | None = None) -> str:
+def ledger_key(sessions_dir: str) -> str:
     """First 16 hex of sha256 over the canonical sessions dir (§4 "Path")."""
-    return _key_of(canonical_dir(sessions_dir, canon))
+    return _key_of(canonical_dir(sessions_dir))
 
 
 def _key_of(canonical_sessions_dir: str) -> str:
     return hashlib.sha256(canonical_sessions_dir.encode("utf-8")).hexdigest()[:16]
 
 
-def ledger_path(agent_home: str, sessions_dir: str, canon: Canon | None = None) -> str:
-    """`<agent home>/rlm-ledger/<key>.jsonl` for the daemon's sessions dir.
-
-    The key is the daemon's sessions dir (env > settings > `<agent home>/sessions`),
-    not the CLI's `--session-dir` (§1 fact 1).
-    """
-    return os.path.join(agent_home, LEDGER_DIR, ledger_key(sessions_dir, canon) + ".jsonl")
+def ledger_path(agent_home: str, sessions_dir: str) -> str:
+    """`<agent home>/rlm-ledger/<key>.jsonl`, keyed on the daemon's sessions dir (env >
+    settings > `<agent home>/sessions`), not the CLI's `--session-dir` (§1 fact 1)."""
+    return os.path.join(agent_home, LEDGER_DIR, ledger_key(sessions_dir) + ".jsonl")
 
 
 def ledger_candidates(
@@ -129,44 +94,39 @@ def ledger_candidates(
        (a resident daemon started with another env, say).
     """
     canon = canon or Canon()
-    ordered = []
+    paths = [ledger_path(agent_home, os.path.join(agent_home, "sessions"))]
     if env_sessions_dir:
-        ordered.append(ledger_path(agent_home, env_sessions_dir, canon))
-    ordered.append(ledger_path(agent_home, os.path.join(agent_home, "sessions"), canon))
-    run_root = canonical_dir(run_dir, canon)
-    listed = {canon.file(os.path.abspath(path)) for path in ordered}
-    for path in sorted(glob.glob(os.path.join(glob.escape(agent_home), LEDGER_DIR, "*.jsonl"))):
-        if canon.file(os.path.abspath(path)) in listed:
-            continue  # already first or second: no need to read its meta
-        sessions_dir = _meta_sessions_dir(path)
-        if sessions_dir and _is_inside(canonical_dir(sessions_dir, canon), run_root):
-            ordered.append(path)
-    seen: set[str] = set()
-    found = []
-    for path in ordered:
+        paths.insert(0, ledger_path(agent_home, env_sessions_dir))
+    named = len(paths)
+    paths += sorted(glob.glob(os.path.join(glob.escape(agent_home), LEDGER_DIR, "*.jsonl")))
+    run_root = canonical_dir(run_dir)
+    found: dict[str, str] = {}  # canonical path -> the path as named or listed
+    for index, path in enumerate(paths):
         key = canon.file(os.path.abspath(path))
-        if key not in seen and os.path.isfile(path):
-            seen.add(key)
-            found.append(path)
-    return found
-
-
-def _meta_sessions_dir(path: str) -> str | None:
-    findings: list[Finding] = []
-    for line in iter_objects(path, findings, max_bytes=64 * 1024):
-        if line.record.get("op") == "meta":
-            return text_field(line.record, "sessionsDir")
-        return None
-    return None
+        if key in found or not os.path.isfile(path):
+            continue
+        if index >= named:
+            sessions_dir = _meta_sessions_dir(path)
+            if not sessions_dir or not _is_inside(canonical_dir(sessions_dir), run_root):
+                continue
+        found[key] = path
+    return list(found.values())
 
 
 def _is_inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def _meta_sessions_dir(path: str) -> str | None:
+    for line in iter_objects(path, [], max_bytes=64 * 1024):
+        if line.record.get("op") == "meta":
+            return text_field(line.record, "sessionsDir")
+        return None
+    return None
+
+
 class LedgerRecord(NamedTuple):
-    """One well-formed ledger line (§4 "Records"); a named tuple: a ledger can hold
-    100 000 of them."""
+    """One well-formed ledger line (§4 "Records"); a named tuple, as a ledger holds 100 000."""
 
     ledger: str
     line: int
@@ -192,34 +152,32 @@ class LedgerFile:
     findings: tuple[Finding, ...]
     fatal: bool
     lines: int
-    size: int
 
 
 def read_ledger(path: str) -> LedgerFile:
     """Parse a ledger tolerantly: every bad line is a finding, nothing raises."""
     findings: list[Finding] = []
-    records: list[LedgerRecord] = []
     try:
         size = os.path.getsize(path)
     except OSError:
         size = 0
     if size > PRODUCT_MAX_BYTES:
         findings.append(Finding(path, 0, "over_size_limit", f"{size} bytes > {PRODUCT_MAX_BYTES}"))
+    records: list[LedgerRecord] = []
     lines = 0
-    fatal_seen = bool(findings)
-    checked = len(findings)
-    # 100 000 records name the same few paths and names again and again: keep one
-    # copy of each string.
+    fatal = False
+    checked = 0  # how many findings were looked at for a fatal one
     strings: dict[str, str] = {}
     for number, raw, _ in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
         lines = number
-        if len(findings) != checked:
-            # Only the findings added since the last line can turn the file fatal.
-            fatal_seen = fatal_seen or any(f.code in FATAL_CODES for f in findings[checked:])
+        if not fatal and len(findings) > checked:
+            fatal = any(finding.code in FATAL_CODES for finding in findings[checked:])
             checked = len(findings)
-        record = _parse_record(path, number, raw, findings, fatal_seen, strings)
-        if record is not None:
-            records.append(record)
+        parsed = _parse_record(path, number, raw, fatal, strings)
+        if parsed.__class__ is LedgerRecord:
+            records.append(parsed)
+        else:
+            findings.append(Finding(path, number, *parsed))
     lines = max([lines] + [f.line for f in findings])
     if lines > PRODUCT_MAX_RECORDS:
         findings.append(
@@ -232,78 +190,52 @@ def read_ledger(path: str) -> LedgerFile:
         findings=tuple(findings),
         fatal=any(f.code in FATAL_CODES for f in findings),
         lines=lines,
-        size=size,
     )
 
 
+# The JSON keys of the fields a record may carry, in LedgerRecord's order; per known op, the
+# indexes of those it must carry (§4).
+FIELD_KEYS = ("childId", "parent", "child", "depth", "name", "reason", "sessionsDir")
+REQUIRED = {"meta": (6,), "spawn": (0, 1, 2, 3, 4), "rename": (0, 2, 4), "delete": (0, 2, 5)}
+
+
 def _parse_record(
-    path: str,
-    number: int,
-    raw: dict,
-    findings: list[Finding],
-    after_fatal: bool,
-    strings: dict[str, str],
-) -> LedgerRecord | None:
+    path: str, number: int, raw: dict, after_fatal: bool, strings: dict[str, str]
+) -> LedgerRecord | tuple[str, str]:
+    """The record of one line's object, or the code and detail of what is wrong with it.
+    `strings` keeps one copy of each string: 100 000 records name the same few paths and
+    names again and again."""
     get = raw.get
     version, at, op = get("v"), get("at"), get("op")
     if version.__class__ is not int or version != 1:
-        problem = ("bad_version", f"v is {version!r}, not 1")
-    elif at.__class__ is not str:
-        problem = ("missing_at", "no string `at`")
-    elif op.__class__ is not str:
-        problem = ("malformed_record", f"op is {type(op).__name__}, not a string")
-    elif op not in REQUIRED:
-        problem = ("unknown_op", f"op {op!r} skipped")
-    else:
-        # Each field is kept only when it has the JSON type it needs (a bool is no int).
-        child_id, parent, child = get("childId"), get("parent"), get("child")
-        depth, name, reason = get("depth"), get("name"), get("reason")
-        sessions_dir = get("sessionsDir")
-        fields = (
-            child_id if child_id.__class__ is str else None,
-            parent if parent.__class__ is str else None,
-            child if child.__class__ is str else None,
-            depth if depth.__class__ is int else None,
-            name if name.__class__ is str else None,
-            reason if reason.__class__ is str else None,
-            sessions_dir if sessions_dir.__class__ is str else None,
-        )
-        malformed = _malformed(op, fields)
-        if malformed is None:
-            intern = strings.setdefault
-            child_id, parent, child, depth, name, reason, sessions_dir = fields
-            return LedgerRecord(
-                path,
-                number,
-                intern(op, op),
-                at,
-                iso_to_ms(at),
-                child_id and intern(child_id, child_id),
-                parent and intern(parent, parent),
-                child and intern(child, child),
-                depth,
-                name and intern(name, name),
-                reason and intern(reason, reason),
-                sessions_dir,
-                after_fatal,
-            )
-        problem = ("malformed_record", f"{op}: {malformed}")
-    findings.append(Finding(path, number, *problem))
-    return None
-
-
-# The JSON keys a known op may carry and their types; REQUIRED gives, per op, the
-# indexes in FIELD_KEYS of the keys it must carry (§4).
-FIELD_KEYS = ("childId", "parent", "child", "depth", "name", "reason", "sessionsDir")
-REQUIRED = {
-    "meta": (6,),
-    "spawn": (0, 1, 2, 3, 4),
-    "rename": (0, 2, 4),
-    "delete": (0, 2, 5),
-}
+        return "bad_version", f"v is {version!r}, not 1"
+    if at.__class__ is not str:
+        return "missing_at", "no string `at`"
+    if op.__class__ is not str:
+        return "malformed_record", f"op is {type(op).__name__}, not a string"
+    if op not in REQUIRED:
+        return "unknown_op", f"op {op!r} skipped"
+    # A field is kept only when it has the JSON type it needs (a bool is no int).
+    intern = strings.setdefault
+    child_id, parent, child = get("childId"), get("parent"), get("child")
+    depth, name, reason, sessions_dir = get("depth"), get("name"), get("reason"), get("sessionsDir")
+    fields = (
+        intern(child_id, child_id) if child_id.__class__ is str else None,
+        intern(parent, parent) if parent.__class__ is str else None,
+        intern(child, child) if child.__class__ is str else None,
+        depth if depth.__class__ is int else None,
+        intern(name, name) if name.__class__ is str else None,
+        intern(reason, reason) if reason.__class__ is str else None,
+        sessions_dir if sessions_dir.__class__ is str else None,
+    )
+    problem = _malformed(op, fields)
+    if problem is None:
+        return LedgerRecord(path, number, intern(op, op), at, iso_to_ms(at), *fields, after_fatal)
+    return "malformed_record", f"{op}: {problem}"
 
 
 def _malformed(op: str, fields: tuple) -> str | None:
+    """What breaks the product's rules for the fields of a record of `op` (§4), or None."""
     for index in REQUIRED[op]:
         if fields[index] is None:
             missing = [FIELD_KEYS[i] for i in REQUIRED[op] if fields[i] is None]
@@ -373,7 +305,7 @@ class Replay:
     edges: tuple[Edge, ...]
     spawns: tuple[Spawn, ...]
     # childId -> every name a spawn or rename record gave it, edge or not.
-    names: dict[str, frozenset[str]] = field(default_factory=dict)
+    names: dict[str, frozenset[str]]
 
 
 def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
@@ -383,85 +315,51 @@ def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
     any deletion; rename and delete touch only an edge already spawned.
     """
     resolve = (canon or Canon()).file
-
-    edges: dict[tuple[str, str], dict] = {}
+    edges: dict[tuple[str, str], Edge] = {}
+    # (parent, name) -> every edge the parent gave that name: where a spawn looks for the
+    # live sibling that holds its name.
     named: dict[tuple[str, str], set[tuple[str, str]]] = {}
     spawns: list[Spawn] = []
     names: dict[str, set[str]] = {}
     for ledger in ledgers:
-        # Unpacked, not read by attribute: a ledger holds up to 100 000 records.
-        for (
-            path,
-            line,
-            op,
-            _,
-            at_ms,
-            child_id,
-            parent,
-            child,
-            depth,
-            name,
-            reason,
-            _,
-            after_fatal,
-        ) in ledger.records:
+        path = ledger.path  # the path every record of it names
+        for record in ledger.records:
+            _, line, op, _, at_ms, child_id, parent, child, depth, name, reason, _, suspect = record
             if op == "meta":
                 continue
-            if op != "delete" and name is not None:
-                given = names.get(child_id)
-                if given is None:
-                    names[child_id] = {name}
-                else:
-                    given.add(name)
+            if op != "delete":
+                names.setdefault(child_id, set()).add(name)
             key = (child_id, resolve(child))
             edge = edges.get(key)
             if op == "spawn":
                 parent = resolve(parent)
-                holders = tuple(
-                    sorted(
-                        edges[other]["child_id"]
-                        for other in named.get((parent, name), ())
-                        if other != key
-                        and not edges[other]["deleted"]
-                        and edges[other]["name"] == name
-                    )
+                siblings = named.setdefault((parent, name), set())
+                live = [edges[other] for other in siblings - {key} if not edges[other].deleted]
+                held_by = tuple(sorted(e.child_id for e in live if e.name == name))
+                siblings.add(key)
+                edges[key] = Edge(
+                    child_id, key[1], parent, depth, name, at_ms, path, line, suspicious=suspect
                 )
-                edges.pop(key, None)
-                edges[key] = {
-                    "child_id": child_id,
-                    "child": key[1],
-                    "parent": parent,
-                    "depth": depth,
-                    "name": name,
-                    "spawned_at_ms": at_ms,
-                    "ledger": path,
-                    "spawn_line": line,
-                    "suspicious": after_fatal,
-                    "deleted": False,
-                    "delete_reason": None,
-                    "deleted_at_ms": None,
-                }
-                named.setdefault((parent, name), set()).add(key)
-                spawns.append(Spawn(child_id, name, parent, depth, at_ms, path, line, holders))
+                spawns.append(Spawn(child_id, name, parent, depth, at_ms, path, line, held_by))
             elif edge is None:
                 continue  # rename or delete before its spawn: ignored (§4 "Replay")
             elif op == "rename":
-                if edge["name"] != name:
-                    edge["name"] = name
-                    named.setdefault((edge["parent"], name), set()).add(key)
+                if edge.name != name:
+                    edges[key] = dataclasses.replace(edge, name=name)
+                    named.setdefault((edge.parent, name), set()).add(key)
             else:
-                edge.update(deleted=True, delete_reason=reason, deleted_at_ms=at_ms)
+                edges[key] = dataclasses.replace(
+                    edge, deleted=True, delete_reason=reason, deleted_at_ms=at_ms
+                )
     rank = {ledger.path: index for index, ledger in enumerate(ledgers)}
-    ordered = sorted(edges.values(), key=lambda e: (rank[e["ledger"]], e["spawn_line"]))
     return Replay(
-        edges=tuple(Edge(**edge) for edge in ordered),
+        edges=tuple(sorted(edges.values(), key=lambda e: (rank[e.ledger], e.spawn_line))),
         spawns=tuple(spawns),
         names={child_id: frozenset(given) for child_id, given in names.items()},
     )
 
 
 if __name__ == "__main__":
-    import dataclasses
     import json
     import sys
 

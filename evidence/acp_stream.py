@@ -26,7 +26,6 @@ class AcpStream:
     """What the ACP stream showed: the root's cells (toolCallIds of `tool_call` updates), in
     order, and every child id of a subagent update."""
 
-    messages: int
     tool_call_ids: tuple[str, ...]
     child_ids: frozenset[str]
     findings: tuple[Finding, ...]
@@ -36,11 +35,9 @@ def read_acp_stream(path: str) -> AcpStream | None:
     if not os.path.lexists(path):
         return None
     findings: list[Finding] = []
-    messages = 0
     tool_call_ids: list[str] = []
     child_ids: set[str] = set()
     for line in iter_objects(path, findings):
-        messages += 1
         record = line.record
         params = dict_field(record, "params")
         update = dict_field(params, "update")
@@ -62,4 +59,4 @@ def read_acp_stream(path: str) -> AcpStream | None:
                 child_id = text_field(subagent, "id") if isinstance(subagent, dict) else None
                 if child_id and len(child_ids) < MAX_KEPT_PER_TRANSCRIPT:
                     child_ids.add(child_id)
-    return AcpStream(messages, tuple(tool_call_ids), frozenset(child_ids), tuple(findings))
+    return AcpStream(tuple(tool_call_ids), frozenset(child_ids), tuple(findings))

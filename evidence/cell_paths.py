@@ -1,18 +1,15 @@
-"""The files a tool call names, and those it writes: read from the text of its arguments (an
-ipython cell's code, docs/product-contract.md §9), one line at a time, as the provenance rules
-need them to tell a number read from another session's file from one worked out
-(docs/rubric.md "Provenance").
+"""The files a tool call names, and those it writes, read from its code (an ipython cell,
+docs/product-contract.md §9) one line at a time for the provenance rules (docs/rubric.md).
 
 A *path* is a string literal of the code (or a word of one, for a shell command inside a
 string or on a `!` line) with no space in it that holds a `/` or ends in a file extension:
 `'combined-index.md'`, `"/tmp/answers.json"`, `f"{REPO}/combined-index.md"`. A line *writes*
-the paths it names, directly or through a variable an earlier line (of this cell or an
-earlier cell of the same session: the kernel keeps its variables) bound to them, when it
-holds a writing call: `write_text`, `.write(`, `open(…, 'w')`, `json.dump`, `shutil.copy`,
-a shell `>`, `cp`, `mv`, `tee`. So `INDEX = Path('combined-index.md')` binds INDEX, and a
-later `INDEX.write_text(text)` writes the index, while `print(INDEX.read_text())` only names
-it, and `data = json.load(open(path))` binds nothing (data holds no path). A path
-built at run time from parts none of which is a path is not seen at all.
+the paths it names, directly or through a variable an earlier line of the session bound to
+them, when it holds a writing call (PYTHON_WRITE, OPEN_MODE, SHELL_WRITE). So
+`INDEX = Path('combined-index.md')` binds INDEX, a later `INDEX.write_text(text)` writes the
+index, `print(INDEX.read_text())` only names it, and `data = json.load(open(path))` binds
+nothing (data holds no path). A path built at run time from parts none of which is a path is
+not seen at all.
 """
 
 from __future__ import annotations
@@ -50,9 +47,6 @@ class CellPaths(NamedTuple):
     written: frozenset[str]
 
 
-NOTHING = CellPaths(frozenset(), frozenset())
-
-
 def _is_path(word: str) -> bool:
     return (
         0 < len(word) <= MAX_PATH_CHARS
@@ -85,17 +79,14 @@ def cell_paths(code: str, bound: dict[str, frozenset[str]]) -> CellPaths:
     session's, updated in place as the code's assignments bind and rebind variables."""
     named: set[str] = set()
     written: set[str] = set()
-    if not bound and "'" not in code and '"' not in code and "!" not in code:
-        return NOTHING  # no literal and no variable that holds a path: most wait cells
     for line in code.splitlines():
         if not bound and "'" not in line and '"' not in line and "!" not in line:
-            continue
+            continue  # no literal and no variable that holds a path: most lines of most cells
         paths, shell_writes = _line_paths(line)
         bare = LITERAL.sub("''", line)
         refs = set(paths)
-        if bound:
-            for name in IDENTIFIER.findall(bare):
-                refs |= bound.get(name, frozenset())
+        for name in IDENTIFIER.findall(bare):
+            refs |= bound.get(name, frozenset())
         assigned = ASSIGNMENT.match(line)
         if assigned:
             if refs and not READS.search(bare[assigned.end() :]):

@@ -3,12 +3,9 @@ arguments: the *sources* of the call (docs/rubric.md "Provenance"), the positive
 that a child computed its answer from its own shard.
 
 A call draws on the paths its code names (evidence/cell_paths.py), on what every variable
-it uses drew on when an earlier call of the session bound it (the kernel keeps its
-variables), and on what an earlier call drew on when it wrote a file this call names (a
-scratch file of its own carries what went into it). Besides files, a call's sources name the
-channels its code opens that are no file, as `<channel>` (CHANNELS): a network connection,
-a listing or glob, the environment, a path joined from parts, code run from a string; and
-`<shards_dir>` when the code names the shards' dir (`Path('shards') / name`).
+it uses drew on when an earlier call of the session bound it, on what an earlier call drew on
+when it wrote a file this call names, on the channels its code opens that are no file
+(`<channel>`, CHANNELS), and on `<shards_dir>` when it names the shards' dir.
 
 The granularity is the call: every variable a call binds draws on everything that call drew
 on. So `rows = load('shards/a.jsonl')` in one cell and `print(len(rows))` in the next make
@@ -77,10 +74,7 @@ def _bound_names(code: str, flows: dict[str, frozenset[str]]) -> set[str]:
 
 
 def cell_sources(
-    code: str,
-    named: frozenset[str],
-    written: frozenset[str],
-    flows: dict[str, frozenset[str]],
+    code: str, named: frozenset[str], written: frozenset[str], flows: dict[str, frozenset[str]]
 ) -> frozenset[str]:
     """The sources of the call whose code is `code` and which names and writes the paths
     `named` and `written` (evidence/cell_paths.py). `flows` is the session's: what each

@@ -74,9 +74,7 @@ class UndistinctiveAnswer:
 
 def why_not_distinctive(answer: int, harness_numbers: Set[int]) -> str | None:
     """Why `answer` is a number an honest prompt, cell or reply may hold by chance, or None
-    when it is distinctive: at least DISTINCTIVE_FLOOR, not a multiple of ROUND_TO, not a
-    power of two, not one of YEARS, and not one of `harness_numbers` (the number tokens of
-    `harness_texts`)."""
+    when it is distinctive. `harness_numbers`: the number tokens of `harness_texts`."""
     if answer < DISTINCTIVE_FLOOR:
         return f"below {DISTINCTIVE_FLOOR}"
     if answer % ROUND_TO == 0:
@@ -165,27 +163,23 @@ def load_manifest(path: str) -> Fixture:
 
 
 def load_fixture(path: str) -> Fixture:
-    """A fixture the runner can launch: manifest, prompt and every shard file."""
+    """A fixture the runner can launch: manifest, a task.txt with text, every shard file."""
     fixture = load_manifest(path)
-    task_file = os.path.join(fixture.root, TASK)
-    try:
-        with open(task_file, encoding="utf-8") as handle:
-            task = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
-        raise FixtureError("fixture_task_missing", f"cannot read {task_file}: {error}") from None
-    if not task.strip():
-        raise FixtureError("fixture_task_missing", f"{task_file} is empty")
+    if fixture.task is None or not fixture.task.strip():
+        task_file = os.path.join(fixture.root, TASK)
+        raise FixtureError("fixture_task_missing", f"{task_file} is missing, unreadable or empty")
     for shard in fixture.shards:
         shard_file = os.path.join(fixture.root, SHARDS_DIR, shard.file)
         if not os.path.isfile(shard_file) or os.path.islink(shard_file):
             raise FixtureError("fixture_shard_missing", f"shard file {shard_file} is missing")
-    return Fixture(fixture.name, fixture.artifact, fixture.shards, fixture.root, task)
+    return fixture
 
 
 def _task_beside(root: str) -> str | None:
-    """task.txt of the fixture dir, or None: a captured run holds no task.txt."""
+    """task.txt of the fixture dir, or None where it is missing (a captured run holds none),
+    not a regular file (a FIFO is never opened) or not UTF-8."""
     path = os.path.join(root, TASK)
-    if not os.path.isfile(path):  # nor is a FIFO or a dir of that name read
+    if not os.path.isfile(path):
         return None
     try:
         with open(path, encoding="utf-8") as handle:
@@ -220,15 +214,9 @@ def _text(data: dict, key: str, where: str) -> str:
 
 
 def _safe_file_name(value: str, key: str, where: str) -> str:
-    """A plain file name: no directory part, no traversal, nothing hidden."""
-    if (
-        "/" in value
-        or "\\" in value
-        or "\0" in value
-        or value in (".", "..")
-        or value.startswith(".")
-        or value != value.strip()
-    ):
+    """A plain file name: no directory part, no NUL, no `.` or `..`, nothing hidden, no space
+    around it."""
+    if any(char in value for char in "/\\\0") or value.startswith(".") or value != value.strip():
         raise FixtureError("fixture_unsafe_path", f"{where}: {key} {value!r} is not a plain name")
     return value
 

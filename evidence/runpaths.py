@@ -1,9 +1,6 @@
-"""The run dir's layout, named once: every reader and writer of a run dir asks `RunPaths`.
-
-A module of its own, with nothing but `os.path` in it, so that the collector on the
-scoring side (evidence/artifacts.py) and the runner's shell (shell/rundir.py) both ask
-the same record without the collector importing what the shell needs to make a run dir.
-"""
+"""The run dir's layout, named once: every reader and writer of a run dir asks `RunPaths`,
+the collector (evidence/artifacts.py) and the shell that makes run dirs (shell/rundir.py)
+alike."""
 
 from __future__ import annotations
 
@@ -69,27 +66,24 @@ class RunPaths:
 
     @classmethod
     def of(cls, root: str) -> RunPaths:
-        def inside(name: str) -> str:
-            return os.path.join(root, name)
-
         return cls(
             root=root,
-            repo=inside("repo"),
-            sessions=inside("sessions"),
-            session_artifacts=inside("session-artifacts"),
-            agent_home=inside("agent-home"),
-            home=inside("home"),
-            tmp=inside("tmp"),
-            socket=inside("daemon.sock"),
-            stdout=inside("stdout.jsonl"),
-            stderr=inside("stderr.txt"),
-            wire=inside("daemon-wire.jsonl"),
-            daemon_stdout=inside("daemon-stdout.txt"),
-            acp_stream=inside("acp-stream.jsonl"),
-            model_log=inside("model-log.jsonl"),
-            run_meta=inside("run-meta.json"),
-            result=inside("result.json"),
-            witness=inside("witness.jsonl"),
+            repo=os.path.join(root, "repo"),
+            sessions=os.path.join(root, "sessions"),
+            session_artifacts=os.path.join(root, "session-artifacts"),
+            agent_home=os.path.join(root, "agent-home"),
+            home=os.path.join(root, "home"),
+            tmp=os.path.join(root, "tmp"),
+            socket=os.path.join(root, "daemon.sock"),
+            stdout=os.path.join(root, "stdout.jsonl"),
+            stderr=os.path.join(root, "stderr.txt"),
+            wire=os.path.join(root, "daemon-wire.jsonl"),
+            daemon_stdout=os.path.join(root, "daemon-stdout.txt"),
+            acp_stream=os.path.join(root, "acp-stream.jsonl"),
+            model_log=os.path.join(root, "model-log.jsonl"),
+            run_meta=os.path.join(root, "run-meta.json"),
+            result=os.path.join(root, "result.json"),
+            witness=os.path.join(root, "witness.jsonl"),
         )
 
     def artifact(self, name: str) -> str:

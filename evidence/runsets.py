@@ -70,19 +70,9 @@ def attempts(set_dir: str) -> list[Attempt]:
         match = ATTEMPT.fullmatch(name)
         path = os.path.join(set_dir, name)
         if match and os.path.isdir(path):
-            found.append(Attempt(int(match["n"]), int(match["m"] or 0), path, _read_result(path)))
+            result = read_json_object(RunPaths.of(path).result, [], max_bytes=MAX_RESULT_BYTES)
+            found.append(Attempt(int(match["n"]), int(match["m"] or 0), path, result))
     return sorted(found, key=lambda item: (item.index, item.retry))
-
-
-def _read_result(run_dir: str) -> dict | None:
-    return _read_object(RunPaths.of(run_dir).result)
-
-
-def _read_object(path: str) -> dict | None:
-    """A JSON object file the runner wrote, or None when it is missing or unreadable."""
-    if not os.path.lexists(path):
-        return None
-    return read_json_object(path, [], max_bytes=MAX_RESULT_BYTES)
 
 
 def is_done(attempt: Attempt) -> bool:
@@ -110,7 +100,8 @@ def latest_by_trial(found: list[Attempt]) -> dict[int, Attempt]:
 
 
 def read_summary(set_dir: str) -> dict | None:
-    return _read_object(os.path.join(set_dir, SUMMARY_FILE))
+    """The set's summary, or None where it is missing or unreadable."""
+    return read_json_object(os.path.join(set_dir, SUMMARY_FILE), [], max_bytes=MAX_RESULT_BYTES)
 
 
 def injected(record: dict | None) -> tuple[tuple[str, int], ...]:

@@ -40,10 +40,9 @@ def line_digests(path: str) -> tuple[str, ...]:
     return tuple(digests)
 
 
-# --- reading the witness file -------------------------------------------------
-
-
+# The fields a sighting may carry, and their JSON types (a bool is no number).
 SIGHTING_FIELDS = {
+    "kind": str,
     "what": str,
     "before": (int, float),
     "seen": (int, float),
@@ -59,8 +58,6 @@ SIGHTING_FIELDS = {
 def _well_formed(sighting: dict) -> bool:
     for key, value in sighting.items():
         kinds = SIGHTING_FIELDS.get(key)
-        if key == "kind":
-            continue
         if kinds is None or isinstance(value, bool) or not isinstance(value, kinds):
             return False
     return all(key in sighting for key in ("what", "before", "seen"))

@@ -99,7 +99,6 @@ class TurnTest(unittest.TestCase):
 class RealAcpStreamTest(unittest.TestCase):
     def test_the_real_stream_shows_the_spawning_cell_and_every_child(self):
         stream = read_acp_stream(REAL_STREAM)
-        self.assertEqual(stream.messages, len(real_messages()))
         self.assertEqual(len(stream.tool_call_ids), 1)
         self.assertEqual(len(stream.child_ids), 8)
         self.assertEqual(stream.findings, ())

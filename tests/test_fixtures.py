@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -534,6 +536,24 @@ class DistinctiveAnswerTest(unittest.TestCase):
             with self.subTest(fixture=fixture_dir.name):
                 loaded = fixture.load_fixture(str(fixture_dir))
                 self.assertEqual(fixture.undistinctive_answers(loaded), ())
+
+
+class LoadFixtureTest(unittest.TestCase):
+    def test_a_task_that_is_missing_blank_not_utf8_or_a_fifo_is_refused(self):
+        for task in ("missing", "blank", "not utf-8", "fifo"):
+            with self.subTest(task=task), tempfile.TemporaryDirectory() as tmp:
+                root = Path(tmp) / "fixture"
+                shutil.copytree(FIXTURES / "json-events", root)
+                (root / "task.txt").unlink()
+                if task == "blank":
+                    (root / "task.txt").write_text(" \n", encoding="utf-8")
+                elif task == "not utf-8":
+                    (root / "task.txt").write_bytes(b"\xff shards\n")
+                elif task == "fifo":
+                    os.mkfifo(root / "task.txt")
+                with self.assertRaises(fixture.FixtureError) as raised:
+                    fixture.load_fixture(str(root))
+                self.assertEqual(raised.exception.code, "fixture_task_missing")
 
 
 # --------------------------------------------------------------------------- generator
