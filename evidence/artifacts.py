@@ -24,14 +24,13 @@ from evidence.jsonl import (
     read_text,
     text_field,
 )
-from evidence.number_tokens import numbers_in
+from evidence.number_tokens import numbers_among, numbers_in
 from evidence.runpaths import DISPLAY_FILE, RunPaths
 from evidence.transcripts import (
     MAX_KEPT_PER_TRANSCRIPT,
     Transcript,
     Usage,
     digest,
-    of_interest,
     read_transcript,
     usage_of,
 )
@@ -209,7 +208,7 @@ def read_model_log(
     """Response ids the harness's model endpoint served, with the transcript each
     request named in its system prompt (`Conversation log:`, §9 "Children")."""
     served: dict[str, str | None] = {}
-    for line in iter_objects(path, findings, label=os.path.basename(path)):
+    for line in iter_objects(path, findings):
         response_id = text_field(line.record, "response_id")
         if response_id:
             log = text_field(line.record, "conversation_log")
@@ -275,15 +274,13 @@ def sent_by(
     """The numbers of interest each session was heard to send, by its session id: in the
     messages the parent and the children received (`heard`), and in the parent's replies,
     which the rules join on the sender's id."""
-    sent: dict[str, set[int]] = {}
     received = [*parent.heard, *(h for c in children for t in c.transcripts for h in t.heard)]
-    for heard in received:
-        if heard.from_session_id:
-            sent.setdefault(heard.from_session_id, set()).update(heard.numbers)
-    for reply in parent.replies:
-        if reply.from_session_id:
-            numbers = numbers_in(reply.message) & interest
-            sent.setdefault(reply.from_session_id, set()).update(numbers)
+    pairs = [(heard.from_session_id, heard.numbers) for heard in received]
+    pairs += [(r.from_session_id, numbers_in(r.message) & interest) for r in parent.replies]
+    sent: dict[str, set[int]] = {}
+    for sender, numbers in pairs:
+        if sender:
+            sent.setdefault(sender, set()).update(numbers)
     return sent
 
 
@@ -362,7 +359,7 @@ def read_display(
         session_file=(canon or ledger.Canon()).file(session_file) if session_file else None,
         spawn_code_sha256=digest(code) if code is not None else None,
         status=text_field(record, "status"),
-        spawn_code_numbers=of_interest(code, interest) if code is not None else frozenset(),
+        spawn_code_numbers=numbers_among(code, interest) if code is not None else frozenset(),
     )
 
 

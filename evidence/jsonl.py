@@ -50,8 +50,6 @@ def iter_objects(
     findings: list[Finding],
     *,
     max_bytes: int | None = None,
-    max_line_bytes: int = MAX_LINE_BYTES,
-    label: str | None = None,
     skip: tuple[bytes, ...] = (),
 ) -> Iterator[Line]:
     """Yield every line of a JSONL file that decodes to a JSON object.
@@ -65,8 +63,7 @@ def iter_objects(
     append, which the product itself tolerates), `byte_cap` (stopped reading
     after `max_bytes`; the line that crosses the cap is still read whole).
     """
-    name = label or path
-    handle = open_regular(path, name, findings)
+    handle = open_regular(path, findings)
     if handle is None:
         return
     with handle:
@@ -76,25 +73,25 @@ def iter_objects(
                 if max_bytes is not None and consumed >= max_bytes:
                     if handle.read(1):
                         detail = f"stopped after {max_bytes} bytes"
-                        findings.append(Finding(name, number, "byte_cap", detail))
+                        findings.append(Finding(path, number, "byte_cap", detail))
                     return
-                raw = handle.readline(max_line_bytes + 1)
+                raw = handle.readline(MAX_LINE_BYTES + 1)
                 if not raw:
                     return
                 number += 1
                 consumed += len(raw)
                 ended = raw.endswith(b"\n")
-                if not ended and len(raw) > max_line_bytes:
+                if not ended and len(raw) > MAX_LINE_BYTES:
                     consumed += skip_rest_of_line(handle)
-                    detail = f"longer than {max_line_bytes} bytes"
-                    findings.append(Finding(name, number, "line_too_long", detail))
+                    detail = f"longer than {MAX_LINE_BYTES} bytes"
+                    findings.append(Finding(path, number, "line_too_long", detail))
                     continue
                 if ended and raw.startswith(skip):
                     continue
             except OSError as error:
-                findings.append(Finding(name, number, "unreadable", f"read failed: {error}"))
+                findings.append(Finding(path, number, "unreadable", f"read failed: {error}"))
                 return
-            line = _decode(raw, name, number, not ended, findings)
+            line = _decode(raw, path, number, not ended, findings)
             if line is not None:
                 yield line
 
@@ -135,7 +132,7 @@ def skip_rest_of_line(handle) -> int:
             return skipped
 
 
-def open_regular(path: str, name: str, findings: list[Finding]):
+def open_regular(path: str, findings: list[Finding]):
     """Open a regular file for reading without following a final symlink.
 
     An agent can leave a FIFO (open would block forever), a device or a symlink
@@ -146,17 +143,17 @@ def open_regular(path: str, name: str, findings: list[Finding]):
         fd = os.open(path, flags)
     except OSError as error:
         code = "symlink" if os.path.islink(path) else "unreadable"
-        findings.append(Finding(name, 0, code, f"cannot open: {error.strerror}"))
+        findings.append(Finding(path, 0, code, f"cannot open: {error.strerror}"))
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            findings.append(Finding(name, 0, "not_a_regular_file", "not a regular file"))
+            findings.append(Finding(path, 0, "not_a_regular_file", "not a regular file"))
             os.close(fd)
             return None
         return os.fdopen(fd, "rb", buffering=READ_BUFFER_BYTES)
     except OSError as error:
         os.close(fd)
-        findings.append(Finding(name, 0, "unreadable", f"cannot stat: {error.strerror}"))
+        findings.append(Finding(path, 0, "unreadable", f"cannot stat: {error.strerror}"))
         return None
 
 
@@ -184,7 +181,7 @@ def read_json_object(path: str, findings: list[Finding], *, max_bytes: int = 102
 
 def _read_capped(path: str, findings: list[Finding], max_bytes: int) -> bytes | None:
     """Up to `max_bytes + 1` bytes of a regular file, so the caller can tell it was longer."""
-    handle = open_regular(path, path, findings)
+    handle = open_regular(path, findings)
     if handle is None:
         return None
     with handle:

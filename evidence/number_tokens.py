@@ -65,12 +65,12 @@ def numbers_in(text: str) -> set[int]:
     return numbers
 
 
-def numbers_among(text: str, sought: frozenset[int]) -> set[int]:
+def numbers_among(text: str, sought: frozenset[int]) -> frozenset[int]:
     """`numbers_in(text) & sought`. For a few numbers, only the tokens around the places
     where each one's last three digits occur are read: every spelling of a number holds
     them (`0,012` the 12, `1,234` the 234)."""
     if len(sought) > FEW_NUMBERS:
-        return numbers_in(text) & sought
+        return frozenset(numbers_in(text) & sought)
     found = set()
     backwards = None
     for number in sought:
@@ -79,7 +79,7 @@ def numbers_among(text: str, sought: frozenset[int]) -> set[int]:
         while at >= 0:
             places += 1
             if places > MAX_PLACES:
-                return numbers_in(text) & sought
+                return frozenset(numbers_in(text) & sought)
             if backwards is None:
                 backwards = text[::-1]
             before = len(text) - at  # where the text before `at` starts, read backwards
@@ -89,4 +89,4 @@ def numbers_among(text: str, sought: frozenset[int]) -> set[int]:
                 found.add(number)
                 break
             at = text.find(key, end)
-    return found
+    return frozenset(found)

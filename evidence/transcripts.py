@@ -16,7 +16,7 @@ import ledger
 from evidence.cell_paths import CellPaths, cell_paths
 from evidence.cell_sources import cell_sources
 from evidence.jsonl import Finding, dict_field, int_field, iso_to_ms, iter_objects, text_field
-from evidence.number_tokens import numbers_among, numbers_in
+from evidence.number_tokens import numbers_among
 
 MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
 # Records of each kind kept per transcript (replies, notices, model calls, usage
@@ -256,11 +256,6 @@ def kernel_error(message: dict) -> str | None:
     return text.split("\n", 1)[0][:MAX_KERNEL_ERROR_CHARS]
 
 
-def of_interest(text: str, interest: frozenset[int]) -> frozenset[int]:
-    """The numbers of `interest` that `text` holds as number tokens."""
-    return frozenset(numbers_in(text) & interest) if interest and text else frozenset()
-
-
 def _argument_text(arguments: object) -> str:
     """A tool call's arguments as the text a number or a file name could be typed in: the
     code of an ipython call, the command, path and contents of any other tool."""
@@ -411,7 +406,7 @@ class _TranscriptAccumulator:
         paths = cell_paths(text, self.bound)
         sources = cell_sources(text, paths.named, paths.written, self.flows)
         if call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
-            self.typed[call_id] = (number, of_interest(text, self.interest), paths, sources)
+            self.typed[call_id] = (number, numbers_among(text, self.interest), paths, sources)
         elif paths.named:
             facts = ToolCallFacts(number, None, frozenset(), paths.named, paths.written, sources)
             self._note_call(facts)
@@ -492,7 +487,7 @@ class _TranscriptAccumulator:
         if custom_type == "agent_message":
             relationship = details.get("fromRelationship")
             sender = dict_field(details, "from")
-            heard = of_interest(text_field(details, "message") or "", self.interest)
+            heard = numbers_among(text_field(details, "message") or "", self.interest)
             if heard and len(self.heard) < MAX_KEPT_PER_TRANSCRIPT:
                 message_id = text_field(details, "id")
                 from_id = text_field(sender, "sessionId")

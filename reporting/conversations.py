@@ -99,7 +99,7 @@ def read_conversation(
     of them when they fit, else the first half of the budget from the start and the second
     from the end, the lines between left out."""
     findings: list[Finding] = []
-    handle = open_regular(path, path, findings)
+    handle = open_regular(path, findings)
     relative_path = relative(root, path)
     if handle is None:
         problems = tuple(finding.detail for finding in findings)

@@ -182,7 +182,7 @@ class EventRecorder:
     def _header_line(self, summary: dict) -> str:
         path = summary.get("sessionFile")
         if isinstance(path, str):
-            handle = open_regular(path, path, [])
+            handle = open_regular(path, [])
             if handle is not None:
                 with handle:
                     first = handle.readline(1024 * 1024).decode("utf-8", "replace").strip()

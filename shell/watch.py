@@ -132,7 +132,7 @@ class Progress:
 
     def _count_new(self, path: str, needle: bytes) -> int:
         offset = self.offsets.get(path, 0)
-        handle = open_regular(path, path, [])
+        handle = open_regular(path, [])
         if handle is None:
             return 0
         with handle:

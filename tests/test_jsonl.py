@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 import unittest
+from unittest import mock
 
 from evidence import jsonl
 
@@ -40,7 +41,8 @@ class LineReaderTest(unittest.TestCase):
 
     def test_a_line_over_the_cap_is_skipped_whole_and_counted(self):
         data = b'{"a":1}\n{"long":"' + b"x" * 100 + b'"}\n{"b":2}\n'
-        lines, found = self.read(data, max_line_bytes=50)
+        with mock.patch.object(jsonl, "MAX_LINE_BYTES", 50):
+            lines, found = self.read(data)
         self.assertEqual([line[0] for line in lines], [1, 3])
         self.assertEqual(found, [(2, "line_too_long")])
 
