@@ -467,13 +467,5 @@ def read_stream(path: str) -> Stream | None:
             response_ids.append(response_id)
         if first_error is None and message.get("stopReason") == "error":
             first_error = text_field(message, "errorMessage") or "model call failed"
-    return Stream(
-        header_id,
-        turns,
-        usage,
-        first_error,
-        tuple(findings),
-        tuple(response_ids),
-        tuple(tool_call_ids),
-        frozenset(child_ids),
-    )
+    ids = (tuple(response_ids), tuple(tool_call_ids), frozenset(child_ids))
+    return Stream(header_id, turns, usage, first_error, tuple(findings), *ids)

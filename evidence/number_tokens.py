@@ -19,15 +19,13 @@ INTEGER = re.compile(r"^[+-]?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)$")
 TOKEN = re.compile(r"[\w.,+-]+")
 _TOKEN_RUN = re.compile(r"[\w.,+-]*")
 
-_ASCII_TOKEN_BYTES = frozenset(
-    byte for byte in range(128) if chr(byte).isalnum() or chr(byte) in "_.,+-"
-)
 # Every ASCII byte that is no token character becomes a space; the token characters and
 # every byte of a non-ASCII character stay. Split, a text's UTF-8 bytes give its pieces:
 # maximal runs of ASCII token characters and non-ASCII characters. A token never spans
 # two pieces, and a piece of ASCII bytes alone is one whole token.
 _PIECE_BYTES = bytes(
-    byte if byte >= 0x80 or byte in _ASCII_TOKEN_BYTES else 0x20 for byte in range(256)
+    byte if byte >= 0x80 or chr(byte).isalnum() or chr(byte) in "_.,+-" else 0x20
+    for byte in range(256)
 )
 # A piece of ASCII bytes that is a number token with a sign, commas or trailing dots.
 _SIGNED_OR_GROUPED = re.compile(rb"[+-]?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)[.,]*")

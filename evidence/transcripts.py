@@ -421,18 +421,11 @@ class _TranscriptAccumulator:
         shown: frozenset[int] = frozenset()
         if self.sought:
             # Text by text: no token spans two texts.
-            texts = [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
-            found: set[int] = set()
             content = message.get("content")
-            if isinstance(content, str):
-                texts.append(content)
-            for part in content if isinstance(content, list) else ():
-                text = part.get("text") if isinstance(part, dict) else None
-                if isinstance(text, str):
-                    texts.append(text)
-            for text in texts:
-                found |= numbers_among(text, self.sought)
-            shown = frozenset(found) - typed
+            parts = content if isinstance(content, list) else [{"text": content}]
+            texts = [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
+            texts += [text_field(part, "text") or "" for part in parts if isinstance(part, dict)]
+            shown = frozenset().union(*(numbers_among(text, self.sought) for text in texts)) - typed
         if shown or paths.named:
             facts = ToolCallFacts(line, number, shown, paths.named, paths.written, sources)
             self._note_call(facts)
@@ -487,25 +480,18 @@ class _TranscriptAccumulator:
         if custom_type == "agent_message":
             relationship = details.get("fromRelationship")
             sender = dict_field(details, "from")
-            heard = numbers_among(text_field(details, "message") or "", self.interest)
+            message_id, from_id = text_field(details, "id"), text_field(sender, "sessionId")
+            text = text_field(details, "message") or ""
+            heard = numbers_among(text, self.interest)
             if heard and len(self.heard) < MAX_KEPT_PER_TRANSCRIPT:
-                message_id = text_field(details, "id")
-                from_id = text_field(sender, "sessionId")
                 self.heard.append(Heard(number, message_id, from_id, relationship, heard))
             if relationship == "parent" and self.task_id is None:
-                self.task_id = text_field(details, "id")
-                self.task_from = text_field(sender, "sessionId")
-                self.task_numbers = heard
+                self.task_id, self.task_from, self.task_numbers = message_id, from_id, heard
             elif relationship == "child":
-                message = text_field(details, "message") or ""
-                reply = Reply(
-                    reply_id=text_field(details, "id"),
-                    from_session_id=text_field(sender, "sessionId"),
-                    from_session_name=text_field(sender, "sessionName"),
-                    message=message.strip()[:MAX_REPLY_CHARS],
-                    at_ms=at_ms,
-                    line=number,
-                )
+                # Trimmed and capped as the product caps a message (§9).
+                message = text.strip()[:MAX_REPLY_CHARS]
+                name = text_field(sender, "sessionName")
+                reply = Reply(message_id, from_id, name, message, at_ms, number)
                 self._keep(self.replies, reply, number, findings)
         elif custom_type in NOTICE_TYPES:
             kind = (
