@@ -24,6 +24,7 @@ mistake in one would hide in both.
     uv run --locked python -m tests.bench                          # every shape and scale
     uv run --locked python -m tests.bench --shapes progress --scales 100,1000
     uv run --locked python -m tests.bench --no-stream              # without the stdout stream
+    uv run --locked python -m tests.bench --shapes numbers --scales 1000 --keep /tmp/runs
     uv run --locked python -m tests.bench --proxy                  # the recording proxy (below)
 
 The recording proxy (--proxy; shell/proxy.py): time to first byte of the scripted model, direct
@@ -604,6 +605,11 @@ def main(argv: list[str] | None = None) -> int:
         help="what the cells print, e.g. ascii,progress (default: all of " + ",".join(SHAPES) + ")",
     )
     parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="leave each run in DIR/<shape>-<children>/ (to profile the scorer on it)",
+    )
+    parser.add_argument(
         "--observer",
         action="store_true",
         help="measure the live observer instead of scoring: its first and steady poll's CPU "
@@ -617,22 +623,32 @@ def main(argv: list[str] | None = None) -> int:
     if options.proxy:
         print(json.dumps(proxy_main(options.proxy_children, rounds=200), indent=2))
         return 0
+    for shape in options.shapes if options.keep else ():
+        for children in options.scales:
+            if os.path.exists(os.path.join(options.keep, f"{shape}-{children}")):
+                parser.error(
+                    f"{options.keep}/{shape}-{children} exists: remove it or keep elsewhere"
+                )
     rows = []
     for shape in options.shapes:
         for children in options.scales:
-            rows.append(score_main(shape, children, options.repeat, not options.no_stream))
+            stream = not options.no_stream
+            rows.append(score_main(shape, children, options.repeat, stream, options.keep))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(json.dumps(rows, indent=2))
     return 0
 
 
-def score_main(shape: str, children: int, pairs: int, stream: bool) -> dict:
+def score_main(shape: str, children: int, pairs: int, stream: bool, keep: str | None) -> dict:
     """One shape at one scale: the run's sizes, the scorer's and the floor's times as
-    processes, and the scorer's peak RSS."""
+    processes, and the scorer's peak RSS. `keep`: a dir to leave the run in."""
     output_bytes, ledger_records, ledger_bytes, polls = SCALES.get(
         children, (10_000, children * 10, None, children)
     )
-    with tempfile.TemporaryDirectory(prefix="sf-bench-") as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = os.path.join(keep, f"{shape}-{children}") if keep else None
+        if tmp is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="sf-bench-"))
         run_dir = run_dir_for(tmp, children, ledger_records, ledger_bytes)
         manifest, files = make_run(
             run_dir, children, output_bytes, ledger_records, polls, stream, shape
