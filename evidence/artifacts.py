@@ -321,7 +321,7 @@ def read_children(
             findings.append(Finding(entry.path, 0, "not_a_directory", "child dir skipped"))
             continue
         # Neither the dir nor its transcripts are links (checked on the entries).
-        child_dir = canon.dir(entry.path)
+        child_dir = os.path.join(canon.dir(children_root), entry.name)
         transcripts = []
         display = None
         for item in _scan(entry.path, findings):
