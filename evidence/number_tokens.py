@@ -88,3 +88,26 @@ def numbers_among(text: str, sought: frozenset[int]) -> frozenset[int]:
                 break
             at = text.find(key, end)
     return frozenset(found)
+
+
+class FirstShowings:
+    """Searches a session's tool results, in order, for the numbers of `sought` that no result
+    before showed: for the parent, of which the rules ask only whether it had a number by a
+    line (rules/knowledge.py `knew`). A line the result before also held is read only for what
+    that result held back (numbers its call's own arguments typed): no token spans a line."""
+
+    def __init__(self, sought: frozenset[int]):
+        self.unshown = sought
+        self.lines: set[str] = set()
+        self.held: frozenset[int] = frozenset()
+
+    def shown(self, texts: list[str], typed: frozenset[int]) -> frozenset[int]:
+        """What the result of these texts showed first, less what its arguments typed."""
+        lines = set().union(*(text.split("\n") for text in texts))
+        found = numbers_among("\n".join(lines - self.lines), self.unshown)
+        if self.held - typed:
+            found |= numbers_among("\n".join(lines & self.lines), self.held - typed)
+        shown = found - typed
+        self.unshown, self.lines = self.unshown - shown, lines
+        self.held = (found | self.held) & typed  # what these lines may hold that they did not show
+        return shown

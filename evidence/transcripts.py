@@ -16,7 +16,7 @@ import ledger
 from evidence.cell_paths import CellPaths, cell_paths
 from evidence.cell_sources import cell_sources
 from evidence.jsonl import Finding, dict_field, int_field, iso_to_ms, iter_objects, text_field
-from evidence.number_tokens import numbers_among
+from evidence.number_tokens import FirstShowings, numbers_among
 
 MAX_REPLY_CHARS = 16_384  # the product's own cap on agent_message (§9)
 # Records of each kind kept per transcript (replies, notices, model calls, usage
@@ -206,6 +206,8 @@ class Transcript:
     # The numbers its tool results were searched for, where not all of interest: those some
     # session was heard to receive from it (`read_transcript`'s `sent`).
     searched_for: frozenset[int] | None = None
+    # Its calls' `shown` hold only the numbers no call before showed (the parent's).
+    first_showings: bool = False
     # Every tool call's id, in order (held against the root's event stream).
     tool_call_ids: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
@@ -224,7 +226,8 @@ def read_transcript(
 ) -> Transcript:
     """Summarize a transcript in one streaming pass (§5, §6). `interest`: the numbers whose
     provenance to trace; `artifact`: given for the parent, whose every call's files are noted
-    (the answer file's writers among them). `sent`: the numbers of interest each session was
+    (the answer file's writers among them) and whose results are searched for each number's
+    first showing (`FirstShowings`). `sent`: the numbers of interest each session was
     heard to send, by its session id; given, the tool results of a session with a header id
     are searched only for those it sent, the only ones the rules ask whether it knew."""
     findings: list[Finding] = []
@@ -280,6 +283,8 @@ class _TranscriptAccumulator:
         self.interest = interest
         self.sent_by = sent
         self.sought = interest  # what tool results are searched for
+        # The parent's results: searched for each number's first showing alone.
+        self.first = FirstShowings(interest) if artifact else None
         self.artifact = os.path.basename(artifact) if artifact else None
         # toolCall id -> (its line, numbers in its arguments, files it names and writes,
         # what it drew on)
@@ -424,8 +429,12 @@ class _TranscriptAccumulator:
             content = message.get("content")
             parts = content if isinstance(content, list) else [{"text": content}]
             texts = [text_field(item, "message") or "" for item in sent if isinstance(item, dict)]
-            texts += [text_field(part, "text") or "" for part in parts if isinstance(part, dict)]
-            shown = frozenset().union(*(numbers_among(text, self.sought) for text in texts)) - typed
+            printed = [text_field(part, "text") or "" for part in parts if isinstance(part, dict)]
+            if self.first is not None:
+                shown = self.first.shown(texts + printed, typed)
+            else:
+                found = [numbers_among(text, self.sought) for text in texts + printed]
+                shown = frozenset().union(*found) - typed
         if shown or paths.named:
             facts = ToolCallFacts(line, number, shown, paths.named, paths.written, sources)
             self._note_call(facts)
@@ -543,6 +552,7 @@ class _TranscriptAccumulator:
             call_facts=self._calls_in_order(),
             heard=tuple(self.heard),
             searched_for=None if self.sought is self.interest else self.sought,
+            first_showings=self.first is not None,
             tool_call_ids=tuple(self.tool_call_ids),
             findings=tuple(findings),
         )

@@ -802,7 +802,8 @@ def _uuid7() -> str:
 def ask_only_what_was_searched() -> None:
     """For a test module's setUpModule: the rules then fail any test in which they ask
     whether a child's tool result showed a number the reader did not search it for
-    (evidence/artifacts.py `sent_by`), which would read as never shown."""
+    (evidence/artifacts.py `sent_by`), which would read as never shown, or ask more than
+    when the parent first had a number (its results hold first showings alone)."""
     from unittest import addModuleCleanup, mock
 
     from rules.knowledge import Knowledge
@@ -815,6 +816,17 @@ def ask_only_what_was_searched() -> None:
             raise AssertionError(f"{transcript.path} was not searched for {number}")
         return showing_calls(self, transcript, number)
 
-    patch = mock.patch.object(Knowledge, "_showing_calls", checked)
-    patch.start()
-    addModuleCleanup(patch.stop)
+    def all_showings(method):
+        def asked(self, transcript, *args):
+            if transcript.first_showings:
+                raise AssertionError(f"{method.__name__} asked of {transcript.path}")
+            return method(self, transcript, *args)
+
+        return asked
+
+    patches = [mock.patch.object(Knowledge, "_showing_calls", checked)]
+    for name in ("derived_at", "received_at", "why_not_derived"):
+        patches.append(mock.patch.object(Knowledge, name, all_showings(getattr(Knowledge, name))))
+    for patch in patches:
+        patch.start()
+        addModuleCleanup(patch.stop)

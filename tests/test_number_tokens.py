@@ -9,6 +9,7 @@ import unittest
 
 from evidence.number_tokens import (
     FEW_NUMBERS,
+    FirstShowings,
     MAX_PLACES,
     TOKEN,
     numbers_among,
@@ -146,6 +147,40 @@ class NumbersAmongTest(unittest.TestCase):
         self.assertEqual(numbers_among(crowded + " 55", frozenset({5})), set())
         many = frozenset(range(FEW_NUMBERS + 1))
         self.assertEqual(numbers_among("a 3 b 0,008 c 9", many), {3, 8})
+
+
+class FirstShowingsTest(unittest.TestCase):
+    def test_each_result_shows_what_it_shows_first_as_the_definition_reads_it(self):
+        """Results that repeat, drop and add lines of the one before, with numbers their
+        own calls typed, read as the definition reads each whole."""
+        rng = random.Random(31)
+        showed = repeated = 0
+        for case in range(300):
+            interest = generated_interest(rng) + rng.sample(range(50), FEW_NUMBERS)
+            sought = frozenset(interest)
+            search, unshown, lines = FirstShowings(sought), set(sought), []
+            for turn in range(8):
+                kept = [line for line in lines if rng.random() < 0.8]
+                lines = kept + [generated_text(rng, interest) for _ in range(rng.randint(0, 3))]
+                rng.shuffle(lines)
+                texts = ["\n".join(lines[:2]), "\n".join(lines[2:])]
+                typed = frozenset(rng.sample(interest, rng.randint(0, 3)))
+                expected = (by_definition("\n".join(texts)) & unshown) - typed
+                with self.subTest(case=case, turn=turn, texts=texts, typed=typed):
+                    self.assertEqual(search.shown(texts, typed), expected)
+                unshown -= expected
+                showed += bool(expected)
+                repeated += bool(kept)
+        # Worth something only if results show numbers and repeat lines, both often.
+        self.assertGreater(showed, 300)
+        self.assertGreater(repeated, 1000)
+
+    def test_a_number_a_call_typed_is_shown_by_the_next_that_prints_it_untyped(self):
+        search = FirstShowings(frozenset({42, 7}))
+        self.assertEqual(search.shown(["total 42"], frozenset({42})), set())
+        self.assertEqual(search.shown(["total 42"], frozenset({42})), set())
+        self.assertEqual(search.shown(["total 42", "7"], frozenset()), {42, 7})
+        self.assertEqual(search.shown(["total 42", "7"], frozenset()), set())
 
 
 if __name__ == "__main__":
