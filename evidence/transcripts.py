@@ -286,7 +286,7 @@ class _TranscriptAccumulator:
         # The parent's results: searched for each number's first showing alone.
         self.first = FirstShowings(interest) if artifact else None
         self.artifact = os.path.basename(artifact) if artifact else None
-        # toolCall id -> (its line, numbers in its arguments, files it names and writes,
+        # toolCall id -> (its line, numbers sought in its arguments, files it names and writes,
         # what it drew on)
         self.typed: dict[str, tuple[int, frozenset[int], CellPaths, frozenset[str]]] = {}
         self.bound: dict[str, frozenset[str]] = {}  # the kernel's variables that hold paths
@@ -411,7 +411,7 @@ class _TranscriptAccumulator:
         paths = cell_paths(text, self.bound)
         sources = cell_sources(text, paths.named, paths.written, self.flows)
         if call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
-            self.typed[call_id] = (number, numbers_among(text, self.interest), paths, sources)
+            self.typed[call_id] = (number, numbers_among(text, self.sought), paths, sources)
         elif paths.named:
             facts = ToolCallFacts(number, None, frozenset(), paths.named, paths.written, sources)
             self._note_call(facts)
