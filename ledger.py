@@ -12,13 +12,11 @@ kept as tombstones) and every finding of the parse: what a run's ledger says, on
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import glob
 import hashlib
 import os
 import re
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from evidence.jsonl import Finding, iso_to_ms, iter_objects, text_field
@@ -145,8 +143,7 @@ class LedgerRecord(NamedTuple):
     after_fatal: bool = False
 
 
-@dataclass(frozen=True)
-class LedgerFile:
+class LedgerFile(NamedTuple):
     path: str
     records: tuple[LedgerRecord, ...]
     findings: tuple[Finding, ...]
@@ -268,8 +265,7 @@ def _check_meta(path: str, records: list[LedgerRecord], findings: list[Finding])
         )
 
 
-@dataclass(frozen=True)
-class Edge:
+class Edge(NamedTuple):
     """A parent→child edge after replay; deleted edges are kept as tombstones."""
 
     child_id: str
@@ -286,8 +282,7 @@ class Edge:
     suspicious: bool = False
 
 
-@dataclass(frozen=True)
-class Spawn:
+class Spawn(NamedTuple):
     """One admitted spawn, with the live same-name siblings it found (for dedup)."""
 
     child_id: str
@@ -300,8 +295,7 @@ class Spawn:
     name_held_by: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Replay:
+class Replay(NamedTuple):
     edges: tuple[Edge, ...]
     spawns: tuple[Spawn, ...]
     # childId -> every name a spawn or rename record gave it, edge or not.
@@ -345,12 +339,10 @@ def replay(ledgers: list[LedgerFile], canon: Canon | None = None) -> Replay:
                 continue  # rename or delete before its spawn: ignored (§4 "Replay")
             elif op == "rename":
                 if edge.name != name:
-                    edges[key] = dataclasses.replace(edge, name=name)
+                    edges[key] = edge._replace(name=name)
                     named.setdefault((edge.parent, name), set()).add(key)
             else:
-                edges[key] = dataclasses.replace(
-                    edge, deleted=True, delete_reason=reason, deleted_at_ms=at_ms
-                )
+                edges[key] = edge._replace(deleted=True, delete_reason=reason, deleted_at_ms=at_ms)
     rank = {ledger.path: index for index, ledger in enumerate(ledgers)}
     return Replay(
         edges=tuple(sorted(edges.values(), key=lambda e: (rank[e.ledger], e.spawn_line))),
@@ -372,7 +364,7 @@ if __name__ == "__main__":
             {"path": f.path, "records": len(f.records), "lines": f.lines, "fatal": f.fatal}
             for f in files
         ],
-        "edges": [dataclasses.asdict(edge) for edge in replay(files).edges],
-        "findings": [dataclasses.asdict(item) for f in files for item in f.findings],
+        "edges": [edge._asdict() for edge in replay(files).edges],
+        "findings": [item._asdict() for f in files for item in f.findings],
     }
     print(json.dumps(shown, indent=2))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence.artifacts import RunArtifacts, relative
 from evidence.fixture import Fixture, Shard, undistinctive_answers
@@ -83,8 +83,7 @@ WARNINGS = {
 }
 
 
-@dataclass(frozen=True)
-class Reason:
+class Reason(NamedTuple):
     code: str
     message: str
     shard: str | None = None
@@ -107,8 +106,7 @@ def reason(code: str, shard: str | None = None, child_id: str | None = None, ext
 # --- the criteria -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Criterion:
+class Criterion(NamedTuple):
     """One criterion's finding: whether it holds, why not, and its per-shard rows."""
 
     passed: bool
@@ -262,8 +260,7 @@ COVERAGE = coverage.__name__  # all a single-agent baseline is judged on
 # --- the verdict --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     resolved: bool
     criteria: dict[str, bool]  # by name, in CRITERIA's order: whether each passed
     reasons: tuple[Reason, ...]

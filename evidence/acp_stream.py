@@ -10,7 +10,7 @@ stream shows no calls of the model. Never raises: a bad line is a finding.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence.jsonl import Finding, dict_field, iter_objects, text_field
 from evidence.transcripts import MAX_KEPT_PER_TRANSCRIPT
@@ -21,8 +21,7 @@ PRIME_META = "ai.primeintellect.prime-agent"  # the product's `_meta` namespace 
 BASH_CALL_PREFIX = "prime-agent-bash"
 
 
-@dataclass(frozen=True)
-class AcpStream:
+class AcpStream(NamedTuple):
     """What the ACP stream showed: the root's cells (toolCallIds of `tool_call` updates), in
     order, and every child id of a subagent update."""
 

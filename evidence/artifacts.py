@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import ledger
 from evidence.acp_stream import AcpStream, read_acp_stream
@@ -41,8 +41,7 @@ SAFE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,127}\Z")
 CHILD_DIR = re.compile(r"^sub-[0-9a-f]{8}\Z")
 
 
-@dataclass(frozen=True)
-class Display:
+class Display(NamedTuple):
     """`sub-*/rlm-subagent.json` (§6), with `sessionFile` canonicalised (§4 "Path")."""
 
     child_id: str | None
@@ -53,8 +52,7 @@ class Display:
     spawn_code_numbers: frozenset[int] = frozenset()  # of interest, as Transcript's
 
 
-@dataclass(frozen=True)
-class ChildDir:
+class ChildDir(NamedTuple):
     """One `sub-<8hex>/` dir: its transcript(s) and its display record (§6)."""
 
     child_id: str
@@ -63,8 +61,7 @@ class ChildDir:
     display: Display | None
 
 
-@dataclass(frozen=True)
-class Stream:
+class Stream(NamedTuple):
     """The `--mode json` stdout stream: root events only (§7)."""
 
     header_id: str | None
@@ -80,8 +77,7 @@ class Stream:
     child_ids: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
-class RunArtifacts:
+class RunArtifacts(NamedTuple):
     run_dir: str
     parent: Transcript | None
     root_transcripts: tuple[str, ...]
@@ -92,6 +88,9 @@ class RunArtifacts:
     stream: Stream | None
     artifact_text: str | None
     findings: tuple[Finding, ...]
+    # Each ledger file's lines' sha256 by file name, to hold against what the runner saw
+    # appear ({} but for a witnessed run).
+    ledger_line_digests: dict[str, tuple[str, ...]]
     # `started_at` of the runner's run-meta.json; None for a run dir without one.
     run_started_ms: int | None = None
     # What a harness-controlled model endpoint served: response id -> the canonical
@@ -105,10 +104,8 @@ class RunArtifacts:
     witness_expected: str | None = None
     # The ACP drive's stream (evidence/acp_stream.py); None for the other drives.
     acp_stream: AcpStream | None = None
-    # The answer file's bytes' sha256, and each ledger file's lines' sha256 by file name,
-    # to hold against what the runner saw appear (only read for a witnessed run).
+    # The answer file's bytes' sha256 (only read for a witnessed run).
     artifact_sha256: str | None = None
-    ledger_line_digests: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def relative(root: str, path: str) -> str:
@@ -301,7 +298,7 @@ def _searched_for_all_they_sent(
         return read_transcript(transcript.path, canon, interest, sent=sent)
 
     return tuple(
-        replace(child, transcripts=tuple(map(searched, child.transcripts))) for child in children
+        child._replace(transcripts=tuple(map(searched, child.transcripts))) for child in children
     )
 
 

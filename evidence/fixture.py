@@ -17,7 +17,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Set
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence.number_tokens import numbers_in
 from fixtures import tasks
@@ -39,16 +39,14 @@ class FixtureError(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
-class Shard:
+class Shard(NamedTuple):
     file: str
     worker: str
     question: str
     expected: int
 
 
-@dataclass(frozen=True)
-class Fixture:
+class Fixture(NamedTuple):
     name: str
     artifact: str
     shards: tuple[Shard, ...]
@@ -64,8 +62,7 @@ ROUND_TO = 10
 YEARS = range(1900, 2101)
 
 
-@dataclass(frozen=True)
-class UndistinctiveAnswer:
+class UndistinctiveAnswer(NamedTuple):
     """A shard whose expected answer is not distinctive, and why."""
 
     file: str

@@ -12,7 +12,6 @@ import json
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -24,8 +23,7 @@ MAX_LINE_BYTES = 32 * 1024 * 1024
 READ_BUFFER_BYTES = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """Something wrong with a file the agent wrote: where, a stable code, a sentence."""
 
     file: str

@@ -5,13 +5,12 @@ alike."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 DISPLAY_FILE = "rlm-subagent.json"  # a child's display record, beside its transcript (§6)
 
 
-@dataclass(frozen=True)
-class RunPaths:
+class RunPaths(NamedTuple):
     """Every path of one run dir: the layout of a real one-shot run of the product
     (contract §3), so the same reader takes the runner's runs and the captured ones,
     and the harness's own files beside it.

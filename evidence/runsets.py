@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence.jsonl import read_json_object
 from evidence.runpaths import RunPaths
@@ -55,8 +55,7 @@ def mismatches(stored: dict, wanted: dict) -> list[str]:
     ]
 
 
-@dataclass(frozen=True)
-class Attempt:
+class Attempt(NamedTuple):
     index: int
     retry: int
     dir: str

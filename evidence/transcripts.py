@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import operator
 import os
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import ledger
@@ -26,9 +25,6 @@ NOTICE_TYPES = ("rlm_child_terminal_notice", "rlm_child_failure")
 HEARTBEAT = "agent_status"  # appended to idle sessions, about every 25 s (§5)
 
 
-# The records a transcript yields one of per line (a usage, a reply, a notice, a
-# model call, a cell, a receipt) are named tuples: a run has thousands. The records
-# of a whole file or run below are frozen dataclasses.
 class Usage(NamedTuple):
     """Token usage as the product records it on an assistant message (§5)."""
 
@@ -157,8 +153,7 @@ class Heard(NamedTuple):
     numbers: frozenset[int]
 
 
-@dataclass(frozen=True)
-class Transcript:
+class Transcript(NamedTuple):
     """What the scorer needs from one session transcript, read in one pass."""
 
     path: str
@@ -182,7 +177,7 @@ class Transcript:
     # the model the transcript cannot tell (§5), so it is counted apart.
     aborted_calls: int = 0
     tool_calls: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = Usage()
     # Dollars over its assistant messages (`usage.cost.total`); None when none said a cost.
     cost_usd: float | None = None
     first_error: str | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from evidence.jsonl import Finding, iter_objects
 
@@ -63,8 +63,7 @@ def _well_formed(sighting: dict) -> bool:
     return all(key in sighting for key in ("what", "before", "seen"))
 
 
-@dataclass(frozen=True)
-class Witness:
+class Witness(NamedTuple):
     """What the runner saw of a run, as read back from witness.jsonl."""
 
     sha256: str | None  # of the file as it is now
@@ -72,7 +71,7 @@ class Witness:
     model_calls: tuple[dict, ...] = ()
     sightings: tuple[dict, ...] = ()
     channels: tuple[dict, ...] = ()
-    findings: tuple[Finding, ...] = field(default=())
+    findings: tuple[Finding, ...] = ()
     # Which process opened or wrote which file of the run (shell/file_access.py).
     file_opens: tuple[dict, ...] = ()
 

@@ -6,7 +6,7 @@ traces the integer a shard's line gives.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence.fixture import Shard
 from evidence.number_tokens import INTEGER
@@ -15,8 +15,7 @@ BULLET = re.compile(r"^\s*[-*+]\s+(?P<body>\S.*?)\s*$")
 ENTRY = re.compile(r"^(?P<file>[^\s:]+)\s*:\s*(?P<answer>.*?)\s*$")
 
 
-@dataclass(frozen=True)
-class AnswerLine:
+class AnswerLine(NamedTuple):
     file: str
     answer: str
     value: int | None
@@ -49,8 +48,7 @@ def parse_answer_lines(text: str) -> list[AnswerLine]:
     return lines
 
 
-@dataclass(frozen=True)
-class ShardAnswer:
+class ShardAnswer(NamedTuple):
     status: str  # correct | missing | wrong | conflicting
     found: tuple[str, ...]
     value: int | None = None  # the one integer the index gives the shard, if it gives one

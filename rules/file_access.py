@@ -14,7 +14,7 @@ ended before the runner read its first event has no ancestors on record: what it
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence.witness import Witness
 
@@ -28,8 +28,7 @@ RECORD = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class FileAccess:
+class FileAccess(NamedTuple):
     """What the witness says of file access: `witnessed` false with `why` when the runner
     could not watch; else per session (header id) the files its processes opened and wrote,
     as paths in the run dir."""

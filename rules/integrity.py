@@ -21,7 +21,7 @@ import operator
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from evidence.artifacts import ChildDir, RunArtifacts, relative, transcripts_by_path
 from evidence.runpaths import display_file
@@ -44,8 +44,7 @@ MAX_FAILURES_LISTED = 20
 LEDGER_FAILURES = FATAL_CODES | {"meta_not_first", "meta_hash_mismatch"}
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(NamedTuple):
     """One inconsistency: the record it is about, and a sentence with the values compared."""
 
     detail: str
@@ -65,8 +64,7 @@ class Failure:
         return out
 
 
-@dataclass(frozen=True)
-class CheckResult:
+class CheckResult(NamedTuple):
     name: str
     code: str
     count: int
@@ -84,8 +82,7 @@ class CheckResult:
         }
 
 
-@dataclass(frozen=True)
-class Integrity:
+class Integrity(NamedTuple):
     checks: tuple[CheckResult, ...]
 
     @property
@@ -96,8 +93,7 @@ class Integrity:
         return {result.name: result.to_json() for result in self.checks}
 
 
-@dataclass(frozen=True)
-class _Family:
+class _Family(NamedTuple):
     """What every check looks at: the parent, its depth-1 edges and their child dirs."""
 
     run: RunArtifacts
@@ -107,7 +103,7 @@ class _Family:
     dirs: dict[str, ChildDir]
     located: dict[str, tuple[str, Transcript]]  # canonical transcript path -> (dir, transcript)
     # Paths already made relative: every check names the same few files per child.
-    relative_paths: dict[str, str] = field(default_factory=dict)
+    relative_paths: dict[str, str]
 
     def path(self, path: str) -> str:
         known = self.relative_paths.get(path)
@@ -547,6 +543,7 @@ def check(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]
         checked=checked,
         dirs={child.child_id: child for child in run.children},
         located=transcripts_by_path(run.children),
+        relative_paths={},
     )
     return run_checks(INTEGRITY_CHECKS, context)
 

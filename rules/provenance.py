@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence.artifacts import RunArtifacts
 from evidence.number_tokens import numbers_in
@@ -20,8 +20,7 @@ from rules.knowledge import SHORTCUT, Knowledge
 from rules.runview import Child, RunView
 
 
-@dataclass(frozen=True)
-class ShardTrace:
+class ShardTrace(NamedTuple):
     """One shard's written answer and the worker's children whose edges are evidence."""
 
     view: RunView

@@ -7,7 +7,7 @@ verdict, a baseline's on coverage alone. Pure.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence.artifacts import RunArtifacts
 from rules import triage
@@ -18,8 +18,7 @@ from scorer import COVERAGE, Verdict
 COVERAGE_CODES = ("artifact_missing", "missing_answer", "wrong_answer", "conflicting_answers")
 
 
-@dataclass(frozen=True)
-class AgentEnd:
+class AgentEnd(NamedTuple):
     """How the runner saw the agent end: its exit code, and whether the runner ended it."""
 
     exit_code: int | None
@@ -31,8 +30,7 @@ class AgentEnd:
     seen_exit: bool = True  # False: a run the runner never saw end (a killed run's meta)
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RunResult(NamedTuple):
     status: str  # "scored" or "agent_error"
     resolved: bool
     exit_code: int  # an interrupted run's is the runner's to say (130/143)

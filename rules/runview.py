@@ -6,7 +6,7 @@ records and receipts, and the integrity checks. Pure, like the scorer.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence.artifacts import Display, RunArtifacts, transcripts_by_path
 from evidence.fixture import Fixture, Shard
@@ -18,8 +18,7 @@ from rules.answers import AnswerLine, ShardAnswer, judge_all, parse_answer_lines
 # --- receipts: how the parent heard back from a child (§6) -------------------
 
 
-@dataclass(frozen=True)
-class Receipt:
+class Receipt(NamedTuple):
     kind: str  # reply | notice:<kind>
     at_ms: int | None
 
@@ -67,8 +66,7 @@ def live_or_cleaned_up(edge: Edge, receipt: Receipt | None) -> bool:
 # --- the run, seen once by every criterion ------------------------------------
 
 
-@dataclass(frozen=True)
-class Child:
+class Child(NamedTuple):
     """One depth-1 ledger edge of the parent, with what the run holds for it."""
 
     edge: Edge
@@ -95,8 +93,7 @@ class Child:
         return "ok"
 
 
-@dataclass(frozen=True)
-class RunView:
+class RunView(NamedTuple):
     """What every criterion reads, computed once from the fixture and the artifacts."""
 
     fixture: Fixture

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence.artifacts import RunArtifacts, relative
 from ledger import Edge
@@ -28,8 +28,7 @@ TOLERANCE_S = 1.0
 ACP_STREAM = "acp-stream.jsonl"
 
 
-@dataclass(frozen=True)
-class _Run:
+class _Run(NamedTuple):
     run: RunArtifacts
     family: tuple[Edge, ...]  # the parent's depth-1 edges
 

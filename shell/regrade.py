@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evidence import runsets
 from evidence.artifacts import RunArtifacts, collect
@@ -40,8 +40,7 @@ class RegradeError(Exception):
         return RegradeError(self.record["error"], f"{name}: {self}", **more)
 
 
-@dataclass(frozen=True)
-class Regrade:
+class Regrade(NamedTuple):
     exit_code: int
     line: str  # for a person, on stderr
     verdict: dict | None = None  # None: the agent never ran, there is nothing to score

@@ -5,7 +5,6 @@ scorer itself, so the page is checked against the verdict it shows."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -87,7 +86,7 @@ def write_result(run_dir: str, **fields) -> dict:
     manifest = {
         "name": FIXTURE.name,
         "artifact": FIXTURE.artifact,
-        "shards": [dataclasses.asdict(shard) for shard in FIXTURE.shards],
+        "shards": [shard._asdict() for shard in FIXTURE.shards],
     }
     with open(os.path.join(fixture_dir, "fixture.json"), "w", encoding="utf-8") as handle:
         json.dump(manifest, handle)

@@ -211,6 +211,15 @@ class LayerTest(unittest.TestCase):
         ]
         self.assertEqual(patched, [])
 
+    def test_the_scorer_does_not_import_dataclasses(self):
+        """Scoring is a process per run, so its records are named tuples: `dataclasses` imports
+        inspect, ast and tokenize, and its decorator compiles code for every class."""
+        code = "import sys, scorer, shell.regrade; print('dataclasses' in sys.modules)"
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+        )
+        self.assertEqual(done.stdout, "False\n", done.stderr)
+
 
 class LayerCheckTest(unittest.TestCase):
     """The checks above can fail: each on a graph with the fault it looks for."""

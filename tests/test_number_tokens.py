@@ -9,9 +9,9 @@ import unittest
 
 from evidence.number_tokens import (
     FEW_NUMBERS,
-    FirstShowings,
     MAX_PLACES,
     TOKEN,
+    FirstShowings,
     numbers_among,
     numbers_in,
     token_value,

@@ -5,7 +5,6 @@ agent's stderr tail, the agent-error triage on builder-made runs, the agent's en
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import os
 import shutil
@@ -39,7 +38,7 @@ class TriageTest(unittest.TestCase):
         run = collect(self.root, None)
         if calls:
             witnessed = tuple({"status": status, "error": None} for status in calls)
-            run = dataclasses.replace(run, witness=Witness(None, {"proxy": True}, witnessed))
+            run = run._replace(witness=Witness(None, {"proxy": True}, witnessed))
         how = {"exit_code": 0, "timed_out": False, "interrupted": False, "stderr_tail": None}
         return triage.agent_error(run, **{**how, **ended})
 

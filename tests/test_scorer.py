@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import tempfile
@@ -177,10 +176,9 @@ class DistinctiveAnswersTest(RunTestCase):
 
     def test_distinctive_answers_draw_no_warning(self):
         answers = (4871, 6133, 7919)
-        fixture = dataclasses.replace(
-            FIXTURE,
+        fixture = FIXTURE._replace(
             shards=tuple(
-                dataclasses.replace(shard, expected=answer)
+                shard._replace(expected=answer)
                 for shard, answer in zip(FIXTURE.shards, answers, strict=True)
             ),
         )
