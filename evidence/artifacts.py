@@ -9,7 +9,6 @@ turns bad bytes into findings.
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 from typing import NamedTuple
@@ -129,19 +128,7 @@ def collect(
 ) -> RunArtifacts:
     """Read a run dir laid out as the runner (and the captured runs) lay it out;
     `artifact` is the combined answer's name in the repo (None: not read);
-    `witness_expected` is the sha256 the runner recorded for the run's witness.jsonl.
-    The readers keep up to hundreds of thousands of records, none in a reference cycle: the
-    cyclic garbage collector, which would only scan them again and again, waits meanwhile."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _collect(run_dir, artifact, witness_expected)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _collect(run_dir: str, artifact: str | None, witness_expected: str | None) -> RunArtifacts:
+    `witness_expected` is the sha256 the runner recorded for the run's witness.jsonl."""
     paths = RunPaths.of(os.path.realpath(run_dir))
     findings: list[Finding] = []
     canon = ledger.Canon()
