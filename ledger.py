@@ -165,7 +165,7 @@ def read_ledger(path: str) -> LedgerFile:
     fatal = False
     checked = 0  # how many findings were looked at for a fatal one
     strings: dict[str, str] = {}
-    for number, raw, _ in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
+    for number, raw in iter_objects(path, findings, max_bytes=READ_CAP_BYTES):
         lines = number
         if not fatal and len(findings) > checked:
             fatal = any(finding.code in FATAL_CODES for finding in findings[checked:])

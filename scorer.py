@@ -429,20 +429,20 @@ def _efficiency(view: RunView, wall_time_s: float | None) -> dict:
             "turns": parent.turns if parent else 0,
             "failed_calls": parent.failed_calls if parent else 0,
             "aborted_calls": parent.aborted_calls if parent else 0,
-            "tokens": parent_usage.to_json(),
+            "tokens": parent_usage._asdict(),
             "cost_usd": _dollars(parent_cost),
         },
         "children": {
             "count": len(seen),
             "turns": children_turns,
             "aborted_calls": children_aborted,
-            "tokens": children_usage.to_json(),
+            "tokens": children_usage._asdict(),
             "cost_usd": _dollars(children_cost),
         },
         "total_tokens": parent_usage.total + children_usage.total,
         "total_cost_usd": _dollars(_plus_cost(parent_cost, children_cost)),
         "total_turns": (parent.turns if parent else 0) + children_turns,
-        "stream": {"turns": stream.turns, "tokens": stream.usage.to_json()} if stream else None,
+        "stream": {"turns": stream.turns, "tokens": stream.usage._asdict()} if stream else None,
         "wall_time_s": wall_time_s,
     }
 
@@ -471,7 +471,7 @@ def _findings_summary(run: RunArtifacts) -> dict:
     by_code = Counter(finding.code for finding in everything)
     listed = []
     for finding in everything[:MAX_FINDINGS_LISTED]:
-        item = finding.to_json()
+        item = finding._asdict()
         item["file"] = relative(run.run_dir, item["file"])
         listed.append(item)
     return {"counts": dict(sorted(by_code.items())), "first": listed}

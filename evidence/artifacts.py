@@ -32,7 +32,7 @@ from evidence.transcripts import (
     Usage,
     digest,
     read_transcript,
-    usage_of,
+    usage_from,
 )
 from evidence.witness import Witness, file_digest, line_digests, read_witness
 
@@ -458,7 +458,7 @@ def read_stream(path: str) -> Stream | None:
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
         turns += 1
-        usage = usage.plus(usage_of(message))
+        usage = usage.plus(usage_from(dict_field(message, "usage")))
         response_id = text_field(message, "responseId")
         if response_id and len(response_ids) < MAX_KEPT_PER_TRANSCRIPT:
             response_ids.append(response_id)

@@ -31,16 +31,12 @@ class Finding(NamedTuple):
     code: str
     detail: str
 
-    def to_json(self) -> dict:
-        return {"file": self.file, "line": self.line, "code": self.code, "detail": self.detail}
-
 
 class Line(NamedTuple):
-    """One decoded JSON object; `torn` marks a final line with no newline."""
+    """One decoded JSON object and the number of its line."""
 
     number: int
     record: Any
-    torn: bool
 
 
 def iter_objects(
@@ -117,7 +113,7 @@ def _decode(raw: bytes, name: str, number: int, torn: bool, findings: list[Findi
             Finding(name, number, "not_an_object", f"a JSON {type(value).__name__}, not an object")
         )
         return None
-    return Line(number, value, torn)
+    return Line(number, value)
 
 
 def skip_rest_of_line(handle) -> int:

@@ -37,13 +37,6 @@ class Usage(NamedTuple):
     def plus(self, other: Usage) -> Usage:
         return Usage(*map(operator.add, self, other))
 
-    def to_json(self) -> dict:
-        return self._asdict()
-
-
-def usage_of(message: dict) -> Usage:
-    return usage_from(dict_field(message, "usage"))
-
 
 def usage_from(raw: dict) -> Usage:
     """A `usage` object as the product writes it (§5); a count that is no
@@ -360,7 +353,7 @@ class _TranscriptAccumulator:
             return
         if self.first_response_stamp is None:
             self.first_response_stamp = record.get("timestamp")
-        usage = usage_of(message)
+        usage = usage_from(dict_field(message, "usage"))
         stop = text_field(message, "stopReason")
         self.last_stop = stop
         # A turn aborted by a teardown is persisted too, with no response id and

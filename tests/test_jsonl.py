@@ -26,17 +26,17 @@ class LineReaderTest(unittest.TestCase):
     def test_a_value_that_runs_on_past_its_line_is_two_bad_lines(self):
         # `{"a":[1` + newline + `2]}` is one valid JSON text but two bad JSONL lines.
         lines, found = self.read(b'{"a":[1\n2]}\n{"ok":1}\n')
-        self.assertEqual(lines, [(3, {"ok": 1}, False)])
+        self.assertEqual(lines, [(3, {"ok": 1})])
         self.assertEqual(found, [(1, "malformed_json"), (2, "malformed_json")])
 
     def test_two_objects_on_one_line_are_malformed(self):
         lines, found = self.read(b'{"a":1},{"b":2}\n{"c":3} \r\n')
-        self.assertEqual(lines, [(2, {"c": 3}, False)])
+        self.assertEqual(lines, [(2, {"c": 3})])
         self.assertEqual(found, [(1, "malformed_json")])
 
     def test_a_bad_byte_costs_only_its_own_line(self):
         lines, found = self.read(b'{"a":1}\n{"b":"\xff"}\n\n{"c":"\xe2\x82\xac"}')
-        self.assertEqual(lines, [(1, {"a": 1}, False), (4, {"c": "\u20ac"}, True)])
+        self.assertEqual(lines, [(1, {"a": 1}), (4, {"c": "\u20ac"})])
         self.assertEqual(found, [(2, "invalid_utf8")])
 
     def test_a_line_over_the_cap_is_skipped_whole_and_counted(self):
@@ -56,20 +56,20 @@ class LineReaderTest(unittest.TestCase):
         data = b'{"type":"update","x":\xff}\n{"type":"updates"}\n{"type":"end"}\n{"type":"update"'
         lines, found = self.read(data, skip=(b'{"type":"update"',))
         # Line 1 is bad but never read; line 2 only starts alike; the torn line 4 is read.
-        self.assertEqual(lines, [(2, {"type": "updates"}, False), (3, {"type": "end"}, False)])
+        self.assertEqual(lines, [(2, {"type": "updates"}), (3, {"type": "end"})])
         self.assertEqual(found, [(4, "torn_tail")])
 
     def test_a_torn_last_line_is_a_record_when_whole_and_a_finding_when_cut(self):
         lines, found = self.read(b'{"a":1}\n{"b":2}')
-        self.assertEqual(lines, [(1, {"a": 1}, False), (2, {"b": 2}, True)])
+        self.assertEqual(lines, [(1, {"a": 1}), (2, {"b": 2})])
         self.assertEqual(found, [])
         lines, found = self.read(b'{"a":1}\n{"b":')
-        self.assertEqual(lines, [(1, {"a": 1}, False)])
+        self.assertEqual(lines, [(1, {"a": 1})])
         self.assertEqual(found, [(2, "torn_tail")])
 
     def test_blank_lines_nul_bytes_and_non_objects(self):
         lines, found = self.read(b'\n  \r\n{"s":"\x00"}\n[1,2]\n"text"\n{}\n')
-        self.assertEqual(lines, [(6, {}, False)])
+        self.assertEqual(lines, [(6, {})])
         self.assertEqual(found, [(3, "malformed_json"), (4, "not_an_object"), (5, "not_an_object")])
 
 
