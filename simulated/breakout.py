@@ -27,6 +27,7 @@ import os
 import pwd
 import socket
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 
@@ -62,8 +63,8 @@ def write_outside() -> str:
 
 
 def write_tmp() -> str:
-    path = f"/tmp/swarm-fanout-breakout-{os.getpid()}.txt"
-    with open(path, "x", encoding="utf-8") as handle:
+    fd, path = tempfile.mkstemp(prefix="swarm-fanout-breakout-", suffix=".txt", dir="/tmp")
+    with open(fd, "w", encoding="utf-8") as handle:
         handle.write("written from inside the run\n")
     return path
 

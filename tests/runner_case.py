@@ -332,6 +332,12 @@ class SameVerdictsCase(RunnerTestCase):
         )
         self.assertEqual(result["sandbox"]["enabled"], sandbox_flag == "--sandbox")
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        if behaviour == "breakout" and sandbox_flag == "--no-sandbox":
+            # Unsandboxed, its cell wrote a file into the machine's own /tmp: not left there.
+            with open(os.path.join(self.run_dir(result), "repo", "breakout-report.json")) as f:
+                written = json.load(f)["write_tmp"]
+            if written["ok"]:
+                os.remove(written["detail"])
         return done.returncode, result["resolved"], self.codes(result)
 
     def assert_every_behaviour_gets_the_same_verdict_sandboxed_and_not(self) -> None:
