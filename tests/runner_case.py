@@ -237,6 +237,15 @@ class RunnerTestCase(unittest.TestCase):
     def run_dir(self, result: dict) -> str:
         return result["run_dir"]
 
+    def remove_breakout_tmp(self, result: dict) -> None:
+        """Remove the file simulated/breakout's cell wrote into the machine's own /tmp, where
+        no sandbox kept it in one of its own."""
+        report = os.path.join(self.run_dir(result), "repo", "breakout-report.json")
+        with open(report, encoding="utf-8") as handle:
+            written = json.load(handle)["write_tmp"]
+        if written["ok"] and os.path.exists(written["detail"]):
+            os.remove(written["detail"])
+
     def codes(self, result: dict) -> list[str]:
         return [item["code"] for item in result["reasons"]]
 
@@ -332,12 +341,8 @@ class SameVerdictsCase(RunnerTestCase):
         )
         self.assertEqual(result["sandbox"]["enabled"], sandbox_flag == "--sandbox")
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-        if behaviour == "breakout" and sandbox_flag == "--no-sandbox":
-            # Unsandboxed, its cell wrote a file into the machine's own /tmp: not left there.
-            with open(os.path.join(self.run_dir(result), "repo", "breakout-report.json")) as f:
-                written = json.load(f)["write_tmp"]
-            if written["ok"]:
-                os.remove(written["detail"])
+        if behaviour == "breakout":
+            self.remove_breakout_tmp(result)
         return done.returncode, result["resolved"], self.codes(result)
 
     def assert_every_behaviour_gets_the_same_verdict_sandboxed_and_not(self) -> None:

@@ -125,6 +125,8 @@ class AcpDriveTest(RunnerTestCase):
                 f"simulated/{behaviour}", chosen, "--drive", drive, *GRACE, *extra, "--no-sandbox"
             )
             self.assertEqual(result["cleanup"]["leaked_processes"], 0, (behaviour, drive))
+            if behaviour == "breakout":
+                self.remove_breakout_tmp(result)
             return done.returncode, result["resolved"], sorted(set(self.codes(result)))
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
