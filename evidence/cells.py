@@ -1,20 +1,13 @@
 """What a tool call's code did, read as code (an ipython cell, docs/product-contract.md §9):
 the files it names and writes, and its *sources*, what its result may have been worked out
-from (docs/rubric.md "Provenance").
+from (docs/rubric.md "What is read").
 
-The cell is parsed with `ast`; IPython's `%%cell` and `%line` magics and `!` commands are set
-aside first and read as shell commands with `shlex`, as is a string handed to `subprocess` or
-`os.system`. Comments and other strings are never code. Flows are by statement: a name a
-statement binds draws on what that statement read (and on the tests of the loops, branches
-and `with`s around it), so a name re-bound from an expression loses its old sources, and a
-function carries what its body reads and writes to where it is called. A value's *texts*
-are the strings it may hold, folded from literals (`'shards/' + name`, f-strings,
-`Path(a) / b`, `os.path.join`, a record's fields) with `{name}` for a part known only at run
-time. Using a text that looks like a path names that file. The cell's sources are the files
-and channels its statements drew on: `<network>`, `<listing>` (a glob or listing called),
-`<environment>`, `<joined_path>` (a path with a part built at run time, `chr`, `b64decode`),
-`<code_from_text>`, and `<shards_dir>` where it names the shards' dir. `cd` (`%cd`,
-`os.chdir`) moves where later relative paths are. A cell that does not parse is unreadable.
+Python is parsed with `ast`; IPython's magics and `!` lines are set aside first and read,
+with a string handed to `subprocess` or `os.system`, as shell with `shlex`. Comments and
+other strings are never code. Flows are by statement: a name draws on what the statement
+that bound it read and on the tests of the loops, branches and `with`s around it; a function
+carries what its body reads and writes to where it is called. A value's *texts* are the
+strings it may hold, folded from literals, with `{name}` for a part known only at run time.
 """
 
 from __future__ import annotations
@@ -30,40 +23,45 @@ MAX_CODE_CHARS = 1 << 20
 MAX_TEXTS = 16  # strings one value may hold
 MAX_PATH_CHARS = 1024
 MAX_PATHS_PER_CALL = 64
-NETWORK_MODULES = {"socket", "urllib", "urllib3", "http", "requests", "httpx", "aiohttp",
-                   "ftplib", "smtplib", "telnetlib", "websocket", "websockets", "paramiko"}  # fmt: skip
-CALLS = {"asyncio.open_connection": "network", "asyncio.start_server": "network",
-         "glob.glob": "listing", "glob.iglob": "listing", "os.listdir": "listing",
-         "os.scandir": "listing", "os.walk": "listing", "glob": "listing", "rglob": "listing",
-         "iterdir": "listing", "os.getenv": "environment", "os.environ": "environment",
-         "os.environb": "environment", "eval": "code_from_text", "exec": "code_from_text",
-         "compile": "code_from_text", "chr": "joined_path", "fromhex": "joined_path",
-         "b64decode": "joined_path", "unhexlify": "joined_path"}  # fmt: skip
+NETWORK = {"socket", "urllib", "urllib3", "http", "requests", "httpx", "aiohttp", "ftplib",
+           "smtplib", "telnetlib"}  # fmt: skip
+KINDS = {  # calls and attributes that open a channel that is no file (methods: METHODS)
+    "asyncio.open_connection": "network", "asyncio.start_server": "network",
+    "glob.glob": "listing", "glob.iglob": "listing", "glob": "listing", "rglob": "listing",
+    "iterdir": "listing", "os.listdir": "listing", "os.scandir": "listing", "os.walk": "listing",
+    "os.environ": "environment", "os.environb": "environment", "os.getenv": "environment",
+    "eval": "code_from_text", "exec": "code_from_text", "compile": "code_from_text",
+    "chr": "joined_path", "fromhex": "joined_path", "b64decode": "joined_path",
+    "unhexlify": "joined_path",
+}  # fmt: skip
+METHODS = {"glob", "rglob", "iterdir", "fromhex", "b64decode", "unhexlify"}
 COMMANDS = {"curl": "network", "wget": "network", "nc": "network", "ssh": "network",
-            "scp": "network", "ls": "listing", "find": "listing", "env": "environment",
+            "ls": "listing", "find": "listing", "env": "environment",
             "printenv": "environment"}  # fmt: skip
 SHELL_CALLS = {"os.system", "os.popen", "subprocess.run", "subprocess.call", "subprocess.Popen",
-               "subprocess.check_call", "subprocess.check_output", "subprocess.getoutput",
-               "subprocess.getstatusoutput", "asyncio.create_subprocess_shell"}  # fmt: skip
+               "subprocess.check_call", "subprocess.check_output",
+               "subprocess.getoutput"}  # fmt: skip
 JOINS = {"Path", "PurePath", "PosixPath", "pathlib.Path", "os.path.join", "joinpath", "str",
          "os.fspath", "os.path.abspath", "os.path.normpath", "os.path.realpath", "resolve",
-         "os.path.expanduser", "expanduser", "absolute"}  # fmt: skip
-WRITE_METHODS = {"write_text", "write_bytes", "touch", "write", "writelines", "to_csv",
-                 "to_json", "savefig"}  # fmt: skip
+         "absolute"}  # fmt: skip
+WRITE_METHODS = {"write_text", "write_bytes", "touch", "write", "writelines", "to_csv", "to_json"}
 MOVES = {"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.move", "os.rename",
-         "os.replace", "os.link", "os.symlink"}  # fmt: skip
+         "os.replace"}  # fmt: skip
 DUMPS = {"json.dump", "pickle.dump", "yaml.dump", "yaml.safe_dump"}
 SHELL_MAGICS = {"bash", "sh", "script", "system", "sx"}
 TIMING_MAGICS = {"time", "timeit", "capture", "prun"}
 ALIASES = {"cd", "ls", "cat", "cp", "mv", "rm", "mkdir", "pwd"}  # IPython's automagics
 SHELL_OPS = {";", "&&", "||", "|", "&", "(", ")"}
 CONTAINERS = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.IfExp, ast.BoolOp, ast.Await, ast.Starred)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 class Cell(NamedTuple):
-    """The paths one call names and writes, as typed (the reader of the record resolves
-    them against the session's cwd), and its sources; `readable` False for code that does
-    not parse, which names, writes and binds nothing."""
+    """The paths one call names and writes, as typed (resolved by the reader of the record
+    against the session's cwd), and its sources: those files and the channels it opened
+    (`<network>`, `<listing>`, `<environment>`, `<joined_path>`, `<code_from_text>`, and
+    `<shards_dir>` where it names the shards' dir). Code that does not parse is unreadable:
+    it names, writes and binds nothing."""
 
     named: frozenset[str]
     written: frozenset[str]
@@ -79,7 +77,7 @@ class V(NamedTuple):
 
 
 NOTHING = V()
-UNREADABLE = Cell(frozenset(), frozenset(), frozenset(), False)
+EMPTY: frozenset[str] = frozenset()
 
 
 def channel(source: str) -> str | None:
@@ -96,18 +94,19 @@ def is_path(text: str) -> bool:
     return not any(ch.isspace() for ch in text) and ("/" in text or extension)
 
 
-def _product(left: frozenset[str], right: frozenset[str], join: str = "") -> frozenset[str]:
-    texts = {a + join + b if a and join else a + b for a in left for b in right}
-    return frozenset(sorted(texts)[:MAX_TEXTS])
-
-
-def _or_unknown(value: V, node: ast.AST) -> frozenset[str]:
-    return value.texts or frozenset({"{%s}" % node.id if isinstance(node, ast.Name) else "{}"})
+def _join(parts: list[tuple[V, ast.AST]], sep: str = "") -> frozenset[str]:
+    """Every way the parts' texts join, an unknown part as `{name}`; none if none is known."""
+    texts = {""}
+    for value, node in parts:
+        hole = {f"{{{node.id}}}" if isinstance(node, ast.Name) else "{}"}
+        texts = {a + sep + b if a and sep else a + b for a in texts for b in value.texts or hole}
+    known = any(value.texts for value, _ in parts)
+    return frozenset(sorted(texts)[:MAX_TEXTS]) if known else EMPTY
 
 
 class Session:
-    """What a session's kernel holds between its cells: each name's texts and sources, each
-    file's sources (`/` + its typed path), imports, what functions write, the cwd."""
+    """What a session's kernel holds between cells: each name's texts and sources, each file's
+    sources (`/` + its typed path), the imports, what functions write, and the cwd."""
 
     def __init__(self) -> None:
         self.texts: dict[str, frozenset[str]] = {}
@@ -120,13 +119,12 @@ class Session:
         """The cell `code`, read against the session, its bindings left in it."""
         reader = _Reader(self)
         try:
-            python = reader.set_aside(code) if len(code) <= MAX_CODE_CHARS else None
-            if python is None:
-                return UNREADABLE
-            reader.block(ast.parse(python).body)
+            if len(code) <= MAX_CODE_CHARS:
+                reader.block(ast.parse(reader.set_aside(code)).body)
+                return Cell(*map(frozenset, (reader.named, reader.written, reader.drawn)))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return UNREADABLE
-        return Cell(frozenset(reader.named), frozenset(reader.written), frozenset(reader.drawn))
+            pass
+        return Cell(EMPTY, EMPTY, EMPTY, False)
 
 
 class _Reader:
@@ -135,7 +133,7 @@ class _Reader:
         self.named: set[str] = set()
         self.written: set[str] = set()
         self.drawn: set[str] = set()
-        self.context: frozenset[str] = frozenset()  # the tests of enclosing loops and ifs
+        self.context = EMPTY  # what the tests of the enclosing loops and branches drew on
         self.shell_cwd = ""
 
     # --- IPython's syntax and the shell ------------------------------------------------
@@ -145,10 +143,8 @@ class _Reader:
         first, _, rest = code.lstrip("\n").partition("\n")
         if first.startswith("%%"):
             magic, _, args = first[2:].partition(" ")
-            if magic in SHELL_MAGICS:
-                for line in rest.splitlines():
-                    self.shell(line, keep=True)
-                return ""
+            for line in rest.splitlines() if magic in SHELL_MAGICS else ():
+                self.shell(line, keep=True)
             if magic == "writefile":
                 words = [word for word in args.split() if not word.startswith("-")]
                 self.use(V(frozenset(words[-1:])), write=True)
@@ -159,12 +155,11 @@ class _Reader:
             indent = line[: len(line) - len(body)]
             head, eq, tail = body.partition("=")
             word, _, after = body.partition(" ")
-            magic = word[1:] in TIMING_MAGICS and body.startswith("%")
-            if body.startswith(("!", "%")) and not magic:
+            if body.startswith("%") and word[1:] in TIMING_MAGICS:
+                line = indent + after
+            elif body.startswith(("!", "%")):
                 self.shell(body[1:], cd=body.startswith("%"))
                 line = indent + "pass"
-            elif magic:
-                line = indent + after
             elif eq and tail.lstrip()[:1] in ("!", "%") and head.strip().isidentifier():
                 self.shell(tail.lstrip()[1:])
                 line = f"{indent}{head.strip()} = None"
@@ -184,56 +179,49 @@ class _Reader:
             words = list(lexer)[:256]
         except ValueError:
             words = command.split()[:256]
-        if words and words[0] in SHELL_MAGICS:  # `%system cmd`, `%sx cmd`
-            words = words[1:]
         segment: list[str] = []
-        for word in [*words, ";"]:
+        for word in [*words[words[:1] in (["system"], ["sx"]) :], ";"]:
             if word not in SHELL_OPS:
                 segment.append(word)
-                continue
-            while segment and "=" in segment[0] and segment[0].split("=")[0].isidentifier():
-                segment = segment[1:]
-            if segment and os.path.basename(segment[0]) == "cd":
-                target = segment[1] if len(segment) > 1 else "~"
-                if cd:
-                    self.s.cwd = os.path.normpath(os.path.join(self.s.cwd, target))
-                else:
-                    self.shell_cwd = os.path.normpath(os.path.join(self.shell_cwd, target))
+            elif segment and segment[0] == "cd":
+                target = os.path.join(self.s.cwd if cd else self.shell_cwd, *segment[1:2] or "~")
+                self.s.cwd, self.shell_cwd = (
+                    (os.path.normpath(target), self.shell_cwd) if cd else (self.s.cwd, target)
+                )
+                segment = []
             elif segment:
                 self.command(segment, depth)
-            segment = []
+                segment = []
 
     def command(self, words: list[str], depth: int) -> None:
         """One simple command: what it reads and writes (`>`, `>>`, `tee`, `cp`, `mv`)."""
+        while "=" in words[0] and words[0].split("=")[0].isidentifier() and len(words) > 1:
+            words = words[1:]
         name = os.path.basename(words[0])
         if name in ("bash", "sh") and "-c" in words[1:-1] and depth < 2:
             self.shell(words[words.index("-c") + 1], keep=True, depth=depth + 1)
         marks = {f"<{COMMANDS[name]}>"} if name in COMMANDS else set()
-        reads: list[str] = []
-        writes: list[str] = []
+        files: tuple[list[str], list[str]] = ([], [])  # read, written
         redirect = None
         for word in words[1:]:
-            if word in (">", ">>", "<", ">|"):
-                redirect = word
-                continue
             marks |= {"<environment>"} if "$" in word else set()
             marks |= {"<network>"} if "/dev/tcp/" in word else set()
             if not word.startswith("-") and is_path(word):
-                where = word if word.startswith(("/", "~")) else os.path.join(self.shell_cwd, word)
-                (writes if redirect not in (None, "<") else reads).append(os.path.normpath(where))
-            redirect = None
+                where = os.path.normpath(os.path.join(self.shell_cwd, word))
+                files[redirect not in (None, "<")].append(where)
+            redirect = word if word in (">", ">>", "<", ">|") else None
+        reads, writes = files
         if name in ("cp", "mv", "tee") and reads:
             writes += reads if name == "tee" else reads[-1:]
-            reads = [] if name == "tee" else reads[:-1]
+            del reads[0 if name == "tee" else -1 :]
         self.drawn |= marks
-        drawn = self.use(V(frozenset(reads))) | marks
-        self.use(V(frozenset(writes), drawn), write=True)
+        self.use(V(frozenset(writes), self.use(V(frozenset(reads))) | marks), write=True)
 
     # --- files -----------------------------------------------------------------------
 
     def use(self, value: V, write: bool = False) -> frozenset[str]:
-        """The files among `value`'s texts named (and written, drawing on what the value
-        drew on); returns what using them draws on."""
+        """The files among `value`'s texts named (and written, then drawing on what the
+        value drew on); returns what using them draws on."""
         drawn: set[str] = set()
         for text in value.texts:
             if text == SHARDS_DIR:
@@ -247,8 +235,7 @@ class _Reader:
             drawn |= {path, *self.s.flows.get(key, ())}
             if path.split("/")[0] == SHARDS_DIR or path.startswith(f"./{SHARDS_DIR}/"):
                 drawn.add(f"<{SHARDS_DIR}_dir>")
-            if "{" in path:
-                drawn.add("<joined_path>")
+            drawn |= {"<joined_path>"} if "{" in path else set()
             if len(self.named) < MAX_PATHS_PER_CALL:
                 self.named.add(path)
                 if write:
@@ -260,61 +247,47 @@ class _Reader:
     # --- statements ------------------------------------------------------------------
 
     def block(self, body: list[ast.stmt]) -> None:
-        for statement in body:
-            self.statement(statement)
-
-    def statement(self, node: ast.stmt) -> None:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            value = self.expr(node.value)
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                if node.value is not None:
+        for node in body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                value = self.expr(node.value)
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                     self.bind(target, value, node.value)
-        elif isinstance(node, ast.AugAssign):
-            value, old = self.expr(node.value), self.expr(node.target)
-            self.bind(node.target, V(_product(old.texts, value.texts), old.draws | value.draws))
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            self.nested([node.iter], node.body + node.orelse, node.target)
-        elif isinstance(node, (ast.While, ast.If)):
-            self.nested([node.test], node.body + node.orelse)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            outer = self.context
-            for item in node.items:
-                value = self.expr(item.context_expr)
-                self.context |= value.draws
-                if item.optional_vars is not None:
-                    self.bind(item.optional_vars, value)
-            self.block(node.body)
-            self.context = outer
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.define(node)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                module = (
-                    f"{node.module}.{alias.name}"
-                    if isinstance(node, ast.ImportFrom)
-                    else alias.name
-                )
-                short = alias.asname or alias.name.split(".")[0]
-                self.s.aliases[short] = (
-                    module if alias.asname or isinstance(node, ast.ImportFrom) else short
-                )
-                if module.split(".")[0] in NETWORK_MODULES:
-                    self.drawn.add("<network>")
-        else:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.stmt):
-                    self.statement(child)
-                elif isinstance(child, ast.expr):
-                    self.expr(child)
-                elif isinstance(getattr(child, "body", None), list):  # except, case
-                    self.block(child.body)
+            elif isinstance(node, ast.AugAssign):
+                old, value = self.expr(node.target), self.expr(node.value)
+                self.bind(node.target, V(EMPTY, old.draws | value.draws))
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                self.nested([(node.iter, node.target)], node.body + node.orelse)
+            elif isinstance(node, (ast.While, ast.If)):
+                self.nested([(node.test, None)], node.body + node.orelse)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                items = [(item.context_expr, item.optional_vars) for item in node.items]
+                self.nested(items, node.body)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.define(node)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    module = ".".join(filter(None, [getattr(node, "module", ""), alias.name]))
+                    short = alias.asname or alias.name.split(".")[0]
+                    whole = alias.asname or isinstance(node, ast.ImportFrom)
+                    self.s.aliases[short] = module if whole else short
+                    self.drawn |= {"<network>"} if module.split(".")[0] in NETWORK else set()
+            else:
+                for child in ast.iter_child_nodes(node):
+                    if isinstance(child, ast.expr):
+                        self.expr(child)
+                    else:  # a statement, an except clause, a match case
+                        self.block(
+                            [child] if isinstance(child, ast.stmt) else getattr(child, "body", [])
+                        )
 
-    def nested(self, tests: list[ast.expr], body: list[ast.stmt], target=None) -> None:
-        value = self.expr(tests[0])
+    def nested(self, tests: list, body: list[ast.stmt]) -> None:
+        """A loop, branch or `with`: what binds inside draws on its tests too."""
         outer = self.context
-        self.context |= value.draws
-        if target is not None:
-            self.bind(target, value)
+        for test, target in tests:
+            value = self.expr(test)
+            self.context |= value.draws
+            if target is not None:
+                self.bind(target, value)
         self.block(body)
         self.context = outer
 
@@ -328,10 +301,9 @@ class _Reader:
             self.s.flows.pop(argument.arg, None)
         inner.block(node.body)
         self.s.texts, self.s.flows, self.s.cwd = saved
-        for decorator in node.decorator_list:
-            self.expr(decorator)
+        decorated = [self.expr(decorator).draws for decorator in node.decorator_list]
         self.s.texts.pop(node.name, None)
-        self.s.flows[node.name] = frozenset(inner.drawn) | self.context
+        self.s.flows[node.name] = frozenset(inner.drawn).union(self.context, *decorated)
         self.s.writes[node.name] = frozenset(inner.written)
 
     def bind(self, target: ast.expr, value: V, node: ast.expr | None = None) -> None:
@@ -339,22 +311,21 @@ class _Reader:
         if isinstance(target, ast.Name):
             self.s.texts[target.id] = value.texts
             self.s.flows[target.id] = draws
-            if isinstance(node, ast.Dict):  # a record's fields: `task['file']`
-                for key, item in zip(node.keys, node.values):
-                    if isinstance(key, ast.Constant):
-                        self.s.texts[f"{target.id}[{key.value!r}]"] = self.expr(item).texts
+            fields = zip(getattr(node, "keys", ()), getattr(node, "values", ()), strict=False)
+            for key, item in fields:
+                if isinstance(key, ast.Constant):  # a record's fields: `task['file']`
+                    self.s.texts[f"{target.id}[{key.value!r}]"] = self.expr(item).texts
         elif isinstance(target, (ast.Tuple, ast.List)):
-            items = getattr(node, "elts", None)
+            items = getattr(node, "elts", [])
             for index, element in enumerate(target.elts):
-                if items is not None and len(items) == len(target.elts):
+                if len(items) == len(target.elts):
                     self.bind(element, self.expr(items[index]), items[index])
                 else:
                     self.bind(element, V(value.texts, draws))
         elif isinstance(target, ast.Starred):
             self.bind(target.value, value)
-        elif isinstance(target, (ast.Attribute, ast.Subscript)):
-            self.changed(target, draws)
-            self.expr(target)
+        else:  # `rows[k] = …`, `record.field = …`
+            self.changed(target, draws | self.expr(target).draws)
 
     def changed(self, node: ast.expr, draws: frozenset[str]) -> None:
         """A value changed in place (`rows[k] = …`, `rows.append(…)`) draws on more."""
@@ -366,99 +337,67 @@ class _Reader:
     # --- expressions -----------------------------------------------------------------
 
     def expr(self, node: ast.expr | None) -> V:
-        if node is None:
-            return NOTHING
+        """The value of `node`; the files among its texts named, and all it drew on drawn."""
+        value = self._value(node) if node is not None else NOTHING
+        value = V(value.texts, value.draws | self.use(value))
+        self.drawn |= value.draws
+        return value
+
+    def _value(self, node: ast.expr) -> V:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, str) and len(node.value) <= MAX_PATH_CHARS:
-                texts = frozenset({node.value})
-                return V(texts, self.use(V(texts)))
+                return V(frozenset({node.value}))
             return V(frozenset({str(node.value)})) if type(node.value) is int else NOTHING
         if isinstance(node, ast.Name):
-            texts, flows = self.s.texts.get(node.id, frozenset()), self.s.flows.get(node.id, ())
-            self.drawn.update(flows)
-            return V(texts, self.use(V(texts)).union(flows))
-        if isinstance(node, ast.JoinedStr):
-            texts, draws = frozenset({""}), frozenset()
+            return V(self.s.texts.get(node.id, EMPTY), self.s.flows.get(node.id, EMPTY))
+        if isinstance(node, ast.JoinedStr):  # f'shards/{name}': a formatted part is a hole
+            parts = []
             for part in node.values:
                 inner = part.value if isinstance(part, ast.FormattedValue) else part
-                value = self.formatted(part) if inner is not part else self.expr(part)
-                texts, draws = _product(texts, _or_unknown(value, inner)), draws | value.draws
-            return V(texts, draws | self.use(V(texts)))
+                value = self.expr(inner)
+                spec = getattr(part, "format_spec", None)
+                parts.append((V(EMPTY, value.draws) if spec else value, inner))
+            return V(_join(parts), frozenset().union(*(value.draws for value, _ in parts)))
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Div)):
-            return self.joined(node)
+            left, right = self.expr(node.left), self.expr(node.right)
+            if all(text.lstrip("-").isdigit() for text in left.texts | right.texts):
+                return V(EMPTY, left.draws | right.draws)  # `n / 2`, `7 + 4`, nothing known
+            sep = "/" if isinstance(node.op, ast.Div) else ""
+            texts = _join([(left, node.left), (right, node.right)], sep)
+            return V(texts, left.draws | right.draws)
         if isinstance(node, ast.Call):
             return self.call(node)
         if isinstance(node, ast.Attribute):
             value = self.expr(node.value)
-            kind = CALLS.get(self.name(node) or "")
-            draws = value.draws | ({"<environment>"} if kind == "environment" else set())
-            self.drawn |= draws & {"<environment>"}
-            if node.attr == "parent":
-                return V(frozenset(os.path.dirname(text) for text in value.texts), draws)
-            return V(frozenset(), draws)
-        if isinstance(node, ast.Subscript):
+            kind = KINDS.get(self.name(node) or "")
+            parent = {os.path.dirname(text) for text in value.texts if node.attr == "parent"}
+            return V(frozenset(parent), value.draws | ({f"<{kind}>"} if kind else set()))
+        if isinstance(node, ast.Subscript):  # `task['file']`, else what the container holds
             base, key = self.expr(node.value), self.expr(node.slice)
             field = None
             if isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Constant):
                 field = self.s.texts.get(f"{node.value.id}[{node.slice.value!r}]")
-            texts = base.texts if field is None else field
-            return V(texts, base.draws | key.draws | self.use(V(field or frozenset())))
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-            return self.comprehension(node)
+            return V(base.texts if field is None else field, base.draws | key.draws)
+        if isinstance(node, COMPREHENSIONS):  # its names bound for it alone
+            saved, outer = (dict(self.s.texts), dict(self.s.flows)), self.context
+            for generator in node.generators:
+                self.bind(generator.target, self.expr(generator.iter))
+                for test in generator.ifs:
+                    self.context |= self.expr(test).draws
+            key = self.expr(getattr(node, "key", None))
+            value = self.expr(getattr(node, "elt", None) or getattr(node, "value", None))
+            context, self.context = self.context, outer
+            self.s.texts, self.s.flows = saved
+            return V(value.texts, value.draws | key.draws | context)
         if isinstance(node, ast.NamedExpr):
             value = self.expr(node.value)
             self.bind(node.target, value)
             return value
-        texts: set[str] = set()
-        draws: set[str] = set()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.expr):
-                value = self.expr(child)
-                draws |= value.draws
-                texts |= value.texts if isinstance(node, CONTAINERS) else set()
-        return V(frozenset(sorted(texts)[:MAX_TEXTS]), frozenset(draws))
-
-    def joined(self, node: ast.BinOp) -> V:
-        """`a + b` of strings, `Path(a) / b`; numbers hold no texts."""
-        left, right = self.expr(node.left), self.expr(node.right)
-        draws = left.draws | right.draws
-        numbers = all(text.lstrip("-").isdigit() for text in left.texts | right.texts)
-        path = isinstance(node.left, ast.Call) and self.name(node.left.func) in JOINS
-        if isinstance(node.op, ast.Div) and not path and (numbers or not left.texts):
-            return V(frozenset(), draws)
-        if numbers or not (left.texts or right.texts):
-            return V(frozenset(), draws)
-        join = "/" if isinstance(node.op, ast.Div) else ""
-        texts = _product(_or_unknown(left, node.left), _or_unknown(right, node.right), join)
-        return V(texts, draws | self.use(V(texts)))
-
-    def formatted(self, part: ast.FormattedValue) -> V:
-        value = self.expr(part.value)
-        spec = part.format_spec
-        if spec is None or not value.texts:
-            return value
-        spec_text = "".join(str(p.value) for p in spec.values if isinstance(p, ast.Constant))
-        texts = set()
-        for text in value.texts:
-            try:
-                number = int(text) if text.lstrip("-").isdigit() else text
-                texts.add(format(number, spec_text) if len(spec_text) <= 4 else text)
-            except ValueError:
-                texts.add(text)
-        return V(frozenset(texts), value.draws)
-
-    def comprehension(self, node) -> V:
-        saved, outer = (dict(self.s.texts), dict(self.s.flows)), self.context
-        for generator in node.generators:
-            self.bind(generator.target, self.expr(generator.iter))
-            for test in generator.ifs:
-                self.context |= self.expr(test).draws
-        parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        values = [self.expr(part) for part in parts]
-        context, self.context = self.context, outer
-        self.s.texts, self.s.flows = saved
+        children = ast.iter_child_nodes(node)
+        values = [self.expr(child) for child in children if isinstance(child, ast.expr)]
         texts = frozenset().union(*(value.texts for value in values))
-        return V(texts, frozenset().union(*(value.draws for value in values)) | context)
+        texts = frozenset(sorted(texts)[:MAX_TEXTS]) if isinstance(node, CONTAINERS) else EMPTY
+        return V(texts, frozenset().union(*(value.draws for value in values)))
 
     def name(self, node: ast.expr) -> str | None:
         """A call's or attribute's dotted name through the session's imports; a method's
@@ -477,21 +416,17 @@ class _Reader:
         receiver = self.expr(node.func.value if method else node.func)
         args = [self.expr(arg) for arg in node.args]
         keywords = {keyword.arg: self.expr(keyword.value) for keyword in node.keywords}
-        draws = receiver.draws.union(
-            *(a.draws for a in args), *(k.draws for k in keywords.values())
-        )
-        kind = CALLS.get(name) or CALLS.get(method) if name not in self.s.flows else None
-        if name.split(".")[0] in NETWORK_MODULES:
-            kind = "network"
+        draws = receiver.draws.union(*(value.draws for value in [*args, *keywords.values()]))
+        kind = KINDS.get(name) or KINDS.get(method if method in METHODS else "")
+        kind = None if name in self.s.flows else kind
+        kind = "network" if name.split(".")[0] in NETWORK else kind
         if kind and (kind != "code_from_text" or not method):
             draws |= {f"<{kind}>"}
-            self.drawn.add(f"<{kind}>")
-        texts: frozenset[str] = frozenset()
+        texts = EMPTY
         if name in SHELL_CALLS and args:
-            command = node.args[0]
-            if isinstance(command, (ast.List, ast.Tuple)):
-                words = [e.value for e in command.elts if isinstance(e, ast.Constant)]
-                args[0] = V(frozenset({shlex.join(str(word) for word in words)}))
+            if isinstance(node.args[0], (ast.List, ast.Tuple)):  # an argv
+                argv = [str(getattr(item, "value", "")) for item in node.args[0].elts]
+                args[0] = V(frozenset({shlex.join(argv)}))
             before = set(self.drawn)
             for text in sorted(args[0].texts)[:4]:
                 self.shell(text)
@@ -501,33 +436,26 @@ class _Reader:
         elif name.split(".")[-1] == "open" and (args or receiver.texts):
             where = receiver if method == "open" and receiver.texts else args[0]
             modes = [*args[1 if where is not receiver else 0 :][:1], keywords.get("mode", NOTHING)]
-            write = any(set(text) & set("wax+") for mode in modes for text in mode.texts)
-            draws |= self.use(where, write=write)
+            if any(set(text) & set("wax+") for mode in modes for text in mode.texts):
+                self.use(where, write=True)
             texts = where.texts
         elif name in JOINS or method in JOINS:
             parts = [(receiver, node.func.value)] if method in JOINS and receiver.texts else []
-            parts += list(zip(args, node.args))
-            texts = frozenset({""})
-            for index, (value, arg) in enumerate(parts):
-                texts = _product(texts, _or_unknown(value, arg), "/" if index else "")
-            texts = texts if any(value.texts for value, _ in parts) else frozenset()
-            draws |= self.use(V(texts))
+            texts = _join(parts + list(zip(args, node.args, strict=True)), "/")
         elif (method in ("glob", "rglob") or name in ("glob.glob", "glob.iglob", "glob")) and args:
-            base = receiver.texts if method in ("glob", "rglob") and receiver.texts else {""}
-            texts = _product(frozenset(base), args[0].texts, "/")
-            draws |= self.use(V(texts))
+            path = method and name not in ("glob.glob", "glob.iglob")  # `Path(d).glob(p)`
+            base = [(receiver, node.func.value)] if path else []
+            texts = _join([*base, (args[0], node.args[0])], "/")
         elif method in WRITE_METHODS and receiver.texts:
             self.use(V(receiver.texts, draws), write=True)
-        elif name in MOVES or method in ("rename", "replace") and receiver.texts:
+        elif name in MOVES or (method in ("rename", "replace") and receiver.texts):
             source, target = (([receiver] if name not in MOVES else []) + args + [NOTHING] * 2)[:2]
             self.use(V(target.texts, draws | self.use(source)), write=True)
         elif name in DUMPS and len(args) > 1:
             self.use(V(args[1].texts, draws), write=True)
         elif name == "print" and "file" in keywords:
             self.use(V(keywords["file"].texts, draws), write=True)
-        elif method in ("read_text", "read_bytes"):
-            draws |= self.use(receiver)
-        if method and isinstance(node.func, ast.Attribute):
+        if method:
             self.changed(node.func.value, draws)
         if name in self.s.writes:  # a function of the session's: what its body names
             self.named |= {path for path in self.s.flows.get(name, ()) if not channel(path)}

@@ -217,7 +217,8 @@ class ReaderIsTotalTest(unittest.TestCase):
         rng = random.Random(40)
         pieces = ["(", ")", "[", "'", '"', "\\", "\n", " ", "!", "%%", "%", "=", "f'{", "}",
                   "open(", "Path(", "/", "x", "1", "lambda", ":", "def ", "for ", " in ",
-                  "with ", " as ", "cd ", ">", "|", "$", "\x00", "é", "await ", "async "]  # fmt: skip
+                  "with ", " as ", "cd ", ">", "|", "$", "\x00", "é", "await ",
+                  "async "]  # fmt: skip
         session = Session()
         for _ in range(2000):
             code = "".join(rng.choice(pieces) for _ in range(rng.randrange(40)))
