@@ -12,7 +12,7 @@ import unittest
 from evidence.artifacts import collect
 from evidence.cells import Session
 from scorer import score
-from tests.builders import RunBuilder, ask_only_what_was_searched, small_fixture, tool_result
+from tests.builders import RunBuilder, ask_only_what_was_searched, small_fixture
 
 FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards
@@ -194,10 +194,7 @@ class IndexWritesTest(CellsTestCase):
 
     def test_a_write_the_kernel_refused_as_a_syntax_error_did_nothing(self):
         self.build.assistant("Writing.", code="Path('combined-index.md').write_text(text")
-        error = tool_result(self.build.running[0], "SyntaxError: '(' was never closed\n")
-        error["details"]["status"] = "error"
-        self.build.running = None
-        self.build._append_parent({"type": "message", "message": error})
+        self.build.tool_result("SyntaxError: '(' was never closed\n", status="error")
         self.reply_all(self.fan_out())
         self.build.correct_index(FIXTURE)  # by a name the code builds: no call names it
         self.assert_resolved()
