@@ -96,12 +96,13 @@ def is_path(text: str) -> bool:
 
 def _join(parts: list[tuple[V, ast.AST]], sep: str = "") -> frozenset[str]:
     """Every way the parts' texts join, an unknown part as `{name}`; none if none is known."""
-    texts = {""}
+    texts = [""]
     for value, node in parts:
         hole = {f"{{{node.id}}}" if isinstance(node, ast.Name) else "{}"}
-        texts = {a + sep + b if a and sep else a + b for a in texts for b in value.texts or hole}
+        joined = {a + sep + b if a and sep else a + b for a in texts for b in value.texts or hole}
+        texts = sorted(text for text in joined if len(text) <= MAX_PATH_CHARS)[:MAX_TEXTS]
     known = any(value.texts for value, _ in parts)
-    return frozenset(sorted(texts)[:MAX_TEXTS]) if known else EMPTY
+    return frozenset(texts) if known else EMPTY
 
 
 class Session:
