@@ -251,14 +251,10 @@ def kernel_error(message: dict) -> str | None:
 def _syntax_error(message: dict) -> bool:
     """A cell's result that is the kernel refusing its code: it ran nothing."""
     content = message.get("content")
-    texts = (
-        [text_field(part, "text") or "" for part in content if isinstance(part, dict)]
-        if isinstance(content, list)
-        else []
-    )
-    failed = (
-        message.get("isError") is True or dict_field(message, "details").get("status") == "error"
-    )
+    parts = content if isinstance(content, list) else []
+    texts = [text_field(part, "text") or "" for part in parts if isinstance(part, dict)]
+    status = dict_field(message, "details").get("status")
+    failed = message.get("isError") is True or status == "error"
     return failed and any(name in text for text in texts for name in SYNTAX_ERRORS)
 
 
@@ -437,7 +433,7 @@ class _TranscriptAccumulator:
             else:
                 found = [numbers_among(text, self.sought) for text in texts + printed]
                 shown = frozenset().union(*found) - typed
-        if shown or cell.named or not cell.readable:
+        if shown or cell.named:
             self._note_call(ToolCallFacts(line, number, shown, *cell[:3]))
 
     def _calls_in_order(self) -> tuple[ToolCallFacts, ...]:
