@@ -91,7 +91,8 @@ def is_path(text: str) -> bool:
         return False
     _, dot, ext = text.rpartition(".")
     extension = bool(dot) and ext[:1].isalpha() and ext.isalnum() and len(ext) <= 8
-    return not any(ch.isspace() for ch in text) and ("/" in text or extension)
+    spaced = " " in text or "\n" in text or "\t" in text or "\r" in text
+    return not spaced and ("/" in text or extension)
 
 
 def _join(parts: list[tuple[V, ast.AST]], sep: str = "") -> frozenset[str]:
@@ -153,6 +154,9 @@ class _Reader:
         lines = []
         for line in code.splitlines():
             body = line.lstrip()
+            if "!" not in body and "%" not in body and body.partition(" ")[0] not in ALIASES:
+                lines.append(line)
+                continue
             indent = line[: len(line) - len(body)]
             head, eq, tail = body.partition("=")
             word, _, after = body.partition(" ")
@@ -249,7 +253,9 @@ class _Reader:
 
     def block(self, body: list[ast.stmt]) -> None:
         for node in body:
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            if isinstance(node, ast.Expr):
+                self.expr(node.value)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 value = self.expr(node.value)
                 for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                     self.bind(target, value, node.value)
@@ -340,17 +346,23 @@ class _Reader:
     def expr(self, node: ast.expr | None) -> V:
         """The value of `node`; the files among its texts named, and all it drew on drawn."""
         value = self._value(node) if node is not None else NOTHING
-        value = V(value.texts, value.draws | self.use(value))
-        self.drawn |= value.draws
+        if value.texts:
+            value = V(value.texts, value.draws | self.use(value))
+        if value.draws:
+            self.drawn |= value.draws
         return value
 
     def _value(self, node: ast.expr) -> V:
+        if isinstance(node, ast.Name):
+            return V(self.s.texts.get(node.id, EMPTY), self.s.flows.get(node.id, EMPTY))
         if isinstance(node, ast.Constant):
             if isinstance(node.value, str) and len(node.value) <= MAX_PATH_CHARS:
                 return V(frozenset({node.value}))
             return V(frozenset({str(node.value)})) if type(node.value) is int else NOTHING
-        if isinstance(node, ast.Name):
-            return V(self.s.texts.get(node.id, EMPTY), self.s.flows.get(node.id, EMPTY))
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.Await):
+            return self.expr(node.value)
         if isinstance(node, ast.JoinedStr):  # f'shards/{name}': a formatted part is a hole
             parts = []
             for part in node.values:
@@ -366,8 +378,6 @@ class _Reader:
             sep = "/" if isinstance(node.op, ast.Div) else ""
             texts = _join([(left, node.left), (right, node.right)], sep)
             return V(texts, left.draws | right.draws)
-        if isinstance(node, ast.Call):
-            return self.call(node)
         if isinstance(node, ast.Attribute):
             value = self.expr(node.value)
             kind = KINDS.get(self.name(node) or "")
