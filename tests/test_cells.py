@@ -222,6 +222,14 @@ class ReaderIsTotalTest(unittest.TestCase):
             cell = session.read(code)
             self.assertIsInstance(cell.readable, bool)
 
+    def test_a_repeated_cell_is_read_against_the_session_as_it_is_now(self):
+        session = Session()
+        self.assertEqual(session.read("print(path)").named, frozenset())
+        session.read("path = 'shards/a.jsonl'")
+        self.assertEqual(session.read("print(path)").named, {"shards/a.jsonl"})
+        session.read("%cd shards")
+        self.assertEqual(session.read("print('b.jsonl')").named, {"shards/b.jsonl"})
+
     def test_deep_and_huge_code_is_unreadable_not_a_crash(self):
         for code in ("(" * 10_000, "x = " + "1 + " * 50_000 + "1", "x = 1\n" * 200_000):
             self.assertFalse(Session().read(code).readable)
