@@ -12,8 +12,7 @@ import os
 from typing import NamedTuple
 
 import ledger
-from evidence.cell_paths import CellPaths, cell_paths
-from evidence.cell_sources import cell_sources
+from evidence.cells import Cell, Session
 from evidence.jsonl import Finding, dict_field, int_field, iso_to_ms, iter_objects, text_field
 from evidence.number_tokens import FirstShowings, numbers_among
 
@@ -123,7 +122,7 @@ class SentMessage(NamedTuple):
 
 class ToolCallFacts(NamedTuple):
     """What one tool call named and showed, for provenance (docs/rubric.md "Provenance"):
-    the files its arguments name and write (evidence/cell_paths.py), and the numbers of
+    the files its arguments name and write (evidence/cells.py), and the numbers of
     interest its result showed that its arguments did not hold: what it printed, and the
     messages it sent (the product records them in the result's details, §5)."""
 
@@ -132,7 +131,7 @@ class ToolCallFacts(NamedTuple):
     shown: frozenset[int]
     named: frozenset[str]
     written: frozenset[str]
-    # What its result may have been worked out from (evidence/cell_sources.py).
+    # What its result may have been worked out from (evidence/cells.py).
     sources: frozenset[str] = frozenset()
 
 
@@ -230,6 +229,8 @@ def read_transcript(
 # PRIME_AGENT_KERNEL_PYTHON and without internet: every call failed with it).
 KERNEL_FAILURE = "Failed to set up the Python kernel runtime."
 MAX_KERNEL_ERROR_CHARS = 500
+# How IPython names code it could not compile.
+SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 
 
 def kernel_error(message: dict) -> str | None:
@@ -245,6 +246,16 @@ def kernel_error(message: dict) -> str | None:
     if text is None or not text.startswith(KERNEL_FAILURE):
         return None
     return text.split("\n", 1)[0][:MAX_KERNEL_ERROR_CHARS]
+
+
+def _syntax_error(message: dict) -> bool:
+    """A cell's result that is the kernel refusing its code: it ran nothing."""
+    content = message.get("content")
+    parts = content if isinstance(content, list) else []
+    texts = [text_field(part, "text") or "" for part in parts if isinstance(part, dict)]
+    status = dict_field(message, "details").get("status")
+    failed = message.get("isError") is True or status == "error"
+    return failed and any(name in text for text in texts for name in SYNTAX_ERRORS)
 
 
 def _argument_text(arguments: object) -> str:
@@ -276,9 +287,8 @@ class _TranscriptAccumulator:
         self.artifact = os.path.basename(artifact) if artifact else None
         # toolCall id -> (its line, numbers sought in its arguments, files it names and writes,
         # what it drew on)
-        self.typed: dict[str, tuple[int, frozenset[int], CellPaths, frozenset[str]]] = {}
-        self.bound: dict[str, frozenset[str]] = {}  # the kernel's variables that hold paths
-        self.flows: dict[str, frozenset[str]] = {}  # what each variable and file drew on
+        self.typed: dict[str, tuple[int, frozenset[int], Cell]] = {}
+        self.session = Session()  # what the kernel holds between cells (evidence/cells.py)
         self.call_facts: list[ToolCallFacts] = []
         self.heard: list[Heard] = []
         self.task_numbers: frozenset[int] = frozenset()
@@ -396,13 +406,11 @@ class _TranscriptAccumulator:
         if not self.interest and not self.artifact:
             return
         text = _argument_text(arguments)
-        paths = cell_paths(text, self.bound)
-        sources = cell_sources(text, paths.named, paths.written, self.flows)
+        cell = self.session.read(text)
         if call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
-            self.typed[call_id] = (number, numbers_among(text, self.sought), paths, sources)
-        elif paths.named:
-            facts = ToolCallFacts(number, None, frozenset(), paths.named, paths.written, sources)
-            self._note_call(facts)
+            self.typed[call_id] = (number, numbers_among(text, self.sought), cell)
+        elif cell.named:
+            self._note_call(ToolCallFacts(number, None, frozenset(), *cell[:3]))
 
     def _note_result(self, number: int, message: dict, sent: list) -> None:
         """Numbers a call's own result showed: what it printed, and the messages it sent
@@ -410,7 +418,9 @@ class _TranscriptAccumulator:
         call = self.typed.pop(text_field(message, "toolCallId") or "", None)
         if call is None:
             return
-        line, typed, paths, sources = call
+        line, typed, cell = call
+        if not cell.readable and not _syntax_error(message):
+            cell = cell._replace(sources=frozenset({"<unreadable>"}))
         shown: frozenset[int] = frozenset()
         if self.sought:
             # Text by text: no token spans two texts.
@@ -423,18 +433,16 @@ class _TranscriptAccumulator:
             else:
                 found = [numbers_among(text, self.sought) for text in texts + printed]
                 shown = frozenset().union(*found) - typed
-        if shown or paths.named:
-            facts = ToolCallFacts(line, number, shown, paths.named, paths.written, sources)
-            self._note_call(facts)
+        if shown or cell.named:
+            self._note_call(ToolCallFacts(line, number, shown, *cell[:3]))
 
     def _calls_in_order(self) -> tuple[ToolCallFacts, ...]:
         """Every noted call, with those that never returned (a run ended mid-cell) too: what
         they named they may still have written."""
         calls = list(self.call_facts)
-        for line, _, paths, sources in self.typed.values():
-            if paths.named and len(calls) < MAX_KEPT_PER_TRANSCRIPT:
-                facts = ToolCallFacts(line, None, frozenset(), paths.named, paths.written, sources)
-                calls.append(facts)
+        for line, _, cell in self.typed.values():
+            if cell.named and len(calls) < MAX_KEPT_PER_TRANSCRIPT:
+                calls.append(ToolCallFacts(line, None, frozenset(), *cell[:3]))
         return tuple(sorted(calls, key=lambda call: call.line))
 
     def _note_call(self, facts: ToolCallFacts) -> None:

@@ -22,7 +22,7 @@ taken to have known: nothing shows it did not.
 
 A child *derived its shard's answer* only on positive evidence: the call that first showed
 the number drew on that shard (its name, or a path to it, in the call or in what the call's
-variables and scratch files were made from: evidence/cell_sources.py), and on nothing foreign
+variables and scratch files were made from: evidence/cells.py), and on nothing foreign
 nor a network connection (`from_shard`).
 """
 
@@ -32,7 +32,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from evidence.cell_sources import channel
+from evidence.cells import channel
 from evidence.fixture import SHARDS_DIR
 from evidence.runpaths import RunPaths
 from evidence.transcripts import Heard, ToolCallFacts, Transcript
@@ -46,13 +46,14 @@ RECORD_MARKERS = ("/sessions/", "session-artifacts", "rlm-ledger", "rlm-subagent
 WILDCARD = re.compile(r"[*?\[]")
 # A pattern's pieces: `**`, `*`, `?`, and an f-string's `{name}`, where any name may stand.
 PATTERN_PIECE = re.compile(r"(\*\*|\*|\?|\{[^{}]*\})")
-# What a call drew on besides files, in words (evidence/cell_sources.py CHANNELS).
+# What a call drew on besides files, in words (evidence/cells.py).
 CHANNEL_WORDS = {
     "network": "took data over a network connection",
     "listing": "read files found by a listing or a glob pattern",
     "environment": "read the environment",
     "joined_path": "built a path from parts at run time",
     "code_from_text": "ran code held in a string",
+    "unreadable": "its code does not parse as Python, yet the kernel ran it",
 }
 # Said where the verdict rests on the code alone.
 UNWITNESSED = "judged on its code: the runner did not witness which files it opened"
@@ -85,9 +86,7 @@ class Knowledge:
                 named = {self._resolve(transcript, path) for path in call.named}
                 written = {self._resolve(transcript, path) for path in call.written}
                 sources = {
-                    path
-                    if channel(path) or path.startswith("{")
-                    else self._resolve(transcript, path): path
+                    path if channel(path) else self._resolve(transcript, path): path
                     for path in call.sources
                 }
                 resolved.append((call, named, written, sources))
@@ -107,6 +106,8 @@ class Knowledge:
     # --- files ------------------------------------------------------------------------
 
     def _resolve(self, transcript: Transcript, path: str) -> str:
+        if path.startswith("{"):
+            return path  # a place a run-time value holds
         if path.startswith("~") or os.path.isabs(path):
             return os.path.normpath(path)
         return os.path.normpath(os.path.join(transcript.cwd or self.paths.repo, path))

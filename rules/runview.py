@@ -166,7 +166,7 @@ def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
 
 def last_write_of(parent: Transcript, artifact: str) -> int | None:
     """The line of the parent's last call that writes the answer file, by a literal or a
-    variable that holds its name (evidence/cell_paths.py); a call that only reads it or
+    variable that holds its name (evidence/cells.py); a call that only reads it or
     names it is no write."""
     name = os.path.basename(artifact)
     lines = [

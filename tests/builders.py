@@ -157,11 +157,12 @@ class RunBuilder:
         if self.stream:
             self.stream.assistant(message)
 
-    def tool_result(self, output: str = "ok\n") -> None:
-        """The running cell returns (contract §5: its toolResult)."""
+    def tool_result(self, output: str = "ok\n", status: str = "ok") -> None:
+        """The running cell returns (contract §5: its toolResult); `status` "error" for a
+        cell that raised (its own exception gives `isError: false`)."""
         call_id, code = self.running
         self.running = None
-        message = tool_result(call_id, output)
+        message = tool_result(call_id, output, status=status)
         self._append_parent({"type": "message", "message": message})
         if self.stream:
             self.stream.tool_result(message, code)

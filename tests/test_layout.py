@@ -211,6 +211,35 @@ class LayerTest(unittest.TestCase):
         ]
         self.assertEqual(patched, [])
 
+    def test_no_regular_expression_reads_code(self):
+        """Code is read as code (evidence/cells.py, `ast`): a module of evidence/ or rules/
+        may use `re` only for what is no code, each named here with what its patterns read."""
+        no_code = {
+            "evidence/artifacts.py": "ids and child dir names",
+            "evidence/number_tokens.py": "number tokens in text",
+            "evidence/runsets.py": "trial dir names",
+            "rules/answers.py": "the answer file's lines",
+            "rules/file_access.py": "paths the witness saw opened",
+            "rules/knowledge.py": "glob patterns and f-string holes of a path",
+        }
+        using = set()
+        for path in tracked_modules():
+            relative = path.relative_to(REPO).as_posix()
+            if relative.split("/")[0] not in ("evidence", "rules"):
+                continue
+            imported = {
+                alias.name
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in (
+                    node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+                )
+            }
+            if "re" in imported:
+                using.add(relative)
+        self.assertEqual(using, set(no_code))
+        self.assertTrue((REPO / "evidence" / "cells.py").exists())
+
     def test_the_scorer_does_not_import_dataclasses(self):
         """Scoring is a process per run, so its records are named tuples: `dataclasses` imports
         inspect, ast and tokenize, and its decorator compiles code for every class."""

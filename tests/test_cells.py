@@ -1,0 +1,239 @@
+"""Code read as Python (evidence/cells.py), end to end through the scorer: what a cell
+names, writes and draws on decides `answer_not_derived` and `answer_written_before_reply`,
+both ways. And the reader itself is total: any text gives a reading."""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import unittest
+
+from evidence.artifacts import collect
+from evidence.cells import Session
+from scorer import score
+from tests.builders import RunBuilder, ask_only_what_was_searched, small_fixture
+
+FIXTURE = small_fixture()
+A, B, C = FIXTURE.shards
+INDEX_LINES = [f"- {s.file}: {s.expected}" for s in FIXTURE.shards]
+
+
+def setUpModule() -> None:
+    ask_only_what_was_searched()
+
+
+def send(shard) -> str:
+    return (
+        f"await agent_message.send({shard.file + ': '!r} + str(answer), receiver_role='parent')\n"
+    )
+
+
+class CellsTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self._tmp.cleanup)
+        self.run_dir = os.path.join(self._tmp.name, "run")
+        self.build = RunBuilder(self.run_dir)
+        self.build.shard_files.update({shard.worker: shard.file for shard in FIXTURE.shards})
+
+    def verdict(self):
+        return score(FIXTURE, collect(self.run_dir, FIXTURE.artifact))
+
+    def codes(self) -> list[tuple[str, str | None]]:
+        return [(reason.code, reason.shard) for reason in self.verdict().reasons]
+
+    def fan_out(self, **per_worker) -> dict:
+        workers = [shard.worker for shard in FIXTURE.shards]
+        with self.build.cell(f"for name in {workers!r}:\n    await rlm(task, name=name)\n"):
+            return {w: self.build.spawn(w, **per_worker.get(w, {})) for w in workers}
+
+    def reply_all(self, children: dict) -> None:
+        for shard in FIXTURE.shards:
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+
+    def each_child(self, work, before=None) -> None:
+        """Every child runs its `before(shard)` cells (code, output), then `work(shard)` and
+        sends its answer; the parent writes the index after the replies."""
+        per_worker = {
+            s.worker: {"work": work(s) + send(s), "before": before(s) if before else ()}
+            for s in FIXTURE.shards
+        }
+        self.reply_all(self.fan_out(**per_worker))
+        self.build.index_cell(INDEX_LINES)
+
+    def assert_resolved(self) -> None:
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
+
+    def assert_not_derived(self) -> list[str]:
+        verdict = self.verdict()
+        codes = [(r.code, r.shard) for r in verdict.reasons]
+        self.assertEqual(codes, [("answer_not_derived", s.file) for s in FIXTURE.shards])
+        return [reason.message for reason in verdict.reasons]
+
+    def index_first(self, code: str) -> None:
+        """The parent writes the final index with `code` before it spawns, never again."""
+        with self.build.cell(code, "Writing the index."):
+            self.build.write_index(INDEX_LINES)
+        self.reply_all(self.fan_out())
+
+    def assert_written_before_reply(self) -> None:
+        self.assertEqual([code for code, _ in self.codes()], ["answer_written_before_reply"] * 3)
+
+
+class HonestChildrenTest(CellsTestCase):
+    """Children that read their shard in ways the regular expressions missed."""
+
+    def test_a_bash_cell_that_counts_its_shard_by_redirection_derived(self):
+        self.each_child(lambda s: f"%%bash\nwc -l < shards/{s.file}\n")
+        self.assert_resolved()
+
+    def test_a_comment_naming_a_socket_opens_no_network(self):
+        self.each_child(
+            lambda s: (
+                "# local file only: no requests.get / socket needed\n"
+                f"answer = len(open('shards/{s.file}').readlines())\n"
+            )
+        )
+        self.assert_resolved()
+
+    def test_an_unused_glob_import_and_a_path_built_from_the_tasks_fields_derived(self):
+        self.each_child(
+            lambda s: (
+                "import glob, json, os\nfrom pathlib import Path\n"
+                f"task = {{'shard': {s.file.split('.')[0]!r}, 'ext': 'jsonl'}}\n"
+                "name = task['shard'] + '.' + task['ext']\n"
+                "p = Path('shards') / name\nanswer = sum(1 for _ in open(p))\n"
+            )
+        )
+        self.assert_resolved()
+
+    def test_a_child_that_cds_into_the_shards_dir_then_reads_its_shard_derived(self):
+        self.each_child(
+            lambda s: f"answer = len(open({s.file!r}).readlines())\n",
+            lambda s: (("%cd shards", "/repo/shards\n"),),
+        )
+        self.assert_resolved()
+
+    def test_a_child_that_chdirs_into_the_shards_dir_then_reads_its_shard_derived(self):
+        self.each_child(
+            lambda s: f"answer = len(open({s.file!r}).readlines())\n",
+            lambda s: (("import os\nos.chdir('shards')", ""),),
+        )
+        self.assert_resolved()
+
+    def test_a_shell_command_handed_to_subprocess_reads_the_shard(self):
+        self.each_child(
+            lambda s: f"answer = subprocess.check_output('wc -l < shards/{s.file}', shell=True)\n"
+        )
+        self.assert_resolved()
+
+    def test_a_function_defined_in_an_earlier_cell_carries_what_its_body_reads(self):
+        self.each_child(
+            lambda s: "answer = len(load())\n",
+            lambda s: ((f"def load():\n    return open('shards/{s.file}').readlines()", ""),),
+        )
+        self.assert_resolved()
+
+
+class TypedAnswersTest(CellsTestCase):
+    def test_a_name_rebound_to_a_typed_number_loses_its_shards_source(self):
+        # It read its shard into n, then typed its answer over it.
+        self.each_child(
+            lambda s: f"n = {s.expected - 4} + 4\nanswer = n\n",
+            lambda s: ((f"n = len(open('shards/{s.file}').readlines())", ""),),
+        )
+        for message in self.assert_not_derived():
+            self.assertIn("drew on no file at all", message)
+
+    def test_a_cell_the_kernel_ran_but_that_does_not_parse_is_no_evidence(self):
+        # Code of a newer Python than the scorer's, say: its reading proves nothing.
+        self.each_child(lambda s: f"answer = len(open('shards/{s.file}').readlines()\n")
+        for message in self.assert_not_derived():
+            self.assertIn("does not parse as Python", message)
+
+
+class IndexWritesTest(CellsTestCase):
+    """The parent's last write of the index, in forms the regular expressions missed."""
+
+    def test_a_message_that_holds_an_arrow_and_the_file_name_is_no_write(self):
+        self.index_first(f"Path('combined-index.md').write_text({INDEX_LINES!r})")
+        self.build.assistant("Done.", code="print('all replies in -> combined-index.md is final')")
+        self.build.tool_result()
+        self.assert_written_before_reply()
+
+    def test_a_name_bound_in_a_tuple_assignment_is_written(self):
+        self.index_first("src, out = 'x', 'combined-index.md'\nPath(out).write_text(text)")
+        self.assert_written_before_reply()
+
+    def test_an_open_call_wrapped_over_lines_writes(self):
+        self.index_first(
+            "with open(\n    'combined-index.md',\n    'w',\n) as f:\n    f.write(text)"
+        )
+        self.assert_written_before_reply()
+
+    def test_a_path_opened_with_a_keyword_mode_writes(self):
+        self.index_first("with Path('combined-index.md').open(mode='w') as f:\n    f.write(text)")
+        self.assert_written_before_reply()
+
+    def test_mode_wt_writes(self):
+        self.index_first("with open('combined-index.md', 'wt') as f:\n    f.write(text)")
+        self.assert_written_before_reply()
+
+    def test_a_writefile_cell_writes(self):
+        self.index_first("%%writefile combined-index.md\n# Combined index\n")
+        self.assert_written_before_reply()
+
+    def test_a_path_joined_under_a_dir_whose_name_holds_load_writes(self):
+        self.index_first(
+            "download_dir = os.getcwd()\nout = Path(download_dir) / 'combined-index.md'\n"
+            "out.write_text(text)"
+        )
+        self.assert_written_before_reply()
+
+    def test_a_write_the_kernel_refused_as_a_syntax_error_did_nothing(self):
+        self.build.assistant("Writing.", code="Path('combined-index.md').write_text(text")
+        self.build.tool_result("SyntaxError: '(' was never closed\n", status="error")
+        self.reply_all(self.fan_out())
+        self.build.correct_index(FIXTURE)  # by a name the code builds: no call names it
+        self.assert_resolved()
+
+    def test_a_function_that_writes_the_index_writes_where_it_is_called(self):
+        define = "def save(lines):\n    Path('combined-index.md').write_text('\\n'.join(lines))"
+        self.build.assistant("Defining.", code=define)
+        self.build.tool_result()
+        self.reply_all(self.fan_out())
+        with self.build.cell("save(lines)", "Writing the index."):
+            self.build.correct_index(FIXTURE)
+        self.assert_resolved()
+
+
+class ReaderIsTotalTest(unittest.TestCase):
+    def test_any_text_gives_a_reading(self):
+        rng = random.Random(40)
+        pieces = ["(", ")", "[", "'", '"', "\\", "\n", " ", "!", "%%", "%", "=", "f'{", "}",
+                  "open(", "Path(", "/", "x", "1", "lambda", ":", "def ", "for ", " in ",
+                  "with ", " as ", "cd ", ">", "|", "$", "\x00", "é", "await ",
+                  "async "]  # fmt: skip
+        session = Session()
+        for _ in range(2000):
+            code = "".join(rng.choice(pieces) for _ in range(rng.randrange(40)))
+            cell = session.read(code)
+            self.assertIsInstance(cell.readable, bool)
+
+    def test_a_repeated_cell_is_read_against_the_session_as_it_is_now(self):
+        session = Session()
+        self.assertEqual(session.read("print(path)").named, frozenset())
+        session.read("path = 'shards/a.jsonl'")
+        self.assertEqual(session.read("print(path)").named, {"shards/a.jsonl"})
+        session.read("%cd shards")
+        self.assertEqual(session.read("print('b.jsonl')").named, {"shards/b.jsonl"})
+
+    def test_deep_and_huge_code_is_unreadable_not_a_crash(self):
+        for code in ("(" * 10_000, "x = " + "1 + " * 50_000 + "1", "x = 1\n" * 200_000):
+            self.assertFalse(Session().read(code).readable)
+
+
+if __name__ == "__main__":
+    unittest.main()
