@@ -1,0 +1,236 @@
+"""Replays one child's recorded cells in a kernel of its own (shell/replay.py starts it in a
+fresh sandbox, with the product's kernel Python). Standard library only, and IPython where
+the kernel Python has it: it runs on whatever Python the product's kernel is.
+
+It reads `{"cells": [{"code": ..., "failed_in_run": bool}, ...]}` on stdin and writes one JSON
+object, what the cells sent and how each ended, on the stdout it was given; the cells' own
+output goes to a file in the sandbox's /tmp, unread.
+
+The product's kernel API is a stand-in (docs/product-contract.md §9): `agent_message.send`
+records what was sent and returns a receipt of the product's shape; `rlm.list_subagents()`
+answers as for a child with no children; spawning, deleting, model calls and every other
+call raise `NeedsProduct`. Sleeps return at once. With IPython the cells run as the kernel
+runs them (`InteractiveShell.run_cell`: `!`, `%`, `%%`, top-level await); without it, as
+Python with top-level await, `!cmd` lines and `%%bash` cells run by the shell, `%cd`.
+"""
+
+import ast
+import asyncio
+import contextlib
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import traceback
+import uuid
+
+NEEDS_PRODUCT = "needs the product"
+
+
+class NeedsProduct(RuntimeError):
+    """A call of the product's kernel API the stand-in cannot answer: spawning, model calls."""
+
+
+class Receipt(dict):
+    """What `agent_message.send` returns: a dict, awaitable as the product's call is."""
+
+    def __await__(self):
+        return self._itself().__await__()
+
+    async def _itself(self):
+        return self
+
+
+class Listing(list):
+    """`rlm.list_subagents()`: no children, awaitable."""
+
+    def __await__(self):
+        return self._itself().__await__()
+
+    async def _itself(self):
+        return self
+
+
+class AgentMessage:
+    """The stand-in `agent_message` skill: `send` is recorded, nothing is delivered."""
+
+    def __init__(self, sent: list):
+        self._sent = sent
+
+    def send(self, message, receiver_role="parent", receiver_name=None, **_):
+        text = str(message)
+        self._sent.append(
+            {"message": text, "receiver_role": receiver_role, "receiver_name": receiver_name}
+        )
+        now = datetime.datetime.now(datetime.timezone.utc)
+        return Receipt(
+            {
+                "id": f"agentmsg_{uuid.uuid4()}",
+                "source": "agent_message",
+                "target": {"runtimeKind": "top-level" if receiver_role == "parent" else "subagent"},
+                "from": {"sessionName": "replay", "runtimeKind": "subagent", "clientId": "agent"},
+                "message": text,
+                "deliveryStatus": "queued",
+                "queuedAt": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "deliveryMode": "steer",
+            }
+        )
+
+    def __getattr__(self, name):
+        raise NeedsProduct(f"agent_message.{name}() {NEEDS_PRODUCT}")
+
+
+class Rlm:
+    """The stand-in `rlm`: a child with no children, which cannot spawn without the product."""
+
+    def __call__(self, *_, **__):
+        raise NeedsProduct(f"rlm() {NEEDS_PRODUCT}")
+
+    def list_subagents(self, *_, **__):
+        return Listing()
+
+    def __getattr__(self, name):
+        raise NeedsProduct(f"rlm.{name}() {NEEDS_PRODUCT}")
+
+
+def _no_sleep(*_, **__):
+    return None
+
+
+async def _no_async_sleep(_delay=0, result=None):
+    await _real_async_sleep(0)
+    return result
+
+
+_real_async_sleep = asyncio.sleep
+
+
+def _error(error: BaseException) -> dict:
+    return {
+        "type": type(error).__name__,
+        "message": str(error)[:500],
+        "needs_product": isinstance(error, NeedsProduct),
+    }
+
+
+# --- plain Python, where the kernel Python has no IPython ----------------------------------
+
+SHELL_LINE = re.compile(r"^(?P<indent>\s*)(?:(?P<target>[A-Za-z_]\w*)\s*=\s*)?!(?P<command>.*)$")
+MAGIC_LINE = re.compile(r"^(?P<indent>\s*)%(?P<name>\w+)\s*(?P<rest>.*)$")
+
+
+class Expand(dict):
+    """Expands `{name}` in a shell line from the cell's namespace, leaving the rest."""
+
+    def __missing__(self, key):
+        return "{" + key + "}"
+
+
+def _shell(namespace: dict, command: str, capture: bool = False):
+    with contextlib.suppress(ValueError, IndexError, AttributeError):
+        command = command.format_map(Expand(namespace))
+    done = subprocess.run(["/bin/sh", "-c", command], capture_output=capture, text=True)
+    if capture:
+        return done.stdout.splitlines()
+    return None
+
+
+def _translate(code: str) -> str:
+    """A cell's `!` lines, `%cd` and `%time` lines and a `%%bash` cell as Python."""
+    lines = code.splitlines()
+    if lines and lines[0].strip() in ("%%bash", "%%sh", "%%script bash"):
+        return f"__replay_shell__({chr(10).join(lines[1:])!r})\n"
+    if lines and lines[0].startswith(("%%time", "%%capture")):
+        lines = lines[1:]
+    out = []
+    for line in lines:
+        shell = SHELL_LINE.match(line)
+        magic = MAGIC_LINE.match(line)
+        if shell and not shell.group("command").startswith("="):
+            call = f"__replay_shell__({shell.group('command')!r}, {bool(shell.group('target'))})"
+            target = f"{shell.group('target')} = " if shell.group("target") else ""
+            out.append(f"{shell.group('indent')}{target}{call}")
+        elif magic and magic.group("name") == "cd":
+            out.append(f"{magic.group('indent')}__import__('os').chdir({magic.group('rest')!r})")
+        elif magic and magic.group("name") in ("time", "timeit"):
+            out.append(magic.group("indent") + magic.group("rest"))
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+class PlainKernel:
+    def __init__(self, namespace: dict):
+        self.namespace = namespace
+        namespace["__replay_shell__"] = lambda command, capture=False: _shell(
+            namespace, command, capture
+        )
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+
+    def run(self, code: str) -> BaseException | None:
+        try:
+            compiled = compile(
+                _translate(code), "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+            )
+            result = eval(compiled, self.namespace)
+            if asyncio.iscoroutine(result):
+                self.loop.run_until_complete(result)
+        except BaseException as error:  # a cell's SystemExit is its failure, not ours
+            traceback.print_exc()
+            return error
+        return None
+
+
+class IPythonKernel:
+    def __init__(self, namespace: dict):
+        from IPython.core.interactiveshell import InteractiveShell
+
+        self.shell = InteractiveShell.instance()
+        self.shell.user_ns.update(namespace)
+
+    def run(self, code: str) -> BaseException | None:
+        result = self.shell.run_cell(code, store_history=True)
+        return result.error_before_exec or result.error_in_exec
+
+
+def main() -> int:
+    spec = json.loads(sys.stdin.read())
+    answer = os.fdopen(os.dup(1), "w")
+    output = os.open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "replay-output.txt"),
+                     os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # fmt: skip
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    sys.path.insert(0, os.getcwd())  # as ipykernel's: a module in the working dir imports
+    time.sleep = _no_sleep
+    asyncio.sleep = _no_async_sleep
+    sent: list = []
+    namespace = {"__name__": "__main__", "agent_message": AgentMessage(sent), "rlm": Rlm()}
+    try:
+        kernel = IPythonKernel(namespace)
+        ipython = True
+    except ImportError:
+        kernel = PlainKernel(namespace)
+        ipython = False
+    cells = []
+    for index, cell in enumerate(spec.get("cells", [])):
+        before = len(sent)
+        error = kernel.run(str(cell.get("code", "")))
+        cells.append(
+            {
+                "index": index,
+                "failed_in_run": bool(cell.get("failed_in_run")),
+                "error": _error(error) if error is not None else None,
+                "sent": sent[before:],
+            }
+        )
+    answer.write(json.dumps({"ipython": ipython, "python": sys.version.split()[0], "cells": cells}))
+    answer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
