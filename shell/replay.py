@@ -32,8 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from evidence.fixture import SHARDS_DIR, Fixture
 from evidence.jsonl import Finding, iter_objects
@@ -73,6 +73,26 @@ class RecordedChild(NamedTuple):
 
 class ReplayRefused(Exception):
     """No replay can run: no sandbox, or no kernel Python."""
+
+
+# What makes a fixture's twins (fixtures/generate.py `twins`, handed in by the entry points:
+# the shell does not import the generator): shard file -> a twin with `expected`, `content`.
+MakeTwins = Callable[[Fixture], Mapping[str, Any]]
+
+
+def replay_step(
+    run_dir: str, fixture: Fixture, make_twins: MakeTwins, python: str, **options
+) -> dict:
+    """The run's replay (`replay_run`) with the fixture's twins, or, where none can run, the
+    result's record of why not; replay.jsonl is then not written."""
+    try:
+        made = make_twins(fixture)
+        twins = {file: Twin(twin.expected, twin.content) for file, twin in made.items()}
+        return replay_run(run_dir, fixture, twins, python, **options)
+    except ReplayRefused as refusal:
+        return {"replayed": False, "why_not": str(refusal)}
+    except OSError as error:
+        return {"replayed": False, "why_not": f"the fixture's twins could not be made: {error}"}
 
 
 def recorded_children(run_dir: str) -> list[RecordedChild]:
