@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import sys
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from evidence import runsets
 from evidence.artifacts import RunArtifacts, collect
@@ -24,8 +24,10 @@ from evidence.runpaths import RunPaths
 from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_SIGNAL
 from rules.result import AgentEnd, agent_error_head, reason_counts, run_result, state
 from scorer import COVERAGE, Verdict, score
-from shell import replay
 from shell.cli import ArgumentParser, print_json, print_note
+
+if TYPE_CHECKING:
+    from shell.replay import MakeTwins
 
 
 class RegradeError(Exception):
@@ -48,7 +50,7 @@ class Regrade(NamedTuple):
     unchanged: bool | None = None  # the verdict's bytes are result.json's (None: none stored)
 
 
-def main(argv: list[str] | None = None, make_twins: replay.MakeTwins | None = None) -> int:
+def main(argv: list[str] | None = None, make_twins: MakeTwins | None = None) -> int:
     """`scorer.py`'s command line; `make_twins` (fixtures/generate.py `twins`, which the
     entry point hands in) makes the twins `--replay` needs."""
     parser = ArgumentParser(
@@ -127,11 +129,11 @@ def _refused(error: RegradeError) -> int:
 class Replaying(NamedTuple):
     """`--replay`: how to make the twins, and the kernel Python asked for (None: found)."""
 
-    make_twins: replay.MakeTwins
+    make_twins: MakeTwins
     kernel_python: str | None
 
 
-def _replaying(make_twins: replay.MakeTwins | None, python: str | None) -> Replaying | None:
+def _replaying(make_twins: MakeTwins | None, python: str | None) -> Replaying | None:
     return Replaying(make_twins, python) if make_twins is not None else None
 
 
@@ -151,6 +153,9 @@ def regrade(
     fixture = given or _fixture(run_dir, recorded.get("path"), recorded.get("digest"))
     _hold_digest(fixture, recorded.get("digest"), force)
     if replaying is not None:
+        # Only a replay needs the sandbox's code: a plain regrade starts without it.
+        from shell import replay
+
         python = replay.kernel_python(replaying.kernel_python, os.environ, run_dir)
         done = replay.replay_step(run_dir, fixture, replaying.make_twins, python)
         if not done["replayed"]:

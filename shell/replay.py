@@ -42,6 +42,8 @@ from evidence.runpaths import RunPaths
 from shell import sandbox
 
 KERNEL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replay_kernel.py")
+# Run with -c, the kernel's sys.path starts with the working dir ('') as ipykernel's does.
+BOOTSTRAP = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
 REPLAY_TIMEOUT_S = 120.0
 KERNEL_PYTHON_ENV = "PRIME_AGENT_KERNEL_PYTHON"
 # The environment inside: nothing of the user's or the run's.
@@ -155,7 +157,7 @@ def _read_child(child_id: str, path: str) -> RecordedChild | None:
 
 def kernel_python(explicit: str | None, env: Mapping[str, str], run_dir: str) -> str:
     """The kernel Python a replay runs: `explicit` (--kernel-python), else the environment's
-    PRIME_AGENT_KERNEL_PYTHON, else the one the run recorded in its run-meta.json, else the
+    PRIME_AGENT_KERNEL_PYTHON, else the one the run recorded in its result.json, else the
     Python this harness runs on (the simulated agent's cells need no more)."""
     for candidate in (explicit, env.get(KERNEL_PYTHON_ENV), _recorded_kernel(run_dir)):
         if candidate:
@@ -164,10 +166,12 @@ def kernel_python(explicit: str | None, env: Mapping[str, str], run_dir: str) ->
 
 
 def _recorded_kernel(run_dir: str) -> str | None:
+    """The `agent.kernel_python` result.json recorded, where it is still there."""
     with contextlib.suppress(OSError, ValueError):
-        with open(RunPaths.of(run_dir).run_meta, encoding="utf-8") as handle:
-            meta = json.load(handle)
-        recorded = meta.get("kernel_python") if isinstance(meta, dict) else None
+        with open(RunPaths.of(run_dir).result, encoding="utf-8") as handle:
+            result = json.load(handle)
+        agent = result.get("agent") if isinstance(result, dict) else None
+        recorded = agent.get("kernel_python") if isinstance(agent, dict) else None
         if isinstance(recorded, str) and os.path.exists(recorded):
             return recorded
     return None
@@ -335,7 +339,7 @@ def sandbox_argv(bwrap: str, python: str, copy: str, repo: str, seccomp: int | N
         argv += ["--setenv", key, value]
     if seccomp is not None:
         argv += ["--seccomp", str(seccomp)]
-    return [*argv, "--chdir", repo, "--", python, "-I", "-B", KERNEL_SCRIPT]
+    return [*argv, "--chdir", repo, "--", python, "-s", "-E", "-B", "-c", BOOTSTRAP, KERNEL_SCRIPT]
 
 
 def _run_sandboxed(

@@ -2,8 +2,9 @@
 fresh sandbox, with the product's kernel Python). Standard library only, and IPython where
 the kernel Python has it: it runs on whatever Python the product's kernel is.
 
-It reads `{"cells": [{"code": ..., "failed_in_run": bool}, ...]}` on stdin and writes one JSON
-object, what the cells sent and how each ended, on the stdout it was given; the cells' own
+Started as `python -s -E -B -c BOOTSTRAP`, so that its `sys.path` starts with the working dir
+as ipykernel's does (a module the parent wrote imports). It reads
+`{"cells": [{"code": ..., "failed_in_run": bool}, ...]}` on stdin and writes one JSON object, what the cells sent and how each ended, on the stdout it was given; the cells' own
 output goes to a file in the sandbox's /tmp, unread.
 
 The product's kernel API is a stand-in (docs/product-contract.md §9): `agent_message.send`
@@ -204,7 +205,6 @@ def main() -> int:
                      os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # fmt: skip
     os.dup2(output, 1)
     os.dup2(output, 2)
-    sys.path.insert(0, os.getcwd())  # as ipykernel's: a module in the working dir imports
     time.sleep = _no_sleep
     asyncio.sleep = _no_async_sleep
     sent: list = []
