@@ -4,8 +4,9 @@ the kernel Python has it: it runs on whatever Python the product's kernel is.
 
 Started as `python -s -E -B -c BOOTSTRAP`, so that its `sys.path` starts with the working dir
 as ipykernel's does (a module the parent wrote imports). It reads
-`{"cells": [{"code": ..., "failed_in_run": bool}, ...]}` on stdin and writes one JSON object, what the cells sent and how each ended, on the stdout it was given; the cells' own
-output goes to a file in the sandbox's /tmp, unread.
+`{"cells": [{"code": ..., "failed_in_run": bool}, ...]}` on stdin and writes one JSON object,
+what the cells sent and how each ended, on the stdout it was given; the cells' own output goes
+to a file in the sandbox's /tmp, unread.
 
 The product's kernel API is a stand-in (docs/product-contract.md §9): `agent_message.send`
 records what was sent and returns a receipt of the product's shape; `rlm.list_subagents()`

@@ -228,8 +228,8 @@ class RunBuilder:
         the parent's usage entry, all inside a parent cell (its own unless one runs).
         The child gets `task`; its first `failures` model calls fail (HTTP 500), then it
         runs the `before` cells, each (code, printed output[, its result's details]), then
-        the `work` cell whose result `reply` writes (by default one that counts the worker's shard, as
-        `shard_files` names it, else `<name>.jsonl`)."""
+        the `work` cell whose result `reply` writes (by default one that counts the worker's
+        shard, as `shard_files` names it, else `<name>.jsonl`)."""
         if self.running is None:
             with self.cell(f"h = await rlm({task!r}, name={name!r})"):
                 return self.spawn(

@@ -344,9 +344,11 @@ class ReplayEvidence(ReplayCase):
             "found = os.path.isdir(home) and any(not os.path.realpath(sys.executable).startswith("
             "os.path.join(home, entry) + '/') for entry in os.listdir(home))",
             # The sandbox's own /tmp: the home dir it makes and the kernel's output file.
-            "tmp": "import os; found = bool(set(os.listdir('/tmp')) - {'home', 'replay-output.txt'})",
-            "network": "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)"
-            "\n    found = True\nexcept OSError:\n    found = False",
+            "tmp": "import os\n"
+            "found = bool(set(os.listdir('/tmp')) - {'home', 'replay-output.txt'})",
+            "network": "import socket\ntry:\n"
+            "    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+            "    found = True\nexcept OSError:\n    found = False",
         }
         send = "await agent_message.send({!r} + str(found), receiver_role='parent')\n"
         code = "".join(f"{probe}\n" + send.format(name + ": ") for name, probe in probes.items())
