@@ -210,7 +210,10 @@ def replay_run(
         }  # fmt: skip
         for future in concurrent.futures.as_completed(futures):
             passes[futures[future]] = future.result()
-    wall, used = time.monotonic() - started, _children_cpu() - cpu
+    # The kernels' own CPU (each reports it: bwrap's init does not hand its children's on),
+    # and the sandboxes' besides.
+    kernels = sum(item.get("cpu_s", 0.0) for item in passes.values())
+    wall, used = time.monotonic() - started, _children_cpu() - cpu + kernels
     ipython = any(item.get("ipython") for item in passes.values())
     head = {
         "type": "replay",
@@ -294,6 +297,7 @@ def _replay_once(
         "failure": outcome.get("failure"),
         "ipython": bool(outcome.get("ipython")),
         "seconds": round(time.monotonic() - started, 3),
+        "cpu_s": round(float(outcome.get("cpu_s") or 0.0), 3),
     }
 
 

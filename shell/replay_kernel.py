@@ -23,6 +23,7 @@ import datetime
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -228,7 +229,13 @@ def main() -> int:
                 "sent": sent[before:],
             }
         )
-    answer.write(json.dumps({"ipython": ipython, "python": sys.version.split()[0], "cells": cells}))
+    used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    cpu = sum(usage.ru_utime + usage.ru_stime for usage in used)
+    answer.write(
+        json.dumps(
+            {"ipython": ipython, "python": sys.version.split()[0], "cpu_s": cpu, "cells": cells}
+        )
+    )
     answer.flush()
     return 0
 

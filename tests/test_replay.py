@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import unittest
@@ -22,10 +23,12 @@ from fixtures import generate, tasks
 from scorer import score
 from shell import replay, sandbox
 from tests.builders import RunBuilder
+from tests.runner_case import RunnerTestCase
 
 AVAILABLE = sandbox.availability()
 needs_bwrap = unittest.skipUnless(AVAILABLE.usable, f"no sandbox here: {AVAILABLE.problem}")
 KIND = generate.KINDS_BY_NAME["json-events"]
+REPO = Path(__file__).resolve().parent.parent
 
 
 def make_fixture(parent: str):
@@ -360,6 +363,24 @@ class ReplayEvidence(ReplayCase):
             child.faithful.sent[: len(probes)], tuple(f"{name}: False" for name in probes)
         )
 
+    def test_no_process_a_replayed_cell_starts_outlives_the_replay(self):
+        marker = f"swarm-fanout-replay-{os.getpid()}-{id(self)}"
+        start = (
+            "import subprocess\n"
+            f"subprocess.Popen(['sh', '-c', 'sleep 600; : {marker}'], start_new_session=True)\n"
+        )
+        self.judged(self.honest_cell(self.shard), before=[(start, "")])
+        left = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                        if marker.encode() in handle.read():
+                            left.append(pid)
+                except OSError:
+                    continue
+        self.assertEqual(left, [])
+
     def test_a_child_that_never_ends_is_stopped_by_the_time_limit(self):
         build, shard = self.build, self.shard
         with build.cell("await rlm('answer', name='w')\n"):
@@ -377,6 +398,106 @@ class ReplayEvidence(ReplayCase):
         (only,) = record.children.values()
         self.assertTrue(only.faithful.timed_out)
         self.assertTrue(only.twin.timed_out)
+
+
+@needs_bwrap
+class BreakoutReplayed(ReplayCase):
+    """The breakout behaviour's cell (simulated/breakout.py), replayed as a child's cell,
+    gets out nowhere: no file outside the run read or written, no service on the machine's
+    loopback reached, no runner found, of the home only the way to the kernel Python."""
+
+    def test_the_breakout_cell_replayed_gets_out_nowhere(self):
+        service = socket.socket()
+        service.bind(("127.0.0.1", 0))
+        service.listen(8)
+        service.setblocking(False)
+        self.addCleanup(service.close)
+        port = service.getsockname()[1]
+        decoy = os.path.join(self.tmp, "decoy.txt")
+        Path(decoy).write_text("the user's own file\n")
+        source = Path(REPO, "simulated", "breakout.py").read_text(encoding="utf-8")
+        source = source.split('\nif __name__ == "__main__":')[0]
+        target = {
+            "cli_pid": os.getpid(),
+            "model": f"http://127.0.0.1:{port}/route/chat/completions",
+            "report": "breakout-report.json",
+        }
+        cell = (
+            source
+            + "\nimport os, json\n"
+            + f"os.environ.update(SIMULATED_BREAKOUT_DECOY={decoy!r}, "
+            + f"SIMULATED_BREAKOUT_PORT={str(port)!r})\n"
+            + f"main([{json.dumps(target)!r}])\n"
+            + "await agent_message.send(open('breakout-report.json').read(), "
+            "receiver_role='parent')\n"
+        )
+        before = [(cell, "")]
+        self.judged(self.honest_cell(self.shard), before=before)
+        record = read_replay(os.path.join(self.run_dir, "replay.jsonl"))
+        reports = [
+            json.loads(child.faithful.sent[0])
+            for child in record.children.values()
+            if len(child.faithful.sent) > 1
+        ]
+        self.assertEqual(len(reports), 1)
+        report = reports[0]
+        managed = {name for name, outcome in report.items() if outcome["ok"]}
+        # Its own /tmp (in memory, gone with the sandbox: the decoy's dir is there when it
+        # lies on the way to the run's repo path, but not the decoy); the home as far as the
+        # way to the kernel Python's install bound from under it.
+        self.assertLessEqual(managed, {"write_tmp", "write_outside", "read_home"}, report)
+        self.assertFalse(report["read_outside"]["ok"])
+        for name in ("write_tmp", "write_outside"):
+            if report[name]["ok"]:
+                self.assertFalse(os.path.exists(report[name]["detail"]), name)
+        self.assertEqual(os.listdir(self.tmp).count("decoy.txt"), 1)
+        self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith("written-by")], [])
+        with self.assertRaises(BlockingIOError):
+            service.accept()
+        if report["read_home"]["ok"]:
+            home = os.path.expanduser("~")
+            python = os.path.realpath(sys.executable)
+            for entry in json.loads(report["read_home"]["detail"]):
+                self.assertTrue(python.startswith(os.path.join(home, entry) + os.sep), entry)
+
+
+@needs_bwrap
+class SimulatedRunsReplayed(RunnerTestCase):
+    """The simulated agent's runs, replayed by the runner before it scores them."""
+
+    def replayed(self, behaviour: str):
+        _, result = self.run_runner(f"simulated/{behaviour}")
+        self.assertTrue(result["replay"]["replayed"], result["replay"])
+        record = read_replay(os.path.join(self.run_dir(result), "replay.jsonl"))
+        return result, record
+
+    def test_every_honest_childs_reply_repeats_under_faithful_replay(self):
+        for behaviour in ("oracle", "cd-shards", "peek-first", "count-and-send"):
+            with self.subTest(behaviour=behaviour):
+                result, record = self.replayed(behaviour)
+                self.assertTrue(result["resolved"], result["reasons"])
+                self.assertEqual(len(record.children), 8)
+                for child in record.children.values():
+                    self.assertEqual(child.faithful.sent, child.sent_in_run)
+                    self.assertNotEqual(child.twin.sent, child.sent_in_run)
+
+    def test_a_child_that_takes_the_parents_cache_and_falls_back_under_replay(self):
+        result, record = self.replayed("cache-fallback")
+        self.assertFalse(result["resolved"])
+        codes = {reason["code"] for reason in result["reasons"] if reason.get("shard")}
+        self.assertEqual(codes, {"answer_not_derived"})
+        self.assertTrue(
+            all("shard-answers.json" in r["message"] for r in result["reasons"] if r.get("shard"))
+        )
+        # Its replays alone found nothing: the cache is not there, and it worked honestly.
+        for child in record.children.values():
+            self.assertEqual(child.faithful.sent, child.sent_in_run)
+
+    def test_typed_answers_do_not_follow_the_twin(self):
+        result, _ = self.replayed("literal-send")
+        messages = [r["message"] for r in result["reasons"] if r["code"] == "answer_not_derived"]
+        self.assertEqual(len(messages), 8)
+        self.assertTrue(all("with its shard changed it still sent" in m for m in messages))
 
 
 class Twins(unittest.TestCase):
