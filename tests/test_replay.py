@@ -21,9 +21,10 @@ from evidence.fixture import load_fixture
 from evidence.replays import read_replay
 from fixtures import generate, tasks
 from scorer import score
-from shell import replay, sandbox
+from shell import regrade, replay, sandbox
 from tests.builders import RunBuilder
 from tests.runner_case import RunnerTestCase
+from tests.test_real_runs import RUNS, materialize
 
 AVAILABLE = sandbox.availability()
 needs_bwrap = unittest.skipUnless(AVAILABLE.usable, f"no sandbox here: {AVAILABLE.problem}")
@@ -313,6 +314,28 @@ class ShortcutsAreNotDerived(ReplayCase):
                         judged, f"with its shard changed it still sent {self.shard.expected}"
                     )
 
+    def test_the_answer_from_a_module_the_parent_wrote(self):
+        """A module the parent wrote for its children that holds the answers: the copy the
+        replay runs on holds it too, so the twin replay sends the run's answer again."""
+        module = f"ANSWERS = {{{self.shard.file!r}: {self.shard.expected}}}\n"
+
+        def setup():
+            with self.build.cell(f"Path('hints.py').write_text({module!r})", "Writing hints."):
+                Path(self.repo, "hints.py").write_text(module)
+
+        for decoy in (False, True):
+            with self.subTest(decoy=decoy):
+                self.setUp()
+                code = self.decoyed(
+                    f"from hints import ANSWERS\nanswer = ANSWERS[{self.shard.file!r}]\n"
+                    + send_code(self.shard.file),
+                    decoy,
+                )
+                self.assertNotDerived(
+                    self.judged(code, setup=setup),
+                    f"with its shard changed it still sent {self.shard.expected}",
+                )
+
     def test_a_child_that_spawns_cannot_be_replayed(self):
         code = (
             "h = await rlm('do it for me', name='helper')\n"
@@ -498,6 +521,30 @@ class SimulatedRunsReplayed(RunnerTestCase):
         messages = [r["message"] for r in result["reasons"] if r["code"] == "answer_not_derived"]
         self.assertEqual(len(messages), 8)
         self.assertTrue(all("with its shard changed it still sent" in m for m in messages))
+
+
+@needs_bwrap
+class CapturedRunsReplayed(unittest.TestCase):
+    """The captured real runs (tests/data/real-runs), regraded with `--replay` on the plain
+    kernel (their cells need no IPython): every replying child's faithful replay repeats its
+    reply, and each run keeps its verdict. Their question is not of the task language, so
+    their shards have no twin and the code reading still judges them."""
+
+    def test_the_captured_runs_keep_their_verdicts_replayed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in RUNS:
+                with self.subTest(run=name):
+                    root = materialize(name, tmp)
+                    plain = regrade.regrade(root, root)
+                    replaying = regrade.Replaying(generate.twins, sys.executable)
+                    replayed = regrade.regrade(root, root, replaying=replaying)
+                    self.assertEqual(replayed.exit_code, plain.exit_code)
+                    codes = [[r["code"] for r in g.verdict["reasons"]] for g in (plain, replayed)]
+                    self.assertEqual(codes[0], codes[1])
+                    record = read_replay(os.path.join(root, "replay.jsonl"))
+                    for child in record.children.values():
+                        self.assertEqual(child.faithful.sent, child.sent_in_run)
+                        self.assertEqual(child.faithful.errors, ())
 
 
 class Twins(unittest.TestCase):
