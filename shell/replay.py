@@ -71,6 +71,7 @@ class RecordedChild(NamedTuple):
     transcript: str
     cells: tuple[tuple[str, bool], ...]  # (code, it raised in the run)
     sent_in_run: tuple[str, ...]
+    cwd: str | None = None  # its header's: the repo path its cells saw
 
 
 class ReplayRefused(Exception):
@@ -86,7 +87,10 @@ def replay_step(
     run_dir: str, fixture: Fixture, make_twins: MakeTwins, python: str, **options
 ) -> dict:
     """The run's replay (`replay_run`) with the fixture's twins, or, where none can run, the
-    result's record of why not; replay.jsonl is then not written."""
+    result's record of why not; there is then no replay.jsonl (one already there is not the
+    harness's: an unsandboxed agent could have written it)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(RunPaths.of(run_dir).replay)
     try:
         made = make_twins(fixture)
         twins = {file: Twin(twin.expected, twin.content) for file, twin in made.items()}
@@ -121,7 +125,7 @@ def recorded_children(run_dir: str) -> list[RecordedChild]:
 
 def _read_child(child_id: str, path: str) -> RecordedChild | None:
     findings: list[Finding] = []
-    session_id = None
+    session_id = cwd = None
     calls: dict[str, str] = {}  # toolCallId -> code, in the order they were made
     failed: set[str] = set()
     sent: list[str] = []
@@ -129,6 +133,7 @@ def _read_child(child_id: str, path: str) -> RecordedChild | None:
         record = line.record
         if record.get("type") == "session":
             session_id = record.get("id") if isinstance(record.get("id"), str) else None
+            cwd = record.get("cwd") if isinstance(record.get("cwd"), str) else None
             continue
         message = record.get("message") if record.get("type") == "message" else None
         if not isinstance(message, dict):
@@ -152,7 +157,7 @@ def _read_child(child_id: str, path: str) -> RecordedChild | None:
     if session_id is None:
         return None
     cells = tuple((code, call_id in failed) for call_id, code in calls.items())
-    return RecordedChild(child_id, session_id, path, cells, tuple(sent))
+    return RecordedChild(child_id, session_id, path, cells, tuple(sent), cwd)
 
 
 def kernel_python(explicit: str | None, env: Mapping[str, str], run_dir: str) -> str:
@@ -275,7 +280,10 @@ def _replay_once(
         if twins is not None:
             _put_twins(copy, fixture, twins)
         spec = {"cells": [{"code": code, "failed_in_run": failed} for code, failed in child.cells]}
-        outcome = _run_sandboxed(bwrap, python, copy, repo, json.dumps(spec), timeout_s)
+        # Where the cells saw the repo: the child's header's cwd (a run copied out of where it
+        # ran, as a verifiers rollout's is, has it elsewhere), else the run's repo path.
+        where = child.cwd if _bindable(child.cwd) else repo
+        outcome = _run_sandboxed(bwrap, python, copy, where, json.dumps(spec), timeout_s)
     except OSError as error:
         outcome = {"failure": f"the replay could not start: {error}"}
     finally:
@@ -299,6 +307,17 @@ def _replay_once(
         "seconds": round(time.monotonic() - started, 3),
         "cpu_s": round(float(outcome.get("cpu_s") or 0.0), 3),
     }
+
+
+def _bindable(path: str | None) -> bool:
+    """A path the repo copy may be bound at: absolute, and neither / nor in the system."""
+    system = (*sandbox.SYSTEM_DIRS, *sandbox.USR_LINKS, "/proc", "/dev")
+    return (
+        bool(path)
+        and os.path.isabs(path)
+        and os.path.normpath(path) != "/"
+        and not any(sandbox.is_within(path, where) for where in system)
+    )
 
 
 def _put_twins(copy: str, fixture: Fixture, twins: Mapping[str, Twin]) -> None:
