@@ -39,6 +39,7 @@ from evidence.fixture import SHARDS_DIR, Fixture
 from evidence.jsonl import Finding, iter_objects
 from evidence.replays import REPLAY_VERSION
 from evidence.runpaths import RunPaths
+from evidence.witness import file_digest
 from shell import sandbox
 
 KERNEL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replay_kernel.py")
@@ -249,6 +250,7 @@ def replay_run(
         handle.writelines(json.dumps(line) + "\n" for line in lines)
     return {
         "replayed": True,
+        "sha256": file_digest(paths.replay),
         "children": len(children),
         "kernel_python": python,
         "ipython": ipython,
