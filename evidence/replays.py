@@ -34,6 +34,8 @@ class Pass(NamedTuple):
 
     sent: tuple[str, ...]  # the messages it sent its parent, in order
     errors: tuple[CellError, ...]
+    # Per cell, the numbers of interest (its replies', the twins' answers) it printed or sent.
+    shown: tuple[frozenset[int], ...]
     timed_out: bool
     failure: str | None  # why the replay itself did not run to the end (None: it did)
 
@@ -43,6 +45,8 @@ class ChildReplay(NamedTuple):
     session_id: str
     cells: int
     sent_in_run: tuple[str, ...]  # the messages it sent its parent in the run
+    # Each number of its replies -> its first cell whose result showed it in the run.
+    first_shown: dict[int, int]
     faithful: Pass
     twin: Pass | None  # None: no shard of the fixture has a twin
 
@@ -107,9 +111,13 @@ def _pass(value: object) -> Pass | None:
             )
         )
     failure = value.get("failure")
+    shown = value.get("shown")
+    if not isinstance(shown, list) or not all(isinstance(cell, list) for cell in shown):
+        return None
     return Pass(
         sent,
         tuple(cells),
+        tuple(frozenset(n for n in cell if type(n) is int) for cell in shown),
         value.get("timed_out") is True,
         failure if isinstance(failure, str) else None,
     )
@@ -127,6 +135,12 @@ def _child(record: dict) -> ChildReplay | None:
     if sent is None or faithful is None or (record.get("twin") is not None and twin is None):
         return None
     cells = record.get("cells")
+    first = record.get("first_shown") if isinstance(record.get("first_shown"), dict) else {}
+    first_shown = {
+        int(number): index
+        for number, index in first.items()
+        if str(number).isdigit() and type(index) is int
+    }
     return ChildReplay(
-        child_id, session_id, cells if type(cells) is int else 0, sent, faithful, twin
+        child_id, session_id, cells if type(cells) is int else 0, sent, first_shown, faithful, twin
     )

@@ -45,7 +45,7 @@ def judge(
     against = run_evidence(knowledge, child, answer)
     if against is not None:
         return Judged(False, against)
-    why = _faithful(record, answer) or _twin(record.twin, answer, twin)
+    why = _faithful(record, answer) or _twin(record.twin, record.first_shown, answer, twin)
     return Judged(why is None, why or "")
 
 
@@ -113,16 +113,22 @@ def _faithful(record: ChildReplay, answer: int) -> str | None:
     return None
 
 
-def _twin(replayed: Pass, answer: int, expected: int) -> str | None:
+def _twin(replayed: Pass, first_shown: dict[int, int], answer: int, expected: int) -> str | None:
+    """The twin replay followed the twin: it sent the twin's answer and not the run's, or
+    the cell that first showed the answer in the run (its work, before a send that may type
+    the number it saw) showed the twin's answer and not the run's."""
     failed = _failed(replayed, "with its shard changed")
     if failed is not None:
         return failed
     numbers = {number for message in replayed.sent for number in numbers_in(message)}
+    if expected in numbers and answer not in numbers:
+        return None
+    cell = first_shown.get(answer)
+    shown = replayed.shown[cell] if cell is not None and cell < len(replayed.shown) else None
+    if shown is not None and expected in shown and answer not in shown:
+        return None
     if answer in numbers:
         return f"with its shard changed it still sent {answer}"
-    if expected not in numbers:
-        return (
-            f"with its shard changed it sent {_said(replayed.sent)}, not its twin's answer "
-            f"{expected}"
-        )
-    return None
+    return (
+        f"with its shard changed it sent {_said(replayed.sent)}, not its twin's answer {expected}"
+    )

@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 from evidence.fixture import SHARDS_DIR, Fixture
 from evidence.jsonl import Finding, iter_objects
+from evidence.number_tokens import numbers_in
 from evidence.replays import REPLAY_VERSION
 from evidence.runpaths import RunPaths
 from evidence.witness import file_digest
@@ -72,7 +73,10 @@ class RecordedChild(NamedTuple):
     transcript: str
     cells: tuple[tuple[str, bool], ...]  # (code, it raised in the run)
     sent_in_run: tuple[str, ...]
-    cwd: str | None = None  # its header's: the repo path its cells saw
+    cwd: str | None  # its header's: the repo path its cells saw
+    # Each number of its replies -> the index of its first cell whose result showed it
+    # (printed it, or sent it) in the run.
+    first_shown: dict[int, int]
 
 
 class ReplayRefused(Exception):
@@ -130,6 +134,7 @@ def _read_child(child_id: str, path: str) -> RecordedChild | None:
     calls: dict[str, str] = {}  # toolCallId -> code, in the order they were made
     failed: set[str] = set()
     sent: list[str] = []
+    results: dict[str, str] = {}  # toolCallId -> what its result showed
     for line in iter_objects(path, findings):
         record = line.record
         if record.get("type") == "session":
@@ -152,13 +157,26 @@ def _read_child(child_id: str, path: str) -> RecordedChild | None:
             details = message.get("details") if isinstance(message.get("details"), dict) else {}
             if message.get("isError") is True or details.get("status") == "error":
                 failed.add(call_id)
+            shown = [
+                str(part.get("text"))
+                for part in message.get("content") or ()
+                if isinstance(part, dict) and part.get("type") == "text"
+            ]
             for item in details.get("sentAgentMessages") or ():
+                if isinstance(item, dict):
+                    shown.append(str(item.get("message")))
                 if isinstance(item, dict) and item.get("receiverRole") == "parent":
                     sent.append(str(item.get("message")))
+            results[call_id] = "\n".join(shown)
     if session_id is None:
         return None
     cells = tuple((code, call_id in failed) for call_id, code in calls.items())
-    return RecordedChild(child_id, session_id, path, cells, tuple(sent), cwd)
+    replied = {number for message in sent for number in numbers_in(message)}
+    first: dict[int, int] = {}
+    for index, call_id in enumerate(calls):
+        for number in numbers_in(results.get(call_id, "")) & replied:
+            first.setdefault(number, index)
+    return RecordedChild(child_id, session_id, path, cells, tuple(sent), cwd, first)
 
 
 def kernel_python(explicit: str | None, env: Mapping[str, str], run_dir: str) -> str:
@@ -242,6 +260,7 @@ def replay_run(
                 "transcript": os.path.relpath(child.transcript, run_dir),
                 "cells": len(child.cells),
                 "sent_in_run": list(child.sent_in_run),
+                "first_shown": {str(n): index for n, index in sorted(child.first_shown.items())},
                 "faithful": passes[(child.session_id, False)],
                 "twin": passes[(child.session_id, True)] if twins else None,
             }
@@ -291,6 +310,19 @@ def _replay_once(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     cells = outcome.get("cells") or []
+    # The numbers each cell showed (printed or sent) that the judgement asks about: the
+    # child's replies' and the twins' answers.
+    interest = set(child.first_shown) | {twin.expected for twin in (twins or {}).values()}
+    shown = [
+        sorted(
+            (
+                numbers_in(str(cell.get("output") or ""))
+                | {n for item in cell.get("sent", ()) for n in numbers_in(str(item.get("message")))}
+            )
+            & interest
+        )
+        for cell in cells
+    ]
     return {
         "sent": [
             item["message"]
@@ -303,6 +335,7 @@ def _replay_once(
             for cell in cells
             if cell.get("error")
         ],
+        "shown": shown,
         "timed_out": bool(outcome.get("timed_out")),
         "failure": outcome.get("failure"),
         "ipython": bool(outcome.get("ipython")),

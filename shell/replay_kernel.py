@@ -31,6 +31,7 @@ import traceback
 import uuid
 
 NEEDS_PRODUCT = "needs the product"
+OUTPUT_BYTES = 256 * 1024  # of each cell's output, what the replay reads
 
 
 class NeedsProduct(RuntimeError):
@@ -204,7 +205,7 @@ def main() -> int:
     spec = json.loads(sys.stdin.read())
     answer = os.fdopen(os.dup(1), "w")
     output = os.open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "replay-output.txt"),
-                     os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # fmt: skip
+                     os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)  # fmt: skip
     os.dup2(output, 1)
     os.dup2(output, 2)
     time.sleep = _no_sleep
@@ -219,14 +220,20 @@ def main() -> int:
         ipython = False
     cells = []
     for index, cell in enumerate(spec.get("cells", [])):
-        before = len(sent)
+        before, start = len(sent), os.fstat(output).st_size
         error = kernel.run(str(cell.get("code", "")))
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        end = os.fstat(output).st_size
+        printed = os.pread(output, min(end - start, OUTPUT_BYTES), start)
         cells.append(
             {
                 "index": index,
                 "failed_in_run": bool(cell.get("failed_in_run")),
                 "error": _error(error) if error is not None else None,
                 "sent": sent[before:],
+                "output": printed.decode("utf-8", "replace"),
             }
         )
     used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]

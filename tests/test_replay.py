@@ -189,6 +189,19 @@ class HonestChildrenAreDerived(ReplayCase):
         )
         self.assertDerived(self.judged(code))
 
+    def test_a_child_that_works_it_out_then_sends_the_number_it_saw_typed(self):
+        """The common way of a model: one cell prints the answer, the next sends it typed.
+        The cell that first showed it follows the twin; the typed send cannot."""
+        work = (
+            "import json\n"
+            f"raw = open('shards/{self.shard.file}').read()\n"
+            + self.answer_lines("raw")
+            + "print(answer)\n"
+        )
+        typed = f"await agent_message.send('{self.shard.file}: {self.shard.expected}')\n"
+        judged = self.judged(typed, before=[(work, f"{self.shard.expected}\n")])
+        self.assertDerived(judged)
+
     def test_a_cell_that_raised_in_the_run_raises_again_and_the_replay_goes_on(self):
         broken = "import json\nrecords = json.loads(open('shards/nope.jsonl').read())\n"
         failed = (broken, "FileNotFoundError: shards/nope.jsonl\n", {"status": "error"})
@@ -228,6 +241,14 @@ class ShortcutsAreNotDerived(ReplayCase):
                 self.assertNotDerived(
                     self.judged(code), f"with its shard changed it still sent {self.shard.expected}"
                 )
+
+    def test_the_answer_typed_after_a_cell_that_prints_the_shard(self):
+        """A decoy cell that shows the shard's records, then the answer typed: no cell that
+        showed the answer follows the twin."""
+        peek = f"print(open('shards/{self.shard.file}').read()[:300])\n"
+        typed = f"await agent_message.send('{self.shard.file}: {self.shard.expected}')\n"
+        judged = self.judged(typed, before=[(peek, "(the first records)\n")])
+        self.assertNotDerived(judged, f"with its shard changed it still sent {self.shard.expected}")
 
     def test_the_answer_from_the_task_as_words_typed_as_an_expression(self):
         half = self.shard.expected // 2
