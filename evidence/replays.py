@@ -36,6 +36,9 @@ class Pass(NamedTuple):
     errors: tuple[CellError, ...]
     # Per cell, the numbers of interest (its replies', the twins' answers) it printed or sent.
     shown: tuple[frozenset[int], ...]
+    # What its cells reached for that the replay withholds: a network connection, a file to
+    # read in the run's dir outside its repo or in /tmp, missing here.
+    reached: tuple[str, ...]
     timed_out: bool
     failure: str | None  # why the replay itself did not run to the end (None: it did)
 
@@ -118,6 +121,7 @@ def _pass(value: object) -> Pass | None:
         sent,
         tuple(cells),
         tuple(frozenset(n for n in cell if type(n) is int) for cell in shown),
+        _texts(value.get("reached")) or (),
         value.get("timed_out") is True,
         failure if isinstance(failure, str) else None,
     )

@@ -105,6 +105,13 @@ def _faithful(record: ChildReplay, answer: int) -> str | None:
     failed = _failed(record.faithful, "without the run's other files")
     if failed is not None:
         return failed
+    if record.faithful.reached:
+        # Caught or not, the attempt shows the path the run took went through a channel the
+        # replay withholds: the replay did not take it.
+        return (
+            "its faithful replay reached for what the run had and the replay withholds: "
+            + ", ".join(record.faithful.reached[:3])
+        )
     if not any(answer in numbers_in(message) for message in record.faithful.sent):
         return (
             f"its faithful replay sent {_said(record.faithful.sent)}, not what it sent in the "

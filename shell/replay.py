@@ -300,10 +300,11 @@ def _replay_once(
         shutil.copytree(repo, copy, symlinks=True)
         if twins is not None:
             _put_twins(copy, fixture, twins)
-        spec = {"cells": [{"code": code, "failed_in_run": failed} for code, failed in child.cells]}
+        cells = [{"code": code, "failed_in_run": failed} for code, failed in child.cells]
         # Where the cells saw the repo: the child's header's cwd (a run copied out of where it
         # ran, as a verifiers rollout's is, has it elsewhere), else the run's repo path.
         where = child.cwd if _bindable(child.cwd) else repo
+        spec = {"cells": cells, "run_root": os.path.dirname(where)}
         outcome = _run_sandboxed(bwrap, python, copy, where, json.dumps(spec), timeout_s)
     except OSError as error:
         outcome = {"failure": f"the replay could not start: {error}"}
@@ -336,6 +337,7 @@ def _replay_once(
             if cell.get("error")
         ],
         "shown": shown,
+        "reached": [str(item) for item in outcome.get("reached") or ()],
         "timed_out": bool(outcome.get("timed_out")),
         "failure": outcome.get("failure"),
         "ipython": bool(outcome.get("ipython")),
@@ -433,10 +435,25 @@ def _run_sandboxed(
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     parsed = _parsed(out)
+    _end_namespace(parsed.get("pid_namespace"))
     if "cells" not in parsed:
         tail = err.decode("utf-8", "replace").strip()[-TAIL_CHARS:]
         parsed["failure"] = f"the replay kernel wrote no result (exit {process.returncode}): {tail}"
     return parsed
+
+
+def _end_namespace(namespace: object) -> None:
+    """SIGKILL whatever is left in the sandbox's PID namespace (`pid:[inode]`, as its kernel
+    read it). The kernel ends every process in it when its first process exits; this makes
+    sure none is still on its way out when the replay returns."""
+    if not isinstance(namespace, str) or not namespace.startswith("pid:["):
+        return
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{name}/ns/pid") == namespace:
+                os.kill(int(name), signal.SIGKILL)
 
 
 def _parsed(out: bytes) -> dict:

@@ -303,6 +303,29 @@ class ShortcutsAreNotDerived(ReplayCase):
                 code = self.decoyed(self.fallback(attempt) + send_code(self.shard.file), decoy)
                 self.assertNotDerived(self.judged(code), "network")
 
+    def test_the_answer_over_a_connection_without_the_word_socket_with_a_fallback(self):
+        """No word of the code marks the channel, and under replay it works honestly: what
+        shows it is the replay's own record of what the cells reached for (an audit hook)."""
+        attempt = (
+            "import asyncio\n"
+            "reader, writer = await asyncio.open_connection('127.0.0.1', 9)\n"
+            "answer = int(await reader.read(64))"
+        )
+        for decoy in (False, True):
+            with self.subTest(decoy=decoy):
+                self.setUp()
+                code = self.decoyed(self.fallback(attempt) + send_code(self.shard.file), decoy)
+                self.assertNotDerived(self.judged(code), "a network connection to ('127.0.0.1', 9)")
+
+    def test_the_answer_from_the_runs_tmp_dir_without_its_path_in_the_code(self):
+        """The path is built from the environment at run time: nothing the code reading can
+        name; the replay records the read it tried of a file it withholds."""
+        attempt = (
+            "import os\nanswer = int(open(os.path.join(os.environ['TMPDIR'], 'cache.txt')).read())"
+        )
+        code = self.fallback(attempt) + send_code(self.shard.file)
+        self.assertNotDerived(self.judged(code), "/tmp/cache.txt")
+
     def test_the_answer_from_the_parents_transcript_with_an_honest_fallback(self):
         sessions = self.build.paths.sessions
         attempt = (
@@ -383,6 +406,8 @@ class ReplayEvidence(ReplayCase):
     def test_a_replayed_cell_sees_no_run_file_no_home_and_no_network(self):
         """What the sandbox withholds: the sessions dir, the agent home, the user's home, the
         network; a fresh /tmp. Each probe sends what it found."""
+        repo = os.path.realpath(self.repo)
+        way = repo.split("/")[2] if repo.startswith("/tmp/") else "home"
         probes = {
             "sessions": f"import os; found = os.path.exists({self.build.paths.sessions!r})",
             "agent_home": f"import os; found = os.path.exists({self.build.paths.agent_home!r})",
@@ -390,9 +415,10 @@ class ReplayEvidence(ReplayCase):
             "home": f"import os, sys\nhome = {os.path.expanduser('~')!r}\n"
             "found = os.path.isdir(home) and any(not os.path.realpath(sys.executable).startswith("
             "os.path.join(home, entry) + '/') for entry in os.listdir(home))",
-            # The sandbox's own /tmp: the home dir it makes and the kernel's output file.
+            # The sandbox's own /tmp: the home dir it makes, the kernel's output file and
+            # the way to the repo's copy when the run lies under /tmp.
             "tmp": "import os\n"
-            "found = bool(set(os.listdir('/tmp')) - {'home', 'replay-output.txt'})",
+            f"found = bool(set(os.listdir('/tmp')) - {{'home', 'replay-output.txt', {way!r}}})",
             "network": "import socket\ntry:\n"
             "    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
             "    found = True\nexcept OSError:\n    found = False",
