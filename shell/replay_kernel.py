@@ -122,7 +122,10 @@ class Reaching:
 
     def __init__(self, run_root: str, repo: str, home: str):
         self.places = tuple(place for place in (run_root, "/tmp") if place and place != "/")
-        self.spared = (repo, home)
+        # The repo copy, the sandbox's home, and the kernel Python's own install (it may lie
+        # under /tmp; its imports look for bytecode that is not there).
+        installs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+        self.spared = (repo, home, *sorted(place for place in installs if place != "/"))
         self.found: list = []
         self.on = False
 
