@@ -6,7 +6,9 @@ is missing (as it is under replay): then the run's own evidence counts against t
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import os
 import shutil
@@ -15,6 +17,7 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 from evidence.artifacts import collect
 from evidence.fixture import load_fixture
@@ -592,6 +595,50 @@ class CapturedRunsReplayed(unittest.TestCase):
                     for child in record.children.values():
                         self.assertEqual(child.faithful.sent, child.sent_in_run)
                         self.assertEqual(child.faithful.errors, ())
+
+
+class NotReplayed(unittest.TestCase):
+    """Without replay.jsonl the code reading judges, and the verdict says so; without a
+    sandbox `scorer.py --replay` refuses (exit 2) rather than run model code unconfined."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+        self.fixture = make_fixture(os.path.join(self.tmp, "fixtures"))
+        self.run_dir = os.path.join(self.tmp, "run")
+        build = RunBuilder(self.run_dir)
+        shard = self.fixture.shards[0]
+        typed = f"await agent_message.send('{shard.file}: {shard.expected}')\n"
+        with build.cell("await rlm('answer your shard', name='w')\n"):
+            child = build.spawn(shard.worker, work=typed)
+        build.reply(child, f"{shard.file}: {shard.expected}")
+        build.index_cell([f"- {s.file}: {s.expected}" for s in self.fixture.shards])
+
+    def test_a_run_without_replay_jsonl_is_judged_by_its_code_and_says_so(self):
+        verdict = score(self.fixture, collect(self.run_dir, self.fixture.artifact))
+        self.assertIn("not_replayed", [warning.code for warning in verdict.warnings])
+        reasons = [r.message for r in verdict.reasons if r.code == "answer_not_derived"]
+        self.assertTrue(reasons)
+        self.assertTrue(all("(not replayed: judged by reading its code)" in r for r in reasons))
+
+    def test_replay_without_a_sandbox_is_refused(self):
+        bin_dir = os.path.join(self.tmp, "bin")
+        os.mkdir(bin_dir)
+        fake = os.path.join(bin_dir, "bwrap")
+        Path(fake).write_text("#!/bin/sh\necho 'bwrap: setting up uid map: denied' >&2\nexit 1\n")
+        os.chmod(fake, 0o755)
+        path = bin_dir + os.pathsep + os.environ.get("PATH", "")
+        argv = ["--fixture", self.fixture.root, "--replay", self.run_dir]
+        with (
+            mock.patch.dict(os.environ, {"PATH": path}),
+            contextlib.redirect_stdout(io.StringIO()) as out,
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            code = regrade.main(argv, make_twins=generate.twins)
+        self.assertEqual(code, 2)
+        self.assertEqual(json.loads(out.getvalue())["error"], "replay_unavailable")
+        self.assertFalse(os.path.exists(os.path.join(self.run_dir, "replay.jsonl")))
 
 
 class Twins(unittest.TestCase):
