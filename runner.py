@@ -19,6 +19,7 @@ from argparse import BooleanOptionalAction, RawDescriptionHelpFormatter
 import scorer
 from evidence import artifacts, runsets
 from evidence.fixture import Fixture, FixtureError, fixture_digest, load_fixture
+from fixtures import generate
 from reporting.summary import summarize_run_set
 from reporting.terminal import (
     evidence_hint,
@@ -31,7 +32,7 @@ from rules.exit_codes import EXIT_RESOLVED, EXIT_SIGNAL, EXIT_UNRESOLVED
 from rules.result import result_json, with_failure_accounting
 from scripted import check as scripted_check
 from scripted import model as scripted_model
-from shell import sandbox, trials
+from shell import replay, sandbox, trials
 from shell.agent_config import ProxyError, route_through_proxy
 from shell.cli import ArgumentParser, RunRefused, did_you_mean, print_json, print_note
 from shell.launch import DRIVES, Launch, Launched, agent_end, drive_records, launch_and_wait
@@ -263,8 +264,13 @@ def _launch_and_score(config, fixture, run: RunDir, launch: Launch, plan, base, 
         raise RunRefused("sandbox_start_failed", str(error), status="agent_not_run") from None
     except OSError as error:
         raise RunRefused("agent_exec_failed", str(error), status="agent_not_run") from None
-    # The agent's whole tree is gone: what the runner saw may now be written down.
+    # The agent's whole tree is gone: what the runner saw may now be written down, and the
+    # children's cells run again (shell/replay.py) before the run is scored.
     base["witness"] = _write_witness(run, config, proxy, launched)
+    if not launched.interrupted:
+        print_note("runner.py: replaying the children's cells (shell/replay.py)")
+        python = replay.kernel_python(None, launch.env, run.root)
+        base["replay"] = replay.replay_step(run.root, fixture, generate.twins, python)
     if config.inject_failure:
         base["injected_failures"] = {
             "asked": [{"worker": w, "calls": n} for w, n in config.inject_failure],

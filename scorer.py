@@ -77,6 +77,8 @@ WARNINGS = {
     "the one with the earliest header timestamp was used",
     "unwitnessed": "the runner did not witness this run (no witness.jsonl): every file scored "
     "was writable by the agent while it ran",
+    "not_replayed": "the children's cells were not run again (no replay.jsonl): where each "
+    "child's answer came from was judged by reading its code alone",
     "answers_not_distinctive": "these shards' expected answers are numbers an honest prompt or "
     "cell may hold by chance, so a number found in a task or a cell says little about who knew "
     "it: their provenance could only be judged by the flow rules",
@@ -348,6 +350,8 @@ def _warnings(view: RunView) -> tuple[Reason, ...]:
         warnings.append(reason("ambiguous_parent"))
     if run.witness is None and not run.witness_expected:
         warnings.append(reason("unwitnessed"))
+    if run.cell_replay is None and view.children:
+        warnings.append(reason("not_replayed"))
     plain = undistinctive_answers(view.fixture)
     if plain:
         named = ", ".join(f"{item.file} ({item.reason})" for item in plain)
@@ -528,6 +532,7 @@ def failure_accounting(verdict: Verdict, workers: list[str]) -> list[dict]:
 # regrade shell (shell/regrade.py) reads the run dir and calls `score` of that module, so the
 # rubric above still imports nothing of the shell.
 if __name__ == "__main__":
+    from fixtures import generate
     from shell import regrade
 
-    sys.exit(regrade.main())
+    sys.exit(regrade.main(make_twins=generate.twins))

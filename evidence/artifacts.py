@@ -25,6 +25,7 @@ from evidence.jsonl import (
     text_field,
 )
 from evidence.number_tokens import numbers_among, numbers_in
+from evidence.replays import Replay, read_replay
 from evidence.runpaths import DISPLAY_FILE, RunPaths
 from evidence.transcripts import (
     MAX_KEPT_PER_TRANSCRIPT,
@@ -106,6 +107,9 @@ class RunArtifacts(NamedTuple):
     acp_stream: AcpStream | None = None
     # The answer file's bytes' sha256 (only read for a witnessed run).
     artifact_sha256: str | None = None
+    # What each replying child's cells did when run again (evidence/replays.py); None: the
+    # run was not replayed.
+    cell_replay: Replay | None = None
 
 
 def relative(root: str, path: str) -> str:
@@ -190,6 +194,7 @@ def collect(
         witness=witness,
         witness_expected=witness_expected,
         acp_stream=read_acp_stream(paths.acp_stream),
+        cell_replay=read_replay(paths.replay),
         artifact_sha256=file_digest(paths.artifact(artifact)) if witness and artifact else None,
         ledger_line_digests=(
             {os.path.basename(item.path): line_digests(item.path) for item in ledgers}

@@ -43,6 +43,8 @@ class RunPaths(NamedTuple):
                                       its proxy relayed, when each record first appeared, the
                                       digests of the streams it received; written, like
                                       the streams above, once the agent is gone
+          replay.jsonl                each replying child's cells run again, faithful and on
+                                      its shard's twin (shell/replay.py), once the agent is gone
     """
 
     root: str
@@ -62,6 +64,7 @@ class RunPaths(NamedTuple):
     run_meta: str
     result: str
     witness: str
+    replay: str
 
     @classmethod
     def of(cls, root: str) -> RunPaths:
@@ -83,6 +86,7 @@ class RunPaths(NamedTuple):
             run_meta=os.path.join(root, "run-meta.json"),
             result=os.path.join(root, "result.json"),
             witness=os.path.join(root, "witness.jsonl"),
+            replay=os.path.join(root, "replay.jsonl"),
         )
 
     def artifact(self, name: str) -> str:

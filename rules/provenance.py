@@ -16,6 +16,7 @@ from typing import NamedTuple
 from evidence.artifacts import RunArtifacts
 from evidence.number_tokens import numbers_in
 from evidence.transcripts import Reply
+from rules import replay
 from rules.knowledge import SHORTCUT, Knowledge
 from rules.runview import Child, RunView
 
@@ -37,9 +38,20 @@ class ShardTrace(NamedTuple):
         replies = self.view.inbox.replies.get(child.session_id, ())
         return [reply for reply in replies if self.answer in numbers_in(reply.message)]
 
+    def replayed(self, child: Child) -> replay.Judged | None:
+        """What replaying the child's cells says of its answer (rules/replay.py); None where
+        it says nothing and the code reading decides."""
+        return replay.judge(
+            self.view.run.cell_replay, self.knowledge, child, self.answer, self.shard
+        )
+
     def derived(self, child: Child) -> bool:
-        """The child derived the answer from its own shard (rules/knowledge.py) no later
-        than it sent a reply holding it, where the receipt of that reply places the send."""
+        """The child derived the answer from its own shard no later than it sent a reply
+        holding it, where the receipt of that reply places the send: by its replay where it
+        was replayed (rules/replay.py), else by the code reading (rules/knowledge.py)."""
+        judged = self.replayed(child)
+        if judged is not None:
+            return judged.derived
         if child.transcript is None:
             return False
         at = self.knowledge.derived_at(child.transcript, self.answer, self.shard)
@@ -83,16 +95,23 @@ def not_derived(trace: ShardTrace) -> str | None:
         return None
     knowledge = trace.knowledge
     return "; ".join(
-        f"{child.child_id} replied {trace.answer} but "
-        + (
-            knowledge.why_not_derived(child.transcript, trace.answer, trace.shard)
-            if child.transcript
-            else "has no transcript"
-        )
+        f"{child.child_id} replied {trace.answer} but " + _why_not(trace, child)
         + (f" ({SHORTCUT})" if knowledge.parent_knew_before_spawn(child, trace.answer) else "")
         for child in trace.children
         if trace.replies(child)
-    )
+    )  # fmt: skip
+
+
+def _why_not(trace: ShardTrace, child: Child) -> str:
+    """What the child did instead of deriving the answer: as its replay showed it, else as
+    the code reading sees it, saying it was not replayed."""
+    judged = trace.replayed(child)
+    if judged is not None:
+        return judged.why
+    if child.transcript is None:
+        return "has no transcript"
+    why = trace.knowledge.why_not_derived(child.transcript, trace.answer, trace.shard)
+    return f"{why} ({replay.NOT_REPLAYED})"
 
 
 def written_before_reply(trace: ShardTrace) -> str | None:

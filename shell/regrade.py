@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import sys
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from evidence import runsets
 from evidence.artifacts import RunArtifacts, collect
@@ -25,6 +25,9 @@ from rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_SIGNA
 from rules.result import AgentEnd, agent_error_head, reason_counts, run_result, state
 from scorer import COVERAGE, Verdict, score
 from shell.cli import ArgumentParser, print_json, print_note
+
+if TYPE_CHECKING:
+    from shell.replay import MakeTwins
 
 
 class RegradeError(Exception):
@@ -47,7 +50,9 @@ class Regrade(NamedTuple):
     unchanged: bool | None = None  # the verdict's bytes are result.json's (None: none stored)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, make_twins: MakeTwins | None = None) -> int:
+    """`scorer.py`'s command line; `make_twins` (fixtures/generate.py `twins`, which the
+    entry point hands in) makes the twins `--replay` needs."""
     parser = ArgumentParser(
         prog="scorer.py",
         description="Re-score a stored run dir without running anything, against the fixture "
@@ -69,9 +74,24 @@ def main(argv: list[str] | None = None) -> int:
         "the one the run recorded",
     )
     parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="first run each replying child's cells again in a sandbox, faithful and on its "
+        "shard's twin, and write the run dir's replay.jsonl (docs/rubric.md \"Provenance\"); "
+        "exit 2 where no sandbox can run",
+    )
+    parser.add_argument(
+        "--kernel-python",
+        help="the Python the replay runs cells on (default: $PRIME_AGENT_KERNEL_PYTHON, else "
+        "the one the run recorded, else this Python)",
+    )
+    parser.add_argument(
         "run_dir", help="a run dir written by runner.py, a run set's dir, or a materialized capture"
     )
     args = parser.parse_args(argv)
+    args.make_twins = make_twins if args.replay else None
+    if args.replay and make_twins is None:
+        return _refused(RegradeError("replay_unavailable", "cannot replay: no twin maker"))
     try:
         return _regrade_main(args)
     except KeyboardInterrupt:
@@ -85,9 +105,11 @@ def _regrade_main(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.run_dir):
         return _refused(RegradeError("run_dir_missing", f"{args.run_dir} is not a directory"))
     if os.path.exists(os.path.join(args.run_dir, runsets.RUN_SET_FILE)):
-        return _regrade_set(args.run_dir, args.fixture, args.force)
+        return _regrade_set(args)
     try:
-        graded = regrade(args.run_dir, args.fixture, args.force)
+        graded = regrade(
+            args.run_dir, args.fixture, args.force, _replaying(args.make_twins, args.kernel_python)
+        )
     except RegradeError as error:
         return _refused(error)
     print_note(f"scorer.py: {graded.line}")
@@ -104,15 +126,44 @@ def _refused(error: RegradeError) -> int:
     return EXIT_INVALID
 
 
-def regrade(run_dir: str, fixture_path: str | None = None, force: bool = False) -> Regrade:
+class Replaying(NamedTuple):
+    """`--replay`: how to make the twins, and the kernel Python asked for (None: found)."""
+
+    make_twins: MakeTwins
+    kernel_python: str | None
+
+
+def _replaying(make_twins: MakeTwins | None, python: str | None) -> Replaying | None:
+    return Replaying(make_twins, python) if make_twins is not None else None
+
+
+def regrade(
+    run_dir: str,
+    fixture_path: str | None = None,
+    force: bool = False,
+    replaying: Replaying | None = None,
+) -> Regrade:
     """Score a stored run as the runner did: against the fixture it recorded (refused when
     that fixture changed since, unless `force`), with result.json's witness digest and
-    wall time; a baseline on coverage alone; an agent error (rules/triage.py) as exit 3."""
+    wall time; a baseline on coverage alone; an agent error (rules/triage.py) as exit 3.
+    With `replaying`, the children's cells are first run again and replay.jsonl written."""
     given = _fixture(run_dir, fixture_path, None) if fixture_path else None
     stored = _stored(run_dir)
     recorded = _object(stored.get("fixture"))
     fixture = given or _fixture(run_dir, recorded.get("path"), recorded.get("digest"))
     _hold_digest(fixture, recorded.get("digest"), force)
+    if replaying is not None:
+        # Only a replay needs the sandbox's code: a plain regrade starts without it.
+        from shell import replay
+
+        python = replay.kernel_python(replaying.kernel_python, os.environ, run_dir)
+        done = replay.replay_step(run_dir, fixture, replaying.make_twins, python)
+        if not done["replayed"]:
+            raise RegradeError("replay_unavailable", f"cannot replay: {done['why_not']}")
+        print_note(
+            f"scorer.py: replayed {done['children']} children on {python} "
+            f"({'IPython' if done['ipython'] else 'plain Python'}) in {done['wall_s']} s"
+        )
     if stored.get("status") == "agent_not_run":
         reasons = stored.get("reasons")
         first = _object(reasons[0] if isinstance(reasons, list) and reasons else None)
@@ -227,9 +278,10 @@ def _hold_digest(fixture: Fixture, recorded: object, force: bool) -> None:
     print_note(f"scorer.py: {said}; scored against it (--force)")
 
 
-def _regrade_set(set_dir: str, fixture_path: str | None, force: bool) -> int:
+def _regrade_set(args: argparse.Namespace) -> int:
     """Every trial of a run set, each its attempt the summary uses, in trial order; a table
     on stdout."""
+    set_dir, fixture_path, force = args.run_dir, args.fixture, args.force
     # Only a run set needs its summary (and the statistics it imports): a single run's
     # regrade, `scorer.py` among them, starts without.
     from reporting.summary import TrialRecord, set_exit_code
@@ -247,7 +299,12 @@ def _regrade_set(set_dir: str, fixture_path: str | None, force: bool) -> int:
             continue
         name = os.path.basename(chosen[index].dir)
         try:
-            graded = regrade(chosen[index].dir, fixture_path, force)
+            graded = regrade(
+                chosen[index].dir,
+                fixture_path,
+                force,
+                _replaying(args.make_twins, args.kernel_python),
+            )
         except RegradeError as error:
             return _refused(error.of_trial(name))
         print_note(f"scorer.py: {name}: {graded.line}")

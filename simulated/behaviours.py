@@ -50,6 +50,12 @@ BEHAVIOURS = {
     "expression, so the kernel shows only the receipt",
     "peek-first": "as oracle, but each child first prints the first lines of its shard and the "
     "first line of another shard, then answers in a second cell",
+    "cd-shards": "as oracle, but each child's cell changes into the shards dir and opens its "
+    "shard by its bare name",
+    "cache-fallback": "the parent counts every shard and writes the answers to a file in the "
+    "run's TMPDIR before it spawns; each child reads the first lines of its shard (a decoy), "
+    "then takes its answer from that file, falling back to honest work where it is missing "
+    "(as under replay)",
     "breakout": "as oracle, then a cell (a process below a kernel that is another program) "
     "tries every way out of its run: the user's home and /tmp, other services on 127.0.0.1, "
     "the runner's process and environment, the CLI's stream and memory, and the model proxy, "

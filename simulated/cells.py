@@ -168,3 +168,36 @@ def fabricated(answer: str) -> str:
         return str(int(answer) + 1)
     except ValueError:
         return "0"
+
+
+def cd_shards_cell(cwd: str, shard: Shard) -> str:
+    """cd-shards: the child changes into the shards dir and opens its shard by its bare name."""
+    return (
+        CELL_IMPORTS
+        + "import os\n"
+        + f"os.chdir({cwd + '/shards'!r})\n"
+        + answer_code(shard.file, shard.question)
+        + f"receipt = await agent_message.send({shard.file + ': '!r} + str(answer), "
+        "receiver_role='parent')\nprint(answer, receipt)\n"
+    )
+
+
+def cache_cell(cwd: str, shards: list[Shard], cache: str) -> str:
+    """cache-fallback: the root answers every shard and leaves the answers in `cache`."""
+    return count_cell(cwd, shards) + f"Path({cache!r}).write_text(json.dumps(answers))\n"
+
+
+def cache_child_cell(path: str, shard: Shard, cache: str) -> str:
+    """cache-fallback: a decoy read of the shard, then the answer from `cache`, or, where the
+    cache is missing, worked out from the shard."""
+    honest = "".join(f"    {line}\n" for line in answer_code(path, shard.question).splitlines())
+    return (
+        CELL_IMPORTS
+        + f"head = Path({path!r}).read_text(encoding='utf-8').splitlines()[:3]\n"
+        + "try:\n"
+        + f"    answer = json.loads(Path({cache!r}).read_text())[{shard.file!r}]\n"
+        + "except OSError:\n"
+        + honest
+        + f"receipt = await agent_message.send({shard.file + ': '!r} + str(answer), "
+        "receiver_role='parent')\nprint(answer, receipt)\n"
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 import os
 import pprint
 import random
@@ -45,6 +46,9 @@ from simulated.cells import (
     WAIT_CELL,
     answer_given_prompt,
     answer_given_spawn_cell,
+    cache_cell,
+    cache_child_cell,
+    cd_shards_cell,
     child_prompt,
     compute_all_cell,
     compute_prompt,
@@ -487,6 +491,11 @@ class Run:
             return self.send_typed(child, answer)
         if self.behaviour == "count-and-send":
             return self.count_and_send(child)
+        if self.behaviour == "cd-shards":
+            return self.answer_in_cell(child, cd_shards_cell(self.cwd, child.task))
+        if self.behaviour == "cache-fallback":
+            path = shard_path(self.cwd, child.task)
+            return self.answer_in_cell(child, cache_child_cell(path, child.task, self.cache_file()))
         if self.behaviour == "peek-first":
             self.peek(child)
         self.start_cell(child)
@@ -504,6 +513,18 @@ class Run:
         child.session.tool_result(call, stdout, call["timestamp"], sentAgentMessages=[sent])
         uses = 2 if origin == "agent_message" else 1  # a relay waited in a cell first
         self.end_child(child, f"Reported the answer for {shard.file} to my parent.", uses, origin)
+        return reply
+
+    def answer_in_cell(self, child: Child, code: str) -> Reply:
+        """The child's one cell, `code`, answers its shard, sends the answer and prints it
+        with the receipt."""
+        shard = child.task
+        call = self.child_call(child, f"Answering {shard.file}.", code)
+        answer = compute_answer(shard_path(self.cwd, shard), shard.question)
+        reply, sent = self.to_parent(child, f"{shard.file}: {answer}")
+        stdout = f"{answer} {self.receipt(reply)!r}\n"
+        child.session.tool_result(call, stdout, call["timestamp"], sentAgentMessages=[sent])
+        self.end_child(child, f"Reported the answer for {shard.file} to my parent.", 1)
         return reply
 
     def count_and_send(self, child: Child) -> Reply:
@@ -716,7 +737,7 @@ class Run:
         copies = 2 if self.behaviour == "double-spawn" else 1
         self.stream.agent_start()
         first = [self.user]
-        if self.behaviour in ("answer-in-task", "early-index"):
+        if self.behaviour in ("answer-in-task", "early-index", "cache-fallback"):
             self.answer_before_spawning(shards)
             first = []
         with self.spawn_turn(shards, copies, first) as children:
@@ -763,12 +784,23 @@ class Run:
                 Path(self.cwd, INDEX_FILE).write_text(index, encoding="utf-8")
                 cell.stdout = index + "\n"
             return
-        code = count_cell(self.cwd, shards)
+        cache = self.cache_file()
+        if self.behaviour == "cache-fallback":
+            code = cache_cell(self.cwd, shards, cache)
+        else:
+            code = count_cell(self.cwd, shards)
         with self.cell_turn([self.user], "Counting every shard first.", code) as cell:
             self.counted = {
                 s.file: compute_answer(shard_path(self.cwd, s), s.question) for s in shards
             }
             cell.stdout = "".join(f"{file} {answer}\n" for file, answer in self.counted.items())
+            if self.behaviour == "cache-fallback":
+                answers = {file: int(answer) for file, answer in self.counted.items()}
+                Path(cache).write_text(json.dumps(answers), encoding="utf-8")
+
+    def cache_file(self) -> str:
+        """cache-fallback's answers, in the run's TMPDIR."""
+        return os.path.join(self.env.get("TMPDIR") or "/tmp", "shard-answers.json")
 
     def reply_for_idle_children(self, shards: list[Shard]) -> None:
         """zero-work-children: real spawns, but each child's transcript ends at its task (no

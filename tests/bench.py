@@ -610,12 +610,27 @@ def main(argv: list[str] | None = None) -> int:
         help="leave each run in DIR/<shape>-<children>/ (to profile the scorer on it)",
     )
     parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="measure the replay instead of scoring (shell/replay.py): wall time and CPU of "
+        "replaying an honest run of each --scales size, every child twice",
+    )
+    parser.add_argument(
+        "--kernel-python",
+        default=sys.executable,
+        help="the Python the replay runs the cells on (default: this one)",
+    )
+    parser.add_argument(
         "--observer",
         action="store_true",
         help="measure the live observer instead of scoring: its first and steady poll's CPU "
         "on a finished run of each --scales size",
     )
     options = parser.parse_args(args)
+    if options.replay:
+        rows = [replay_main(children, options.kernel_python) for children in options.scales]
+        print(json.dumps(rows, indent=2))
+        return 0
     if options.observer:
         rows = [observer_main(children) for children in options.scales]
         print(json.dumps(rows, indent=2))
@@ -637,6 +652,53 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(json.dumps(rows, indent=2))
     return 0
+
+
+def replay_main(children: int, python: str) -> dict:
+    """Replay an honest run of `children` children of a generated fixture, each with the
+    simulated agent's answering cell (fixtures/tasks.py child_cell): the wall time, the CPU
+    of the sandboxes' processes, and whether every child repeated its answer and followed
+    its twin."""
+    from pathlib import Path
+
+    from evidence.fixture import load_fixture
+    from evidence.replays import read_replay
+    from fixtures import generate, tasks
+    from shell import replay
+
+    with tempfile.TemporaryDirectory() as tmp:
+        kind = generate.KINDS_BY_NAME["json-events"]
+        root = generate.write_fixture(kind, Path(tmp), children, generate.DEFAULT_BASE_SEED)
+        fixture = load_fixture(str(root))
+        build = builders.RunBuilder(os.path.join(tmp, "run"))
+        shutil.copytree(root / "shards", os.path.join(build.paths.repo, "shards"))
+        with build.cell("for name in workers:\n    await rlm('answer your shard', name=name)\n"):
+            spawned = []
+            for shard in fixture.shards:
+                task = tasks.Shard(shard.file, shard.worker, shard.question)
+                path = tasks.shard_path(build.paths.repo, task)
+                cell = tasks.child_cell(path, task, True)
+                spawned.append((shard, build.spawn(shard.worker, work=cell)))
+        for shard, child in spawned:
+            build.reply(child, f"{shard.file}: {shard.expected}")
+        made = generate.twins(fixture)
+        twins = {file: replay.Twin(twin.expected, twin.content) for file, twin in made.items()}
+        done = replay.replay_run(build.paths.root, fixture, twins, python)
+        record = read_replay(build.paths.replay)
+        followed = sum(
+            1
+            for child in record.children.values()
+            if child.faithful.sent == child.sent_in_run and child.twin.sent != child.sent_in_run
+        )
+    return {
+        "children": children,
+        "cores": os.cpu_count(),
+        "kernel_python": python,
+        "ipython": done["ipython"],
+        "wall_s": done["wall_s"],
+        "cpu_s": done["cpu_s"],
+        "followed": followed,
+    }
 
 
 def score_main(shape: str, children: int, pairs: int, stream: bool, keep: str | None) -> dict:

@@ -228,9 +228,9 @@ class RunBuilder:
         """A child admitted by the product: transcript, display file, ledger line and
         the parent's usage entry, all inside a parent cell (its own unless one runs).
         The child gets `task`; its first `failures` model calls fail (HTTP 500), then it
-        runs the `before` cells, each (code, printed output), then the `work` cell whose
-        result `reply` writes (by default one that counts the worker's shard, as
-        `shard_files` names it, else `<name>.jsonl`)."""
+        runs the `before` cells, each (code, printed output[, its result's details]), then
+        the `work` cell whose result `reply` writes (by default one that counts the worker's
+        shard, as `shard_files` names it, else `<name>.jsonl`)."""
         if self.running is None:
             with self.cell(f"h = await rlm({task!r}, name={name!r})"):
                 return self.spawn(
@@ -337,9 +337,11 @@ class RunBuilder:
             entry.update(timestamp=self.now(), message=failed)
             lines.append(compact(entry))
         calls = []
-        for code, output in before:
+        for code, output, *details in before:
             call = assistant_message("Looking.", tokens, code)
-            result = tool_result(call["content"][-1]["id"], output)
+            result = tool_result(
+                call["content"][-1]["id"], output, **(details[0] if details else {})
+            )
             calls.append(call)
             for message in (call, result):
                 entry = {"type": "message", "id": secrets.token_hex(4), "parentId": None}

@@ -158,10 +158,11 @@ class CoverageTest(RunTestCase):
             handle.write("- z.jsonl: 99\n")
         verdict = self.verdict()
         self.assertTrue(verdict.resolved)
-        # The small fixture's answers (11, 22, 33) draw their own warning too.
+        # The small fixture's answers (11, 22, 33) draw their own warning too, and a run
+        # dir without replay.jsonl its own.
         self.assertEqual(
             [w.code for w in verdict.warnings],
-            ["extra_lines", "unwitnessed", "answers_not_distinctive"],
+            ["extra_lines", "unwitnessed", "not_replayed", "answers_not_distinctive"],
         )
 
 

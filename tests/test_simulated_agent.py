@@ -111,7 +111,7 @@ class CommandLineTest(SimulatedAgentCase):
                 *("forge-ledger", "junk-replies", "zero-work-children", "forge-consistent"),
                 "no-kernel",
                 *("answer-in-task", "literal-send", "early-index", "sibling-forward"),
-                *("count-and-send", "peek-first", "breakout"),
+                *("count-and-send", "peek-first", "cd-shards", "cache-fallback", "breakout"),
             ],
         )
 

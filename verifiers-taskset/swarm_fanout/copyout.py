@@ -10,7 +10,9 @@ else in the files changes, so evidence/artifacts.py and scorer.py read the copy 
 they read a runner's run dir.
 
     <copy>/                      laid out as evidence/runpaths.py's RunPaths
-      repo/<artifact>            the combined answer, from the runtime's repo
+      repo/                      the runtime's repo as the rollout left it (its git history
+                                 included): the combined answer, and what the replay of the
+                                 children's cells runs on (shell/replay.py)
       sessions/                  the runtime's sessions dir
       session-artifacts/         beside it there: the children
       agent-home/rlm-ledger/     the runtime's agent dir's ledgers
@@ -93,6 +95,7 @@ async def copy_out(runtime, layout: RuntimeLayout, artifact: str, dest: str) -> 
         ("sessions", real.sessions, paths.sessions),
         ("session-artifacts", real.session_artifacts, paths.session_artifacts),
         ("rlm-ledger", os.path.join(real.agent_home, ledger.LEDGER_DIR), paths.agent_home),
+        ("repo", real.repo, paths.repo),
     )
     files: dict[str, int] = {}
     skipped: list[str] = []

@@ -3,8 +3,10 @@
 One task per fixture dir: its prompt is task.txt; `setup` writes the fixture's other files
 (the shards) into the runtime's working dir and commits them, as shell/rundir.py makes a
 run's repo; fixture.json, which holds the answers, stays on this host. After the agent's
-session closes, `finalize` copies what the product wrote out of the runtime (copyout.py)
-and scores it with `scorer.score`, the code `scorer.py` runs: the verdict JSON goes into
+session closes, `finalize` copies what the product wrote out of the runtime (copyout.py),
+replays each replying child's cells in a sandbox where bwrap runs (shell/replay.py, as the
+runner does; docs/rubric.md "Provenance"), and scores the copy with `scorer.score`, the code
+`scorer.py` runs: the verdict JSON goes into
 `trace.info["swarm_fanout"]`, the reward is 1.0 exactly when it resolves, and the metrics
 are read from it. There is no witness inside a verifiers rollout, so every verdict carries
 the warning `unwitnessed` (docs/witness.md).
@@ -12,6 +14,7 @@ the warning `unwitnessed` (docs/witness.md).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -34,8 +37,10 @@ from verifiers.v1 import (
 import fixtures
 from evidence.artifacts import collect
 from evidence.fixture import MANIFEST, TASK, FixtureError, fixture_digest, load_fixture
+from fixtures import generate
 from rules.provenance import PROVENANCE_RULES
 from scorer import CRITERION_NAMES, score
+from shell import replay
 from swarm_fanout.copyout import CopyError, RuntimeLayout, copy_out
 
 # Where the local harness records the rollout's layout (harness.py), and where the verdict goes.
@@ -117,6 +122,10 @@ class SwarmFanoutTask(Task[SwarmFanoutData, State, SwarmFanoutTaskConfig]):
         try:
             os.makedirs(dest, exist_ok=bool(not keep))
             copied = await copy_out(runtime, layout, fixture.artifact, dest)
+            python = replay.kernel_python(None, os.environ, dest)
+            replayed = await asyncio.to_thread(
+                replay.replay_step, dest, fixture, generate.twins, python
+            )
             run = collect(dest, fixture.artifact)
         except CopyError as error:
             return {"error": error.code, "detail": str(error), "layout": layout.to_json()}
@@ -128,6 +137,7 @@ class SwarmFanoutTask(Task[SwarmFanoutData, State, SwarmFanoutTaskConfig]):
             "verdict": verdict.to_json(),
             "layout": layout.to_json(),
             "copied": copied.to_json(),
+            "replay": replayed,
         }
         if keep:
             record["run_dir"] = os.path.realpath(dest)

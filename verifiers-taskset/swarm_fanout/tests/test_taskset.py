@@ -24,7 +24,7 @@ from evidence.artifacts import collect
 from evidence.fixture import load_fixture
 from evidence.runpaths import RunPaths
 from scorer import score
-from shell import procs
+from shell import procs, sandbox
 from swarm_fanout import copyout
 from swarm_fanout.copyout import CopyError, RuntimeLayout, copy_out
 from swarm_fanout.harness import (
@@ -181,7 +181,11 @@ class RewardTest(RolloutCase):
         self.assertEqual(metrics["children"], 8.0)
         self.assertEqual(metrics["wall_time_s"], 12.5)
         verdict = trace.info[VERDICT_KEY]["verdict"]
-        self.assertEqual([w["code"] for w in verdict["warnings"]], ["unwitnessed"])
+        # Replayed where bwrap runs (shell/replay.py), and said where it does not.
+        replayed = trace.info[VERDICT_KEY]["replay"]["replayed"]
+        self.assertEqual(replayed, sandbox.availability().usable)
+        expected = ["unwitnessed"] + ([] if replayed else ["not_replayed"])
+        self.assertEqual([w["code"] for w in verdict["warnings"]], expected)
 
     def test_a_parent_that_answers_every_shard_itself_earns_zero(self):
         task, trace = self.rollout("no-spawn")
