@@ -37,8 +37,9 @@ MAX_TASKS = 1_000_000
 BASE = 1_000_000_000
 MIN_SHARDS, MAX_SHARDS = 2, 64
 MAX_RECORDS = 1000
-# A generated fixture's shards are ~15 KB each: 256 fixtures of 64 shards stay under 300 MB.
-CACHE_SIZE = 256
+# A shard's file is about 9 KiB (measured, swarm_fanout/bench.py): 512 cached fixtures of
+# 2-16 shards hold about 45 MiB, of 64 shards about 300 MiB.
+CACHE_SIZE = 512
 
 
 class Knobs(NamedTuple):

@@ -38,9 +38,9 @@ from verifiers.v1 import (
 )
 from verifiers.v1.harnesses.prime_agent import harness as stock
 
-import fixtures
 from evidence.artifacts import collect
 from evidence.fixture import MANIFEST, Fixture, FixtureError, fixture_digest, load_fixture
+from fixtures import generate
 from rules.provenance import PROVENANCE_RULES
 from rules.result import AgentEnd, run_result
 from scorer import CRITERION_NAMES, score
@@ -67,7 +67,7 @@ class NotTheModels(RuntimeError):
 
 def default_fixtures_dir() -> str:
     """The fixtures that ship with the harness."""
-    return os.path.dirname(os.path.abspath(fixtures.__file__))
+    return str(generate.FIXTURES_DIR)
 
 
 class SwarmFanoutData(TaskData):
@@ -103,15 +103,19 @@ class SwarmFanoutConfig(TasksetConfig):
     """A generated split: how many tasks it has."""
     seed: int = Field(0, ge=0)
     """A generated split: its seed (task i is the same under the same seed, split and knobs)."""
-    shards: tuple[int, int] = (2, 16)
-    """A generated split: shards per task, an inclusive range within 2..64."""
+    min_shards: int = generated.Knobs().shards[0]
+    """A generated split: the fewest shards a task has (2 at least)."""
+    max_shards: int = generated.Knobs().shards[1]
+    """A generated split: the most shards a task has (64 at most)."""
     fixture_kinds: list[str] = Field(default_factory=lambda: list(generated.Knobs().kinds))
     """A generated split: the fixture kinds tasks are drawn from (fixtures/generate.py)."""
     question_kinds: list[int] = Field(default_factory=lambda: list(generated.Knobs().questions))
     """A generated split: the question kinds shards cycle through, by number
     (docs/fixtures.md's table)."""
-    records: tuple[int, int] = generated.Knobs().records
-    """A generated split: records per shard, an inclusive range."""
+    min_records: int = generated.Knobs().records[0]
+    """A generated split: the fewest records a shard has (40 at least)."""
+    max_records: int = generated.Knobs().records[1]
+    """A generated split: the most records a shard has (1000 at most)."""
     task: SwarmFanoutTaskConfig = SwarmFanoutTaskConfig()
 
     @model_validator(mode="after")
@@ -122,10 +126,10 @@ class SwarmFanoutConfig(TasksetConfig):
     @property
     def knobs(self) -> generated.Knobs:
         return generated.Knobs(
-            tuple(self.shards),
+            (self.min_shards, self.max_shards),
             tuple(self.fixture_kinds),
             tuple(self.question_kinds),
-            tuple(self.records),
+            (self.min_records, self.max_records),
         )
 
 

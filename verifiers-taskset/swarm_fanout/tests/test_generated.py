@@ -73,10 +73,12 @@ class SplitTest(unittest.TestCase):
 
     def test_the_knobs_bound_shards_kinds_questions_and_records(self):
         tasks = generated_tasks(
-            shards=(3, 5),
+            min_shards=3,
+            max_shards=5,
             fixture_kinds=["csv-metrics"],
             question_kinds=[1, 3],
-            records=(60, 70),
+            min_records=60,
+            max_records=70,
             num_tasks=8,
         )
         allowed = {GENERATED_QUESTIONS[0].pattern(), GENERATED_QUESTIONS[2].pattern()}
@@ -92,18 +94,19 @@ class SplitTest(unittest.TestCase):
 
     def test_shard_counts_cover_the_range_asked(self):
         counts = {len(generated.generated(t.data.generation).fixture.shards) for t in
-                  generated_tasks(shards=(2, 4), num_tasks=30)}  # fmt: skip
+                  generated_tasks(min_shards=2, max_shards=4, num_tasks=30)}  # fmt: skip
         self.assertEqual(counts, {2, 3, 4})
 
     def test_knobs_out_of_range_are_refused(self):
         for bad in (
-            {"shards": (1, 4)},
-            {"shards": (2, 65)},
-            {"shards": (9, 3)},
+            {"min_shards": 1},
+            {"max_shards": 65},
+            {"min_shards": 9, "max_shards": 3},
             {"fixture_kinds": ["xml-logs"]},
             {"question_kinds": [0]},
             {"question_kinds": [len(GENERATED_QUESTIONS) + 1]},
-            {"records": (10, 20)},
+            {"min_records": 10, "max_records": 20},
+            {"max_records": 1001},
             {"seed": -1},
         ):
             with self.subTest(bad), self.assertRaises(ValidationError):
@@ -133,7 +136,7 @@ class GeneratedRolloutTest(RolloutCase):
         self.assertFalse((self.runtime.workdir / "fixture.json").exists())
 
     def test_an_honest_fan_out_over_a_generated_task_earns_one(self):
-        task, trace = self.rollout("oracle", task=self.first(shards=(5, 5)))
+        task, trace = self.rollout("oracle", task=self.first(min_shards=5, max_shards=5))
         self.assertEqual(reward_of(task, trace), {"resolved": 1.0})
         self.assertEqual(run(task.verdict(trace))["children"], 5.0)
 
