@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import Field, model_validator
 from verifiers.v1 import (
@@ -133,12 +133,13 @@ class SwarmFanoutConfig(TasksetConfig):
         )
 
 
-class Source:
+class Source(NamedTuple):
     """A task's fixture on this host: the scorer's Fixture, the files the runtime's repo
     gets, and the digest scoring checks."""
 
-    def __init__(self, fixture: Fixture, files: dict[str, bytes], digest: str):
-        self.fixture, self.files, self.digest = fixture, files, digest
+    fixture: Fixture
+    files: dict[str, bytes]
+    digest: str
 
 
 def source_of(data: SwarmFanoutData) -> Source:
