@@ -28,7 +28,7 @@ from swarm_fanout.taskset import SwarmFanoutConfig
 REPO = Path(__file__).resolve().parents[3]
 PACKAGE = REPO / "verifiers-taskset"
 PAGE = REPO / "docs" / "verifiers.md"
-RL_CONFIG = PACKAGE / "swarm_fanout" / "configs" / "rl.toml"
+RL_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "rl.toml"
 VF_EVAL_TIMEOUT_S = 1200  # a deadline for a stuck run, not a measure: no test asserts on time
 
 
