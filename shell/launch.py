@@ -380,7 +380,11 @@ def _ending(label: str, grace: float | None) -> str:
 
 def _run_marker(run: RunDir) -> tuple[str, str]:
     """The environment entry every process of the run inherits (shell/procs.py)."""
-    return ("PRIME_AGENT_CODING_AGENT_DIR", run.paths.agent_home)
+    return _run_marker_of(run.paths.agent_home)
+
+
+def _run_marker_of(agent_home: str) -> tuple[str, str]:
+    return ("PRIME_AGENT_CODING_AGENT_DIR", agent_home)
 
 
 def _kill_run_now(run: RunDir, process: subprocess.Popen) -> None:
@@ -450,6 +454,33 @@ def end_run(
             if in_sandbox
             else {}
         ),
+    }
+
+
+def end_detached(socket: str, agent_home: str, grace: float | None = None) -> dict:
+    """End a run none of whose processes is the caller's child (a verifiers rollout's: its
+    ACP client started the agent): the daemon shut down over the run's own socket, time for
+    what it ends to exit, then SIGTERM and SIGKILL to every process still carrying the run's
+    agent dir (its marker, as `end_run` finds them). What outlived it is in `leaked_pids`."""
+    answer, settle, term = _waits(grace)
+    key, value = _run_marker_of(agent_home)
+
+    def marked() -> set[int]:
+        return procs.with_environment(key, value, procs.process_table())
+
+    shutdown = daemon.shutdown_daemon(socket, answer)
+    supervisor = shutdown.get("supervisor_pid")
+    if shutdown.get("success") and supervisor:
+        # A forced shutdown ends every worker and kernel (§2 "Processes"): let it finish.
+        shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
+        procs.wait_gone(marked(), settle)
+    remaining = marked()
+    ended = procs.end_processes(remaining, term) if remaining else {}
+    return {
+        "daemon_shutdown": shutdown,
+        "terminated": ended.get("terminated", []),
+        "killed": ended.get("killed", []),
+        "leaked_pids": sorted(marked()),
     }
 
 

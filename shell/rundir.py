@@ -99,6 +99,41 @@ def find_agent(agent_bin: str) -> tuple[str | None, tuple[str, str] | None]:
     return None, ("agent_not_executable", f"{agent_bin!r} is not executable (chmod +x it)")
 
 
+# What of a fixture dir stays out of a run's repo, at any depth: the answers, the prompt
+# (it reaches the agent as its task) and any git dir.
+NOT_IN_REPO = (MANIFEST, TASK, ".git")
+# The repo's commit: its author, and no config of this host's.
+REPO_GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "swarm-fanout",
+    "GIT_AUTHOR_EMAIL": "swarm-fanout@invalid",
+    "GIT_COMMITTER_NAME": "swarm-fanout",
+    "GIT_COMMITTER_EMAIL": "swarm-fanout@invalid",
+}
+
+
+def repo_commands(fixture_name: str) -> list[list[str]]:
+    """The git commands, run in the repo with REPO_GIT_ENV, that make it a fresh repo with
+    the fixture's files as its one commit (a verifiers task runs them in its runtime)."""
+    return [
+        ["git", "-c", "init.defaultBranch=main", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "commit.gpgsign=false", "commit", "-q", "-m", f"fixture {fixture_name}"],
+    ]
+
+
+def repo_files(fixture_root: str) -> list[str]:
+    """The fixture's files a run's repo gets, relative and sorted: all but NOT_IN_REPO."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(fixture_root):
+        dirnames[:] = sorted(name for name in dirnames if name not in NOT_IN_REPO)
+        for filename in sorted(filenames):
+            if filename not in NOT_IN_REPO:
+                found.append(os.path.relpath(os.path.join(dirpath, filename), fixture_root))
+    return found
+
+
 class RunDir:
     """One run's dir, laid out by `RunPaths` (`run.paths.repo`), and what the runner does to
     it before the agent starts; TMPDIR and the daemon socket are its own, which
@@ -134,9 +169,7 @@ class RunDir:
                 continue
 
     def prepare(self, fixture, agent_config: str) -> None:
-        shutil.copytree(
-            fixture.root, self.paths.repo, ignore=shutil.ignore_patterns(MANIFEST, TASK, ".git")
-        )
+        shutil.copytree(fixture.root, self.paths.repo, ignore=shutil.ignore_patterns(*NOT_IN_REPO))
         for path in (self.paths.sessions, self.paths.agent_home, self.paths.home, self.paths.tmp):
             os.makedirs(path, exist_ok=True)
         self._commit_repo(fixture.name)
@@ -173,19 +206,8 @@ class RunDir:
 
     def _commit_repo(self, fixture_name: str) -> None:
         env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
-        env.update(
-            HOME=self.paths.home,
-            GIT_CONFIG_NOSYSTEM="1",
-            GIT_AUTHOR_NAME="swarm-fanout",
-            GIT_AUTHOR_EMAIL="swarm-fanout@invalid",
-            GIT_COMMITTER_NAME="swarm-fanout",
-            GIT_COMMITTER_EMAIL="swarm-fanout@invalid",
-        )
-        for command in (
-            ["git", "-c", "init.defaultBranch=main", "init", "-q"],
-            ["git", "add", "-A"],
-            ["git", "-c", "commit.gpgsign=false", "commit", "-q", "-m", f"fixture {fixture_name}"],
-        ):
+        env.update(HOME=self.paths.home, **REPO_GIT_ENV)
+        for command in repo_commands(fixture_name):
             subprocess.run(
                 command,
                 cwd=self.paths.repo,

@@ -1,4 +1,6 @@
-"""result.json and the other files a run dir keeps are written whole or not at all."""
+"""result.json and the other files a run dir keeps are written whole or not at all; the repo a
+run starts from holds the fixture's files as `repo_files` lists them (what a verifiers task
+writes into its runtime)."""
 
 from __future__ import annotations
 
@@ -6,12 +8,18 @@ import contextlib
 import io
 import json
 import os
+import shutil
+import subprocess
 import tempfile
 import unittest
+from pathlib import Path
 from unittest import mock
 
 import runner
-from shell.rundir import RunDir, write_atomic
+from evidence.fixture import load_fixture
+from shell.rundir import RunDir, repo_files, write_atomic
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 class WriteAtomicTest(unittest.TestCase):
@@ -40,6 +48,28 @@ class WriteAtomicTest(unittest.TestCase):
         with open(self.path, encoding="utf-8") as handle:
             self.assertEqual(handle.read(), "old\n")
         self.assertEqual(os.listdir(self.dir), ["result.json"])
+
+
+class RepoTest(unittest.TestCase):
+    def test_a_runs_repo_holds_exactly_the_files_repo_files_lists_committed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fixture_dir = os.path.join(tmp, "fixture")
+            shutil.copytree(FIXTURES / "json-events", fixture_dir)
+            # Files of the fixture's own beside the shards and below them go in too.
+            Path(fixture_dir, "README.txt").write_text("notes\n")
+            Path(fixture_dir, "shards", "extra").mkdir()
+            Path(fixture_dir, "shards", "extra", "more.txt").write_text("more\n")
+            run = RunDir.at(os.path.join(tmp, "run"))
+            run.prepare(load_fixture(fixture_dir), os.path.join(tmp, "no-agent-config"))
+            listed = subprocess.run(
+                ["git", "ls-files"], cwd=run.paths.repo, capture_output=True, text=True, check=True
+            ).stdout.split()
+            self.assertEqual(sorted(listed), repo_files(fixture_dir))
+            self.assertIn("README.txt", listed)
+            self.assertIn("shards/extra/more.txt", listed)
+            self.assertNotIn("fixture.json", listed)
+            self.assertNotIn("task.txt", listed)
+            run.cleanup_tmp()
 
 
 class EmitTest(unittest.TestCase):

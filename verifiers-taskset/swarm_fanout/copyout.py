@@ -86,9 +86,13 @@ class Copied:
         return {"files": self.files, "skipped": list(self.skipped)}
 
 
-async def copy_out(runtime, layout: RuntimeLayout, artifact: str, dest: str) -> Copied:
+async def copy_out(
+    runtime, layout: RuntimeLayout, artifact: str, dest: str, limit: int | None = None
+) -> Copied:
     """Copy the product's files and the combined answer from `runtime` into `dest` (a new,
-    empty dir on this host), relocated. Raises CopyError."""
+    empty dir on this host), relocated; at most `limit` bytes (default MAX_COPY_BYTES) of
+    them. Raises CopyError."""
+    limit = MAX_COPY_BYTES if limit is None else limit
     paths = RunPaths.of(os.path.realpath(dest))
     real = await _realpaths(runtime, layout)
     parts = (
@@ -99,12 +103,12 @@ async def copy_out(runtime, layout: RuntimeLayout, artifact: str, dest: str) -> 
     )
     files: dict[str, int] = {}
     skipped: list[str] = []
-    budget = MAX_COPY_BYTES
+    budget = limit
     for name, source, target in parts:
         encoded = await _run(runtime, ["sh", "-c", TAR_DIR, "sh", source], name)
         budget -= len(encoded)
         if budget < 0:
-            raise CopyError("copy_too_large", f"the runtime's files exceed {MAX_COPY_BYTES} bytes")
+            raise CopyError("copy_too_large", f"the runtime's files exceed {limit} bytes")
         if name == "rlm-ledger":
             target = os.path.join(target, ledger.LEDGER_DIR)
         os.makedirs(target, exist_ok=True)
@@ -112,7 +116,7 @@ async def copy_out(runtime, layout: RuntimeLayout, artifact: str, dest: str) -> 
     os.makedirs(paths.repo, exist_ok=True)
     answer = await _read_file(runtime, os.path.join(real.repo, artifact))
     if answer is not None and len(answer) > budget:
-        raise CopyError("copy_too_large", f"the runtime's files exceed {MAX_COPY_BYTES} bytes")
+        raise CopyError("copy_too_large", f"the runtime's files exceed {limit} bytes")
     if answer is not None:
         with open(paths.artifact(artifact), "wb") as handle:
             handle.write(answer)

@@ -32,7 +32,7 @@ from verifiers.v1.harnesses.prime_agent.harness import (
 )
 
 from evidence.runpaths import RunPaths
-from shell import daemon, procs
+from shell.launch import end_detached
 from shell.rundir import users_kernel_python
 from swarm_fanout.copyout import RuntimeLayout
 from swarm_fanout.taskset import ACP_KEY, LAYOUT_KEY
@@ -41,8 +41,6 @@ logger = logging.getLogger(__name__)
 
 ROOT_KEY = "swarm_fanout_root"
 MARKER = "PRIME_AGENT_CODING_AGENT_DIR"  # every process of the rollout carries it (§2)
-TERM_GRACE_S = 3.0
-SHUTDOWN_WAIT_S = 10.0
 
 
 class LocalPrimeAgentConfig(PrimeAgentHarnessConfig):
@@ -175,29 +173,15 @@ class LocalPrimeAgentHarness(PrimeAgentHarness, ACPHarness[LocalPrimeAgentConfig
 
 
 def end_rollout(root: str) -> dict:
-    """Shut the rollout's daemon down over its own socket, end what still carries its agent
-    dir, then remove its dir: what was left running is reported, never ignored."""
+    """End the rollout's processes as the runner ends a run it did not start
+    (shell/launch.py's `end_detached`: the daemon shut down over the rollout's own socket,
+    then what still carries its agent dir), then remove its dir. What was left running is
+    reported, never ignored."""
     paths = RunPaths.of(root)
-    shutdown = daemon.shutdown_daemon(paths.socket)
-    supervisor = shutdown.get("supervisor_pid")
-    if shutdown.get("success") and supervisor:
-        # A forced shutdown ends every worker and kernel (§2 "Processes"): let it finish.
-        procs.wait_gone([supervisor], SHUTDOWN_WAIT_S)
-        procs.wait_gone(_marked(paths), TERM_GRACE_S)
-    remaining = _marked(paths)
-    ended = procs.end_processes(remaining, TERM_GRACE_S) if remaining else {}
-    leaked = sorted(_marked(paths))
+    ended = end_detached(paths.socket, paths.agent_home)
     shutil.rmtree(root, ignore_errors=True)
-    if leaked:
-        logger.warning("swarm-fanout: processes of %s still running: %s", root, leaked)
-    return {
-        "daemon_shutdown": shutdown,
-        "terminated": ended.get("terminated", []),
-        "leaked_pids": leaked,
-        "removed": not os.path.lexists(root),
-    }
-
-
-def _marked(paths: RunPaths) -> set[int]:
-    """The live processes whose environment names the rollout's agent dir."""
-    return procs.with_environment(MARKER, paths.agent_home, procs.process_table())
+    if ended["leaked_pids"]:
+        logger.warning(
+            "swarm-fanout: processes of %s still running: %s", root, ended["leaked_pids"]
+        )
+    return {**ended, "removed": not os.path.lexists(root)}

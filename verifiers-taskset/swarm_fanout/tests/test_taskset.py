@@ -37,6 +37,7 @@ from swarm_fanout.taskset import (
     ACP_KEY,
     LAYOUT_KEY,
     VERDICT_KEY,
+    NotTheModels,
     SwarmFanoutConfig,
     SwarmFanoutTaskset,
 )
@@ -51,16 +52,23 @@ def run(coroutine):
     return asyncio.run(coroutine)
 
 
-def tasks() -> dict:
-    return {
-        task.data.name: task for task in SwarmFanoutTaskset(SwarmFanoutConfig(id="swarm-fanout"))
-    }
+def tasks(**config) -> dict:
+    """The taskset's tasks by name (the committed fixtures unless `config` says otherwise)."""
+    taskset = SwarmFanoutTaskset(SwarmFanoutConfig(id="swarm-fanout", **config))
+    return {task.data.name: task for task in taskset}
+
+
+def reward_of(task, trace) -> dict:
+    return run(task.verdict_reward(trace))
 
 
 def fake_trace(trace_id: str = "t-1") -> SimpleNamespace:
-    """What the task's hooks read of a verifiers Trace: its id, info and agent timing."""
+    """What the task's hooks read of a verifiers Trace: its id, info, agent timing and
+    whether a stage timed out."""
     agent = SimpleNamespace(start=100.0, end=112.5)
-    return SimpleNamespace(id=trace_id, info={}, timing=SimpleNamespace(agent=agent))
+    return SimpleNamespace(
+        id=trace_id, info={}, timing=SimpleNamespace(agent=agent), is_timeout=False
+    )
 
 
 class RolloutCase(unittest.TestCase):
@@ -88,17 +96,23 @@ class RolloutCase(unittest.TestCase):
         )
         self.assertEqual(done.returncode, 0, done.stderr[-2000:])
 
-    def rollout(self, behaviour: str, fixture: str = "json-events") -> tuple:
+    def rollout(self, behaviour: str, fixture: str = "json-events", task=None) -> tuple:
         """A task set up in the runtime, played, and finalized: (task, trace)."""
-        task = tasks()[fixture]
+        task, trace = self.played(behaviour, task or tasks()[fixture])
+        run(task.finalize(trace, self.runtime))
+        return task, trace
+
+    def played(self, behaviour: str | None, task) -> tuple:
+        """A task set up in the runtime and played (None: the agent never ran), not yet
+        finalized: (task, trace)."""
         trace = fake_trace()
         run(task.setup(trace, self.runtime))
-        self.play(behaviour, str(self.runtime.workdir), task.data.prompt)
+        if behaviour is not None:
+            self.play(behaviour, str(self.runtime.workdir), task.data.prompt)
         layout = RuntimeLayout(
             str(self.runtime.workdir), self.paths.sessions, self.paths.agent_home
         )
         trace.info[LAYOUT_KEY] = layout.to_json()
-        run(task.finalize(trace, self.runtime))
         return task, trace
 
 
@@ -172,7 +186,7 @@ class SameVerdictTest(RolloutCase):
 class RewardTest(RolloutCase):
     def test_an_honest_fan_out_earns_reward_one_with_every_criterion_met(self):
         task, trace = self.rollout("oracle")
-        self.assertEqual(run(task.resolved(trace)), 1.0)
+        self.assertEqual(reward_of(task, trace), {"resolved": 1.0})
         metrics = run(task.verdict(trace))
         for criterion in ("coverage", "delegation_evidence", "dedup", "receipts"):
             self.assertEqual(metrics[criterion], 1.0, criterion)
@@ -189,31 +203,38 @@ class RewardTest(RolloutCase):
 
     def test_a_parent_that_answers_every_shard_itself_earns_zero(self):
         task, trace = self.rollout("no-spawn")
-        self.assertEqual(run(task.resolved(trace)), 0.0)
+        self.assertEqual(reward_of(task, trace), {"resolved": 0.0})
         metrics = run(task.verdict(trace))
         self.assertEqual(metrics["delegation_evidence"], 0.0)
         self.assertEqual(metrics["children"], 0.0)
 
     def test_children_told_their_answers_earn_zero_with_a_provenance_failure_each(self):
         task, trace = self.rollout("answer-in-task")
-        self.assertEqual(run(task.resolved(trace)), 0.0)
+        self.assertEqual(reward_of(task, trace), {"resolved": 0.0})
         self.assertEqual(run(task.verdict(trace))["provenance_failures"], 8.0)
 
     def test_a_forged_ledger_earns_zero_on_integrity(self):
         task, trace = self.rollout("forge-ledger")
-        self.assertEqual(run(task.resolved(trace)), 0.0)
+        self.assertEqual(reward_of(task, trace), {"resolved": 0.0})
         self.assertGreater(run(task.verdict(trace))["integrity_failures"], 0.0)
 
     def test_without_the_local_harness_the_stock_harness_layout_is_scored(self):
-        # Where verifiers' prime-agent harness keeps the product's state: its agent dir under
-        # a root of its own, sessions in the agent dir's default place.
-        from verifiers.v1.harnesses.prime_agent.harness import PrimeAgentHarness
+        # Where verifiers' prime-agent harness keeps the product's state: an agent dir under
+        # a dir of its own below its state root, sessions in the agent dir's default place.
+        from verifiers.v1.harnesses.prime_agent.harness import STATE_ROOT
 
         task, trace = tasks()["json-events"], fake_trace(f"stock-{os.getpid()}")
-        root = PrimeAgentHarness._root(trace)
+        os.makedirs(STATE_ROOT, exist_ok=True)
+        root = tempfile.mkdtemp(dir=STATE_ROOT)
         self.addCleanup(end_rollout, root)
         agent_home = os.path.join(root, "agent")
         os.makedirs(agent_home)
+        # Another rollout's agent dir beside it, whose session ran elsewhere.
+        other = tempfile.mkdtemp(dir=STATE_ROOT)
+        self.addCleanup(shutil.rmtree, other, True)
+        os.makedirs(os.path.join(other, "agent", "sessions"))
+        with open(os.path.join(other, "agent", "sessions", "s.jsonl"), "w") as handle:
+            handle.write('{"type":"session","cwd":"/elsewhere"}\n')
         run(task.setup(trace, self.runtime))
         env = {**os.environ, MARKER: agent_home, "HOME": self.paths.home, "TMPDIR": self.paths.tmp}
         env.pop("PRIME_AGENT_SESSION_DIR", None)
@@ -225,16 +246,79 @@ class RewardTest(RolloutCase):
         self.assertEqual(done.returncode, 0, done.stderr[-2000:])
         run(task.finalize(trace, self.runtime))
         self.assertEqual(trace.info[VERDICT_KEY]["layout"]["agent_home"], agent_home)
-        self.assertEqual(run(task.resolved(trace)), 1.0)
+        self.assertEqual(reward_of(task, trace), {"resolved": 1.0})
 
-    def test_a_copy_too_large_is_refused_by_name_and_earns_zero(self):
-        original = copyout.MAX_COPY_BYTES
-        copyout.MAX_COPY_BYTES = 1000
-        self.addCleanup(setattr, copyout, "MAX_COPY_BYTES", original)
-        task, trace = self.rollout("oracle")
+    def test_a_copy_too_large_raises_by_name_and_is_never_rewarded(self):
+        task = tasks()["json-events"]
+        task.config.max_copy_bytes = 1000
+        self.addCleanup(setattr, task.config, "max_copy_bytes", copyout.MAX_COPY_BYTES)
+        task, trace = self.played("oracle", task)
+        with self.assertRaises(NotTheModels) as caught:
+            run(task.finalize(trace, self.runtime))
+        self.assertEqual(caught.exception.code, "copy_too_large")
         self.assertEqual(trace.info[VERDICT_KEY]["error"], "copy_too_large")
-        self.assertEqual(run(task.resolved(trace)), 0.0)
-        self.assertEqual(run(task.verdict(trace)), {"scored": 0.0})
+        with self.assertRaises(NotTheModels):
+            reward_of(task, trace)
+
+    def test_a_runtime_the_copy_cannot_read_raises_copy_failed(self):
+        task, trace = self.played("oracle", tasks()["json-events"])
+        os.chmod(self.paths.sessions, 0)
+        self.addCleanup(os.chmod, self.paths.sessions, 0o700)
+        if os.access(self.paths.sessions, os.R_OK):
+            self.skipTest("running as a user who reads any dir")
+        with self.assertRaises(NotTheModels) as caught:
+            run(task.finalize(trace, self.runtime))
+        self.assertEqual(caught.exception.code, "copy_failed")
+
+    def test_a_fixture_changed_since_loading_raises_fixture_changed(self):
+        copy = os.path.join(self.tmp, "fixtures", "json-events")
+        shutil.copytree(FIXTURES / "json-events", copy)
+        (task,) = tasks(fixtures_dir=os.path.dirname(copy)).values()
+        task, trace = self.played("oracle", task)
+        with open(os.path.join(copy, "fixture.json"), "a") as handle:
+            handle.write("\n")
+        with self.assertRaises(NotTheModels) as caught:
+            run(task.finalize(trace, self.runtime))
+        self.assertEqual(caught.exception.code, "fixture_changed")
+
+    def test_a_scorer_that_fails_raises_scorer_failed(self):
+        from swarm_fanout import taskset
+
+        def broken(*args, **kwargs):
+            raise KeyError("a scorer bug")
+
+        original = taskset.score
+        taskset.score = broken
+        self.addCleanup(setattr, taskset, "score", original)
+        task, trace = self.played("oracle", tasks()["json-events"])
+        with self.assertRaises(NotTheModels) as caught:
+            run(task.finalize(trace, self.runtime))
+        self.assertEqual(caught.exception.code, "scorer_failed")
+
+    def test_an_agent_that_never_got_a_model_answer_raises_agent_error(self):
+        task, trace = self.played(None, tasks()["json-events"])
+        with self.assertRaises(NotTheModels) as caught:
+            run(task.finalize(trace, self.runtime))
+        self.assertEqual(caught.exception.code, "agent_error")
+        self.assertEqual(trace.info[VERDICT_KEY]["status"], "agent_error")
+
+    def test_a_parent_that_answers_everything_itself_is_scored_not_an_agent_error(self):
+        _, trace = self.rollout("no-spawn")
+        self.assertEqual(trace.info[VERDICT_KEY]["status"], "scored")
+
+    def test_the_shaped_reward_is_the_fraction_of_shards_earned(self):
+        task = tasks()["json-events"]
+        task.config.reward = "earned_shards"
+        self.addCleanup(setattr, task.config, "reward", "resolved")
+        task, trace = self.rollout("fabricate", task=task)
+        # The first shard's answer in the index is wrong: 7 of 8 earned, not resolved.
+        self.assertEqual(reward_of(task, trace), {"earned_shards": 7 / 8})
+        metrics = run(task.verdict(trace))
+        self.assertEqual((metrics["resolved"], metrics["earned_shards"]), (0.0, 7 / 8))
+
+    def test_children_told_their_answers_earn_no_shard(self):
+        task, trace = self.rollout("answer-in-task")
+        self.assertEqual(run(task.verdict(trace))["earned_shards"], 0.0)
 
     def test_a_run_kept_under_keep_runs_regrades_with_scorer_py(self):
         task, trace = self.rollout("oracle")
