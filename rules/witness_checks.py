@@ -129,11 +129,10 @@ def _ledger_lines(r: _Run) -> Iterator[Failure]:
     """Every ledger line is the one the runner saw appear, and it saw every one."""
     if r.witness is None:
         return
-    seen: dict[tuple[str, int], str] = {}
-    for sighting in r.sightings("ledger_line"):
-        seen[(str(sighting.get("file")), int(sighting.get("line") or 0))] = str(
-            sighting.get("sha256")
-        )
+    seen = {
+        (str(sighting.get("file")), int(sighting.get("line") or 0)): str(sighting.get("sha256"))
+        for sighting in r.sightings("ledger_line")
+    }
     for name, digests in r.run.ledger_line_digests.items():
         for number, digest in enumerate(digests, start=1):
             was = seen.get((name, number))
