@@ -504,15 +504,8 @@ def check(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]
     if parent is None:
         # Nothing to compare a child against (parent_transcript_missing fails the run).
         family = checked = ()
-    context = _Family(
-        run=run,
-        parent=parent,
-        family=family,
-        checked=checked,
-        dirs={child.child_id: child for child in run.children},
-        located=transcripts_by_path(run.children),
-        relative_paths={},
-    )
+    dirs = {child.child_id: child for child in run.children}
+    context = _Family(run, parent, family, checked, dirs, transcripts_by_path(run.children), {})
     return run_checks(INTEGRITY_CHECKS, context)
 
 
