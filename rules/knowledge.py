@@ -338,12 +338,8 @@ class Knowledge:
     def parent_knew_before_spawn(self, child: Child, number: int) -> bool:
         """The parent had `number` (a cell of its own showed it, or it received it) before
         the cell that spawned the child ran."""
-        cell = self._spawning_cell(child)
-        return (
-            self.parent is not None
-            and cell is not None
-            and self.knew(self.parent, number, cell.line)
-        )
+        parent, cell = self.parent, self._spawning_cell(child)
+        return parent is not None and cell is not None and self.knew(parent, number, cell.line)
 
 
 def _matches(pattern: str, path: str) -> bool:
