@@ -55,10 +55,8 @@ def _witness_digest(r: _Run) -> Iterator[Failure]:
     """The witness is the very file the runner wrote."""
     expected, witness = r.run.witness_expected, r.witness
     if expected and witness is not None and witness.sha256 != expected:
-        yield Failure(
-            f"witness.jsonl has sha256 {witness.sha256}, result.json recorded {expected}",
-            file="witness.jsonl",
-        )
+        detail = f"witness.jsonl has sha256 {witness.sha256}, result.json recorded {expected}"
+        yield Failure(detail, file="witness.jsonl")
 
 
 def _in_order(shown: tuple[str, ...], held: tuple[str, ...] | list[str]) -> bool:
@@ -118,11 +116,8 @@ def _stream(r: _Run) -> Iterator[Failure]:
         spawning = calls[index] if index >= 0 and calls[index].contains(at) else None
         if spawning is not None and spawning.call_id in streamed and edge.child_id not in child_ids:
             update = "subagent update" if file == ACP_STREAM else "rlm_child_update"
-            yield Failure(
-                f"the stream shows the cell that spawned this child but no {update} for it",
-                edge.child_id,
-                file,
-            )
+            detail = f"the stream shows the cell that spawned this child but no {update} for it"
+            yield Failure(detail, edge.child_id, file)
 
 
 def _ledger_lines(r: _Run) -> Iterator[Failure]:
