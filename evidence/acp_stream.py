@@ -45,11 +45,8 @@ def read_acp_stream(path: str) -> AcpStream | None:
         kind = update.get("sessionUpdate")
         if kind == "tool_call":
             call_id = text_field(update, "toolCallId")
-            if (
-                call_id
-                and not call_id.startswith(BASH_CALL_PREFIX)
-                and len(tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT
-            ):
+            root_cell = call_id and not call_id.startswith(BASH_CALL_PREFIX)
+            if root_cell and len(tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT:
                 tool_call_ids.append(call_id)
         elif kind == "session_info_update":
             meta = dict_field(dict_field(update, "_meta"), PRIME_META)

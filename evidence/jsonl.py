@@ -181,18 +181,14 @@ def _read_capped(path: str, findings: list[Finding], max_bytes: int) -> bytes | 
     with handle:
         # Sized from fstat (asking for `max_bytes` allocates that much); a file that grew
         # since is read on to the cap.
-        size = _size(handle)
+        try:
+            size = os.fstat(handle.fileno()).st_size
+        except OSError:
+            size = 0
         raw = handle.read(min(max_bytes, size) + 1)
         if size < len(raw) <= max_bytes:  # it grew since fstat
             raw += handle.read(max_bytes + 1 - len(raw))
         return raw
-
-
-def _size(handle) -> int:
-    try:
-        return os.fstat(handle.fileno()).st_size
-    except OSError:
-        return 0
 
 
 def read_text(path: str, findings: list[Finding], *, max_bytes: int) -> str | None:

@@ -377,9 +377,8 @@ class _TranscriptAccumulator:
         cost = cost_of(message)
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
-        self._keep(
-            self.calls, AssistantCall(number, stop, response_id or None, usage), number, findings
-        )
+        call = AssistantCall(number, stop, response_id or None, usage)
+        self._keep(self.calls, call, number, findings)
         if stop == "error":
             self.failed += 1
             if self.first_error is None:
@@ -477,9 +476,8 @@ class _TranscriptAccumulator:
         details = record.get("details")
         if not isinstance(details, dict):
             if custom_type == "agent_message" or custom_type in NOTICE_TYPES:
-                findings.append(
-                    Finding(self.path, number, "wrong_type", "details is not an object")
-                )
+                detail = "details is not an object"
+                findings.append(Finding(self.path, number, "wrong_type", detail))
             return
         at_ms = iso_to_ms(record.get("timestamp"))
         if custom_type == "agent_message":
@@ -499,19 +497,10 @@ class _TranscriptAccumulator:
                 reply = Reply(message_id, from_id, name, message, at_ms, number)
                 self._keep(self.replies, reply, number, findings)
         elif custom_type in NOTICE_TYPES:
-            kind = (
-                "failure"
-                if custom_type == "rlm_child_failure"
-                else text_field(details, "kind") or "unknown"
-            )
-            notice = Notice(
-                kind=kind,
-                child_id=text_field(details, "childId"),
-                session_name=text_field(details, "sessionName"),
-                at_ms=at_ms,
-                line=number,
-            )
-            self._keep(self.notices, notice, number, findings)
+            kind = text_field(details, "kind") or "unknown"
+            kind = "failure" if custom_type == "rlm_child_failure" else kind
+            child_id, name = text_field(details, "childId"), text_field(details, "sessionName")
+            self._keep(self.notices, Notice(kind, child_id, name, at_ms, number), number, findings)
 
     def result(self, findings: list[Finding]) -> Transcript:
         header = self.header

@@ -11,7 +11,7 @@ import hashlib
 import os
 from typing import NamedTuple
 
-from evidence.jsonl import Finding, iter_objects
+from evidence.jsonl import Finding, iter_objects, text_field
 
 WITNESS_VERSION = 1
 
@@ -82,33 +82,24 @@ def read_witness(path: str) -> Witness | None:
         return None
     findings: list[Finding] = []
     header: dict = {}
-    calls, sightings, channels, opens = [], [], [], []
+    kept: dict = {kind: [] for kind in ("model_call", "sighting", "channel", "file_open")}
+    well_formed = {"sighting": _well_formed, "file_open": _well_formed_open}
     for line in iter_objects(path, findings):
-        kind = line.record.get("kind")
+        kind = text_field(line.record, "kind")
         if kind == "witness" and line.number == 1:
             header = line.record
-        elif kind == "model_call":
-            calls.append(line.record)
-        elif kind == "sighting":
-            if _well_formed(line.record):
-                sightings.append(line.record)
-            else:
-                findings.append(Finding(path, line.number, "wrong_type", "a malformed sighting"))
-        elif kind == "channel":
-            channels.append(line.record)
-        elif kind == "file_open":
-            if _well_formed_open(line.record):
-                opens.append(line.record)
-            else:
-                findings.append(Finding(path, line.number, "wrong_type", "a malformed file_open"))
+        elif kind in well_formed and not well_formed[kind](line.record):
+            findings.append(Finding(path, line.number, "wrong_type", f"a malformed {kind}"))
+        elif kind in kept:
+            kept[kind].append(line.record)
     return Witness(
         sha256=file_digest(path),
         header=header,
-        model_calls=tuple(calls),
-        sightings=tuple(sightings),
-        channels=tuple(channels),
+        model_calls=tuple(kept["model_call"]),
+        sightings=tuple(kept["sighting"]),
+        channels=tuple(kept["channel"]),
         findings=tuple(findings),
-        file_opens=tuple(opens),
+        file_opens=tuple(kept["file_open"]),
     )
 
 

@@ -11,12 +11,13 @@ Every check is a pure function of the collected artifacts with one stable reason
 code; `check` runs them all in a fixed order.
 
 Why one module of this size: the fourteen checks share one context (`_Family`) and one
-table (`INTEGRITY_CHECKS`), and a reader comparing two checks wants them side by side; each
+table (`_CHECKS`), and a reader comparing two checks wants them side by side; each
 check is a small function, so the table reads as the rubric's integrity section.
 """
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 from collections import Counter
@@ -53,15 +54,9 @@ class Failure(NamedTuple):
     line: int | None = None
 
     def to_json(self) -> dict:
-        out: dict = {}
-        if self.child_id is not None:
-            out["child_id"] = self.child_id
-        if self.file is not None:
-            out["file"] = self.file
-        if self.line is not None:
-            out["line"] = self.line
-        out["detail"] = self.detail
-        return out
+        where = {"child_id": self.child_id, "file": self.file, "line": self.line}
+        out = {key: value for key, value in where.items() if value is not None}
+        return {**out, "detail": self.detail}
 
 
 class CheckResult(NamedTuple):
@@ -442,91 +437,64 @@ def _endpoint(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, child_id, f.path(transcript.path), call.line)
 
 
-# (name in the verdict, reason code, sentence, check), in verdict order.
-INTEGRITY_CHECKS: tuple[tuple[str, str, str, Callable[[_Family], Iterator[Failure]]], ...] = (
-    ("ledger", "ledger_inconsistent", "the ledger is not one the product wrote", _ledger),
+# (check, reason code, sentence), in verdict order; the verdict names a check as its function,
+# less the underscore.
+_CHECKS: tuple[tuple[Callable[[_Family], Iterator[Failure]], str, str], ...] = (
+    (_ledger, "ledger_inconsistent", "the ledger is not one the product wrote"),
     (
-        "child_path",
+        _child_path,
         "child_path_mismatch",
         "the child's transcript is not at session-artifacts/<parent header id>/<childId>/"
         "<child header id>.jsonl",
-        _child_path,
     ),
     (
-        "child_header",
+        _child_header,
         "child_header_mismatch",
         "the child's header does not name the edge's parent, depth and cwd, or was not "
         "written just before the spawn",
-        _child_header,
     ),
     (
-        "child_task",
+        _child_task,
         "child_task_mismatch",
         "the child's task is not spawn:<childId> from the parent's session",
-        _child_task,
     ),
     (
-        "response_ids",
+        _response_ids,
         "missing_response_id",
         "a child assistant message that reached the model has no responseId",
-        _response_ids,
     ),
+    (_child_work, "child_did_no_work", "the child's transcript has no assistant message at all"),
+    (_display, "display_mismatch", "the child's rlm-subagent.json does not describe the edge"),
     (
-        "child_work",
-        "child_did_no_work",
-        "the child's transcript has no assistant message at all",
-        _child_work,
-    ),
-    (
-        "display",
-        "display_mismatch",
-        "the child's rlm-subagent.json does not describe the edge",
-        _display,
-    ),
-    (
-        "spawn_code",
+        _spawn_code,
         "spawn_code_unmatched",
         "the spawnCode is not a parent ipython cell that ran when the spawn was recorded",
-        _spawn_code,
     ),
     (
-        "usage_attribution",
+        _usage_attribution,
         "usage_attribution_mismatch",
         "the parent's child_usage_attributed entries do not match the children's model calls",
-        _usage_attribution,
     ),
     (
-        "reply_receipts",
+        _reply_receipts,
         "unsent_reply",
         "a reply in the parent is not a message its child's transcript says it sent",
-        _reply_receipts,
     ),
     (
-        "orphan_dirs",
+        _orphan_dirs,
         "orphan_child_dir",
         "a sub-* dir under the parent's artifacts has no ledger edge",
-        _orphan_dirs,
     ),
+    (_edge_dirs, "edge_without_dir", "a ledger edge has no sub-* dir under the parent's artifacts"),
+    (_stale_dirs, "stale_child_dir", "a child transcript is older than the run"),
     (
-        "edge_dirs",
-        "edge_without_dir",
-        "a ledger edge has no sub-* dir under the parent's artifacts",
-        _edge_dirs,
-    ),
-    (
-        "stale_dirs",
-        "stale_child_dir",
-        "a child transcript is older than the run",
-        _stale_dirs,
-    ),
-    (
-        "endpoint",
+        _endpoint,
         "unserved_response_id",
         "a child message (or, in a witnessed run, a parent message) carries a response id the "
         "harness's model endpoint did not serve for that session",
-        _endpoint,
     ),
 )
+INTEGRITY_CHECKS = tuple((check.__name__[1:], *rest, check) for check, *rest in _CHECKS)
 INTEGRITY_MESSAGES = {code: sentence for _, code, sentence, _ in INTEGRITY_CHECKS}
 
 
@@ -536,15 +504,8 @@ def check(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]
     if parent is None:
         # Nothing to compare a child against (parent_transcript_missing fails the run).
         family = checked = ()
-    context = _Family(
-        run=run,
-        parent=parent,
-        family=family,
-        checked=checked,
-        dirs={child.child_id: child for child in run.children},
-        located=transcripts_by_path(run.children),
-        relative_paths={},
-    )
+    dirs = {child.child_id: child for child in run.children}
+    context = _Family(run, parent, family, checked, dirs, transcripts_by_path(run.children), {})
     return run_checks(INTEGRITY_CHECKS, context)
 
 
@@ -553,13 +514,9 @@ def run_checks(table: tuple, context: object) -> Integrity:
     first MAX_FAILURES_LISTED failures of each kept (rules/witness_checks.py has a table too)."""
     results = []
     for name, code, _, function in table:
-        failures = []
-        count = 0
-        for failure in function(context):
-            count += 1
-            if len(failures) < MAX_FAILURES_LISTED:
-                failures.append(failure)
-        results.append(CheckResult(name, code, count, tuple(failures)))
+        failures = function(context)
+        listed = tuple(itertools.islice(failures, MAX_FAILURES_LISTED))
+        results.append(CheckResult(name, code, len(listed) + sum(1 for _ in failures), listed))
     return Integrity(tuple(results))
 
 

@@ -75,9 +75,8 @@ class Knowledge:
         sessions = [run.parent] if run.parent else []
         sessions += [transcript for child in run.children for transcript in child.transcripts]
         self.by_id = {t.header_id: t for t in sessions if t.header_id}
-        # Each session's calls with their files resolved against its cwd.
-        # Each call: its facts, the files it named and wrote, resolved, and its sources
-        # (resolved -> as typed).
+        # Each session's calls: its facts, the files it named and wrote, resolved against its
+        # cwd, and its sources (resolved -> as typed).
         self.calls: dict[str, list[tuple[ToolCallFacts, set[str], set[str], dict[str, str]]]] = {}
         self.writers: dict[str, set[str]] = {}  # file -> the sessions (paths) that wrote it
         for transcript in sessions:
@@ -200,9 +199,7 @@ class Knowledge:
 
     def _witnessed(self, session_id: str, shard: str) -> str | None:
         """What the runner saw the session's processes open that disproves the work, or
-        None."""
-        if self.access is None:
-            return None
+        None (asked only where the runner watched the session)."""
         foreign = self.access.foreign_opened(session_id)
         if foreign is not None:
             return f"the runner saw its processes open {foreign}"
@@ -341,12 +338,8 @@ class Knowledge:
     def parent_knew_before_spawn(self, child: Child, number: int) -> bool:
         """The parent had `number` (a cell of its own showed it, or it received it) before
         the cell that spawned the child ran."""
-        cell = self._spawning_cell(child)
-        return (
-            self.parent is not None
-            and cell is not None
-            and self.knew(self.parent, number, cell.line)
-        )
+        parent, cell = self.parent, self._spawning_cell(child)
+        return parent is not None and cell is not None and self.knew(parent, number, cell.line)
 
 
 def _matches(pattern: str, path: str) -> bool:

@@ -122,16 +122,12 @@ class RunView(NamedTuple):
 def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
     parent = run.parent
     parent_path = parent.path if parent else None
-    edges = [
-        edge
-        for edge in run.replay.edges
-        if edge.depth == 1 and (parent_path is None or edge.parent == parent_path)
-    ]
-    spawns = tuple(
-        spawn
-        for spawn in run.replay.spawns
-        if spawn.depth == 1 and (parent_path is None or spawn.parent == parent_path)
-    )
+
+    def of_parent(record: Edge | Spawn) -> bool:
+        return record.depth == 1 and (parent_path is None or record.parent == parent_path)
+
+    edges = list(filter(of_parent, run.replay.edges))
+    spawns = tuple(filter(of_parent, run.replay.spawns))
     located = transcripts_by_path(run.children)
     displays = {child_dir.child_id: child_dir.display for child_dir in run.children}
     inbox = Inbox(parent)

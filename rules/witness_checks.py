@@ -1,7 +1,7 @@
 """The disk held against the runner's own channels (evidence/witness.py; docs/witness.md).
 
 Each check is a small function over the run that yields a `Failure` per inconsistency,
-listed in `WITNESS_CHECKS` with its reason code, in the shape of rules/integrity.py's table. All but
+listed in `_CHECKS` with its reason code, in the shape of rules/integrity.py's table. All but
 `stream` need a witness and pass vacuously without one (the verdict then warns
 `unwitnessed`); `stream` holds a stored run's `stdout.jsonl` against its root transcript
 whether or not the run was witnessed.
@@ -45,20 +45,18 @@ class _Run(NamedTuple):
         return relative(self.run.run_dir, path)
 
 
-def _present(r: _Run) -> Iterator[Failure]:
+def _witness_present(r: _Run) -> Iterator[Failure]:
     """The runner says it witnessed the run (result.json): its witness must be there."""
     if r.run.witness_expected and r.witness is None:
         yield Failure("result.json names a witness.jsonl that is not in the run dir")
 
 
-def _digest(r: _Run) -> Iterator[Failure]:
+def _witness_digest(r: _Run) -> Iterator[Failure]:
     """The witness is the very file the runner wrote."""
     expected, witness = r.run.witness_expected, r.witness
     if expected and witness is not None and witness.sha256 != expected:
-        yield Failure(
-            f"witness.jsonl has sha256 {witness.sha256}, result.json recorded {expected}",
-            file="witness.jsonl",
-        )
+        detail = f"witness.jsonl has sha256 {witness.sha256}, result.json recorded {expected}"
+        yield Failure(detail, file="witness.jsonl")
 
 
 def _in_order(shown: tuple[str, ...], held: tuple[str, ...] | list[str]) -> bool:
@@ -118,22 +116,18 @@ def _stream(r: _Run) -> Iterator[Failure]:
         spawning = calls[index] if index >= 0 and calls[index].contains(at) else None
         if spawning is not None and spawning.call_id in streamed and edge.child_id not in child_ids:
             update = "subagent update" if file == ACP_STREAM else "rlm_child_update"
-            yield Failure(
-                f"the stream shows the cell that spawned this child but no {update} for it",
-                edge.child_id,
-                file,
-            )
+            detail = f"the stream shows the cell that spawned this child but no {update} for it"
+            yield Failure(detail, edge.child_id, file)
 
 
 def _ledger_lines(r: _Run) -> Iterator[Failure]:
     """Every ledger line is the one the runner saw appear, and it saw every one."""
     if r.witness is None:
         return
-    seen: dict[tuple[str, int], str] = {}
-    for sighting in r.sightings("ledger_line"):
-        seen[(str(sighting.get("file")), int(sighting.get("line") or 0))] = str(
-            sighting.get("sha256")
-        )
+    seen = {
+        (str(sighting.get("file")), int(sighting.get("line") or 0)): str(sighting.get("sha256"))
+        for sighting in r.sightings("ledger_line")
+    }
     for name, digests in r.run.ledger_line_digests.items():
         for number, digest in enumerate(digests, start=1):
             was = seen.get((name, number))
@@ -234,60 +228,53 @@ def _stream_writers(r: _Run) -> Iterator[Failure]:
                 )
 
 
-# (name in the verdict, reason code, sentence, check), in verdict order.
-WITNESS_CHECKS: tuple[tuple[str, str, str, Callable[[_Run], Iterator[Failure]]], ...] = (
+# (check, reason code, sentence), in verdict order, named as in rules/integrity.py.
+_CHECKS: tuple[tuple[Callable[[_Run], Iterator[Failure]], str, str], ...] = (
     (
-        "witness_present",
+        _witness_present,
         "witness_missing",
         "the runner witnessed this run, but its witness.jsonl is missing",
-        _present,
     ),
     (
-        "witness_digest",
+        _witness_digest,
         "witness_tampered",
         "witness.jsonl is not the file the runner wrote: its sha256 differs from result.json's",
-        _digest,
     ),
     (
-        "stream",
+        _stream,
         "stream_mismatch",
         "the root's event stream and its transcript disagree (other model calls or cells, or "
         "a spawned child the stream never showed)",
-        _stream,
     ),
     (
-        "ledger_lines",
+        _ledger_lines,
         "rewritten_record",
         "a ledger line is not the one the runner saw appear, or appeared unseen",
-        _ledger_lines,
     ),
     (
-        "backdated",
+        _backdated,
         "backdated_record",
         "a ledger record, child header or reply claims a time before the runner last looked "
         "and did not find it",
-        _backdated,
     ),
     (
-        "future_dated",
+        _future_dated,
         "future_dated_record",
         "a ledger record, child header or reply claims a time after the runner had seen it",
-        _future_dated,
     ),
     (
-        "callers",
+        _callers,
         "foreign_model_call",
         "a model call came from a process that is not the product's own (a kernel, or a "
         "process a cell started)",
-        _callers,
     ),
     (
-        "stream_writers",
+        _stream_writers,
         "foreign_stream_writer",
         "a process other than the one-shot CLI wrote into its event stream",
-        _stream_writers,
     ),
 )
+WITNESS_CHECKS = tuple((check.__name__[1:], *rest, check) for check, *rest in _CHECKS)
 WITNESS_MESSAGES = {code: sentence for _, code, sentence, _ in WITNESS_CHECKS}
 
 
