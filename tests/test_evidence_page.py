@@ -514,5 +514,35 @@ class OddRunsTest(unittest.TestCase):
             self.assertIn("— resolved</h1>", handle.read())
 
 
+class CheckCountTest(unittest.TestCase):
+    """The "N of M checks pass" lines count checks only: the witness's `file_access` beside
+    them is a status record (was file access watched?), with no `passed`, and no check."""
+
+    def test_a_resolved_witnessed_run_says_every_check_passes_in_every_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = os.path.join(tmp, "run")
+            build = RunBuilder(run_dir)
+            build.fan_out(FIXTURE)
+            build.correct_index(FIXTURE)
+            result = write_result(run_dir)
+            # As the scorer records a run whose file access the runner watched.
+            result["verdict"]["witness"]["file_access"] = {"witnessed": True, "sessions": 0}
+            with open(RunPaths.of(run_dir).result, "w", encoding="utf-8") as handle:
+                json.dump(result, handle)
+            page_path = os.path.join(tmp, "page.html")
+            evidence_page.write_page(run_dir, page_path)
+            with open(page_path, encoding="utf-8") as handle:
+                page = handle.read()
+        rows = {row[0]: row[1:] for row in parse(page).rows if row}
+        integrity_n, witness_n = len(integrity.INTEGRITY_CHECKS), len(witness_checks.WITNESS_CHECKS)
+        self.assertEqual(rows["integrity checks"], [f"{integrity_n} of {integrity_n} checks pass"])
+        self.assertEqual(rows["witness checks"], [f"{witness_n} of {witness_n} checks pass"])
+        total = integrity_n + witness_n
+        self.assertIn(f"All {total} checks pass.", page)
+        self.assertIn(f"every check: {total} of {total} pass", page)
+        self.assertNotIn("failing:", page)
+        self.assertNotIn("file_access", page)
+
+
 if __name__ == "__main__":
     unittest.main()
