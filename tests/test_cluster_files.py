@@ -100,7 +100,7 @@ class ClusterFilesCase(unittest.TestCase):
 class SbatchFileTest(ClusterFilesCase):
     def test_the_array_size_the_trials_and_the_run_set_path_agree(self):
         text = read(SBATCH)
-        (first, last) = re.search(r"#SBATCH --array=(\d+)-(\d+)", text).groups()
+        first = re.search(r"#SBATCH --array=(\d+)-\d+", text).group(1)
         self.assertEqual(first, "0", "the common, zero-based habit")
         self.assertIn("TRIALS=${TRIALS:-$((${SLURM_ARRAY_TASK_MAX:?", text)
         (default,) = set(re.findall(r"RUN_SET:-([^}]+)\}", text))
