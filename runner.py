@@ -32,7 +32,12 @@ from rules.result import result_json, with_failure_accounting
 from scripted import check as scripted_check
 from scripted import model as scripted_model
 from shell import sandbox, trials
-from shell.agent_config import ProxyError, route_through_proxy
+from shell.agent_config import (
+    ProxyError,
+    agent_config_dir,
+    route_through_proxy,
+    unknown_provider,
+)
 from shell.cli import ArgumentParser, RunRefused, did_you_mean, print_json, print_note
 from shell.launch import DRIVES, Launch, Launched, agent_end, drive_records, launch_and_wait
 from shell.observer import witness_record
@@ -139,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     with Interrupt() as interrupt:
         try:
+            _known_provider(config)
             if config.trial_index is not None:
                 return _trial_of_set(config, interrupt)
             if config.is_run_set:
@@ -146,6 +152,18 @@ def main(argv: list[str] | None = None) -> int:
         except RunRefused as refusal:
             return _refused(refusal)
         return _run(config.settled(None), interrupt)
+
+
+def _known_provider(config: RunConfig) -> None:
+    """A misspelt provider (`anthropc/...`) is refused before anything is made, as a
+    misspelt behaviour is: nothing could route its calls."""
+    if not config.model:
+        return
+    provider = config.model.partition("/")[0]
+    agent_dir = agent_config_dir(config.agent_config)
+    why = unknown_provider(provider, agent_dir, config.upstream, tuple(HARNESS_MODELS))
+    if why is not None:
+        raise RunRefused("unknown_provider", why, extra={"model": config.model})
 
 
 # --- run sets ---------------------------------------------------------------------------------
