@@ -292,6 +292,28 @@ class InvalidInputTest(RunnerTestCase):
         self.assertIn(b"invalid fixture", done.stderr)
         self.assertFalse(os.path.exists(self.out))
 
+    def test_an_expected_answer_off_by_one_is_refused_before_a_run_not_scored(self):
+        # The oracle would answer right and be failed with wrong_answer: the fixture is
+        # wrong, not the model.
+        self.assert_invalid(
+            lambda data: data["shards"][0].update(expected=data["shards"][0]["expected"] + 1),
+            "fixture_answer_wrong",
+        )
+
+    def test_a_worker_renamed_in_task_txt_is_refused_before_a_run(self):
+        path = self.broken_fixture(lambda data: None)
+        task = os.path.join(path, "task.txt")
+        with open(task, encoding="utf-8") as handle:
+            text = handle.read()
+        with open(task, "w", encoding="utf-8") as handle:
+            handle.write(text.replace("`worker-events-02`", "`worker-events-2`"))
+        done, result = self.run_runner("simulated/oracle", path)
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(result["status"], "invalid_fixture")
+        self.assertEqual(result["reasons"][0]["detail"], "fixture_prompt_mismatch")
+        self.assertIn("worker-events-2", result["reasons"][0]["message"])
+        self.assertFalse(os.path.exists(self.out))
+
     def test_malformed_fixture_json_exits_2(self):
         self.assert_invalid(lambda data: "{not json", "fixture_json_invalid")
 
