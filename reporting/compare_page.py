@@ -393,14 +393,18 @@ def _delta(a, b) -> str:
     return f"{sign}{fmt(float(value))}"
 
 
-def write_flipped_pages(sides: list[list[RunSetView]], out_dir: str) -> list[str]:
-    """The evidence page of each trial that flipped, on both sides, beside compare.html."""
+def write_flipped_pages(
+    sides: list[list[RunSetView]], out_dir: str, into: str | None = None
+) -> list[str]:
+    """The evidence page of each trial that flipped, on both sides, beside compare.html:
+    linked as read from `out_dir`, written under `into` (default `out_dir`)."""
     pages = []
     back_to = os.path.join(out_dir, "compare.html")
     for _, *pairs in flipped_trials(*compare_sides(*sides)):
         for item, trial in zip(pairs[::2], pairs[1::2], strict=True):
             page = evidence_path(out_dir, item.dir, trial.dir, COMPARE_EVIDENCE)
             back = Cell("← the comparison", relative(back_to, os.path.dirname(page)))
-            evidence_page.write_page(os.path.join(item.dir, trial.dir), page, back)
+            written = evidence_path(into or out_dir, item.dir, trial.dir, COMPARE_EVIDENCE)
+            evidence_page.write_page(os.path.join(item.dir, trial.dir), written, back, at=page)
             pages.append(page)
     return pages

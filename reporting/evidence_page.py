@@ -857,11 +857,14 @@ def _bytes(size: int) -> str:
     return f"{size:,} bytes"
 
 
-def write_page(run_dir: str, page: str, back: Cell | None = None) -> int:
-    """Write the evidence page of `run_dir` to the file `page`; its size in bytes."""
+def write_page(run_dir: str, page: str, back: Cell | None = None, at: str | None = None) -> int:
+    """Write the evidence page of `run_dir` to the file `page`; its size in bytes. `at`:
+    where the page will be read from, when it is written elsewhere first (report.py writes
+    into a temp dir and moves it into place); its links to the run's files are from there."""
     evidence = read_evidence(run_dir)
     where = os.path.dirname(os.path.abspath(page))
-    prefix = os.path.relpath(evidence.root, os.path.realpath(where)).replace(os.sep, "/")
+    read_from = os.path.dirname(os.path.abspath(at or page))
+    prefix = os.path.relpath(evidence.root, os.path.realpath(read_from)).replace(os.sep, "/")
     blocks = build_evidence(evidence, "" if prefix == "." else prefix + "/", back)
     data = render_html(blocks, f"swarm-fanout evidence: {evidence.name}").encode("utf-8")
     os.makedirs(where, exist_ok=True)

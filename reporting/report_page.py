@@ -362,7 +362,12 @@ def _page(item: RunSetView, trial: TrialView, out_dir: str) -> str | None:
     return relative(evidence_path(out_dir, item.dir, trial.dir), out_dir)
 
 
-def write_evidence_pages(sets: list[RunSetView], out_dir: str) -> list[str]:
+def write_evidence_pages(
+    sets: list[RunSetView], out_dir: str, into: str | None = None
+) -> list[str]:
+    """Each trial's evidence page, linked as read from `out_dir` and written under `into`
+    (a temp dir moved to `out_dir` once everything is written; default `out_dir` itself).
+    Returns where the pages will be read from."""
     pages = []
     report = os.path.join(out_dir, "report.html")
     for item in sets:
@@ -371,6 +376,7 @@ def write_evidence_pages(sets: list[RunSetView], out_dir: str) -> list[str]:
                 continue
             page = evidence_path(out_dir, item.dir, trial.dir)
             back = Cell("← the report", relative(report, os.path.dirname(page)))
-            evidence_page.write_page(os.path.join(item.dir, trial.dir), page, back)
+            written = evidence_path(into or out_dir, item.dir, trial.dir)
+            evidence_page.write_page(os.path.join(item.dir, trial.dir), written, back, at=page)
             pages.append(page)
     return pages

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -300,6 +301,159 @@ class UnusableInputTest(unittest.TestCase):
             said = self.refused("--compare", missing, empty)
             self.assertEqual(said, f"report.py: {missing} does not exist\n")
             self.assertEqual(self.refused(missing), f"report.py: {missing} does not exist\n")
+
+
+# report.py with each evidence page's writer sending SIGNUM to the process once the first
+# page is written: an interrupt in the middle of a report, where it leaves the most behind.
+STOPPED_MIDWAY = """
+import os, sys
+import report
+from reporting import evidence_page
+written = evidence_page.write_page
+def write_then_stop(*args, **kwargs):
+    size = written(*args, **kwargs)
+    os.kill(os.getpid(), int(os.environ["SIGNUM"]))
+    return size
+evidence_page.write_page = write_then_stop
+sys.exit(report.main(sys.argv[1:]))
+"""
+
+
+def tree(root: str) -> dict[str, bytes]:
+    """Every file under `root`, by its path relative to it, and its bytes."""
+    found = {}
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, root)] = handle.read()
+    return found
+
+
+class ReportWritingTest(unittest.TestCase):
+    """report.py writes into a temp dir beside its output and moves it into place at the
+    end: an interrupt leaves nothing half-written; what it prints are absolute paths."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp_dir = tempfile.TemporaryDirectory()
+        cls.tmp = cls.tmp_dir.name
+        cls.runs = os.path.join(cls.tmp, "runs")
+        for model in ("simulated/oracle", "simulated/fabricate"):
+            argv = [sys.executable, RUNNER, "--fixture", JSON_EVENTS, "--agent-bin", SIMULATED]
+            argv += ["--model", model, "--out", cls.runs, "--agent-config", cls.tmp]
+            subprocess.run(
+                [*argv, "--trials", "2", "--jobs", "2"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=120,
+            )
+        cls.sets = sorted(os.path.join(cls.runs, name) for name in os.listdir(cls.runs))
+        assert len(cls.sets) == 2, cls.sets
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.tmp_dir.cleanup()
+
+    def out_dir(self) -> str:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        return tmp.name
+
+    def stopped(self, signum: int, *argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", STOPPED_MIDWAY, *argv],
+            cwd=ROOT,
+            env=dict(os.environ, SIGNUM=str(int(signum))),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def test_ctrl_c_or_sigterm_midway_leaves_nothing_says_one_line_and_exits_130_or_143(self):
+        for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+            with self.subTest(signal=signum.name):
+                out = os.path.join(self.out_dir(), "new", "report")
+                done = self.stopped(signum, self.sets[0], "--out", out)
+                self.assertEqual(done.returncode, code, done.stderr)
+                self.assertEqual(
+                    done.stderr, f"report.py: {signum.name}: stopped; nothing was written\n"
+                )
+                self.assertEqual(json.loads(done.stdout)["error"], "interrupted")
+                self.assertFalse(os.path.exists(os.path.dirname(out)))
+
+    def test_an_interrupted_rewrite_leaves_the_report_that_was_there_whole(self):
+        out = self.out_dir()
+        written = self.report(self.sets[0], "--out", out)
+        before = tree(out)
+        self.assertIn("report.html", before)
+        self.assertEqual(len(written["evidence"]), 2)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            done = self.stopped(signum, self.sets[1], "--out", out)
+            self.assertEqual(done.returncode, 128 + signum, done.stderr)
+            self.assertEqual(tree(out), before)
+            self.assertEqual(sorted(os.listdir(out)), ["evidence", "report.html", "report.md"])
+        # A rewrite that ends replaces the pages whole: the old set's evidence pages go.
+        self.report(self.sets[1], "--out", out)
+        pages = os.listdir(os.path.join(out, "evidence"))
+        self.assertEqual(pages, [os.path.basename(self.sets[1])])
+
+    def test_a_compare_or_an_evidence_page_interrupted_leaves_nothing(self):
+        out = self.out_dir()
+        done = self.stopped(signal.SIGINT, "--compare", *self.sets, "--out", out)
+        self.assertEqual(done.returncode, 130, done.stderr)
+        self.assertEqual(os.listdir(out), [])
+        trial = os.path.join(self.sets[1], "trial-1")
+        done = self.stopped(signal.SIGTERM, trial, "--out", out)
+        self.assertEqual(done.returncode, 143, done.stderr)
+        self.assertEqual(os.listdir(out), [])
+
+    def report(self, *argv: str, cwd: str = ROOT) -> dict:
+        done = subprocess.run(
+            [sys.executable, REPORT, *argv], cwd=cwd, capture_output=True, text=True, timeout=120
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return json.loads(done.stdout)
+
+    def test_a_dir_of_run_sets_is_reported_as_compare_takes_it(self):
+        out = self.out_dir()
+        written = self.report(self.runs, "--out", out)
+        with open(written["html"], encoding="utf-8") as handle:
+            page = handle.read()
+        for path in self.sets:
+            self.assertIn(f">{os.path.basename(path)}</a>", page)
+        self.assertEqual(len(written["evidence"]), 4)
+
+    def test_a_dir_that_is_no_run_set_nor_a_run_says_both(self):
+        out = self.out_dir()
+        done = subprocess.run(
+            [sys.executable, REPORT, out], capture_output=True, text=True, timeout=60
+        )
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(
+            done.stderr,
+            f"report.py: {out} holds no run set: no run-set.json in it or in a dir directly in "
+            "it, nor one run's dir (no result.json or sessions/ in it)\n",
+        )
+
+    def test_every_path_printed_is_absolute_and_there(self):
+        # Relative arguments and a relative --out.
+        runs = os.path.relpath(self.runs, self.tmp)
+        name = os.path.basename(self.sets[0])
+        out = os.path.relpath(self.out_dir(), self.tmp)
+        for argv in (
+            (os.path.join(runs, name), "--out", out),
+            ("--compare", *(os.path.join(runs, os.path.basename(s)) for s in self.sets),
+             "--out", out),
+            (os.path.join(runs, name, "trial-1"), "--out", out),
+        ):  # fmt: skip
+            written = self.report(*argv, cwd=self.tmp)
+            paths = [written[key] for key in ("md", "html") if key in written]
+            paths += written.get("evidence", [])
+            self.assertTrue(paths, written)
+            for path in paths:
+                self.assertTrue(os.path.isabs(path), path)
+                self.assertTrue(os.path.isfile(path), path)
 
 
 class TrialsSectionTest(unittest.TestCase):
