@@ -76,7 +76,6 @@ class AgentErrorTest(RunnerTestCase):
         self.assertIn("agent error (exit 3): agent_exited: ", err.getvalue())
         self.assertIn(NO_KEY, err.getvalue())
 
-
     def test_the_stand_ins_agent_error_in_the_results_page_is_what_a_run_says(self):
         # docs/results.md's example of an agent that exits before calling the model.
         with open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8") as handle:
@@ -87,6 +86,7 @@ class AgentErrorTest(RunnerTestCase):
         result = json.loads(done.stdout)
         self.assertEqual(self.codes(result), ["agent_exited"])
         self.assertIn(f'unknown model "{model}"; behaviours', result["reasons"][0]["message"])
+
 
 class ScriptedShardLimitTest(RunnerTestCase):
     def test_a_script_refuses_a_fixture_of_more_than_19_shards(self):
