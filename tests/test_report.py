@@ -212,8 +212,14 @@ class ReportTest(unittest.TestCase):
         text = self.read(written["md"])
         a, b = os.path.basename(self.fan_out), os.path.basename(self.bad)
         self.assertIn(f"[{a} report](../good/{a}/report.html) |", text)
-        # A command that writes B's report as it stands, pasted from the page.
-        self.assertIn(f"no report yet: uv run --locked python report.py {self.bad} |", text)
+        # B has no report of its own: the command that writes it, as it stands, pasted from
+        # the page, and the flipped trials' pages this comparison wrote of it, below.
+        self.assertIn(
+            f"{b} has no report.html of its own (uv run --locked python report.py {self.bad}); "
+            "its flipped trials' evidence pages: [below](#flipped) |",
+            text,
+        )
+        self.assertNotIn("no report yet", text)
         # Both trials resolved in A and failed in B: each side's page, written beside it.
         for index in (1, 2):
             self.assertIn(
