@@ -719,7 +719,7 @@ def _timeline(evidence: Evidence) -> list:
             timeline_sentence(shape) + " A bar per child from its spawn to its last entry, "
             "linking to the child's conversation."
         ),
-        Chart(shape, links),
+        Chart(shape, links, timeline.flagged_children(evidence.verdict)),
     ]
 
 

@@ -22,6 +22,8 @@ LONG = 36  # characters of a table cell past which it keeps a reading width when
 TONES = ("good", "bad", "warn", "error", "muted", "mark")
 COLOURS = {"replied": "#3a8a3a", "failed": "#d9822b", "dropped": "#c23030"}
 STATUS_WORDS = {"replied": "replied", "failed": "notice, no reply", "dropped": "dropped"}
+# A child the verdict names in a reason: its bar is drawn so, whatever reached the parent.
+FLAGGED_COLOUR, FLAGGED_WORD = "#8e24aa", "failed by the verdict"
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:1.5em 2em;color:#222;line-height:1.4}"
     "h1{font-size:1.5em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}"
@@ -129,6 +131,7 @@ class Chart:
 
     timeline: timeline.Timeline
     links: tuple[str | None, ...]  # per child, where its bar links to
+    flags: dict[str, tuple[str, ...]] | None = None  # child id -> the verdict's codes naming it
 
 
 def number(value, digits: int = 2) -> str:
@@ -255,7 +258,9 @@ def _md_chart(chart: Chart) -> str:
         )
         times = " | ".join(number(offset_s(value, origin)) for value in cells)
         label = f"[{child.child_id}]({link})" if link else child.child_id
-        lines.append(f"| {label} | {_md(child.name)} | {child.status} | {times} |")
+        codes = (chart.flags or {}).get(child.child_id)
+        status = f"{child.status}; {FLAGGED_WORD}: {', '.join(codes)}" if codes else child.status
+        lines.append(f"| {label} | {_md(child.name)} | {status} | {times} |")
     return "\n".join(lines)
 
 
@@ -351,7 +356,7 @@ def _html_inline(text: Inline) -> str:
 # The picture fills the page's width: positions along it are percentages, the label
 # column the first LABEL_PCT of it and the time axis the next PLOT_PCT; heights are pixels.
 LABEL_PCT, PLOT_PCT = 16.0, 82.0
-KEY_HEIGHT, ROW_HEIGHT, AXIS_HEIGHT = 24, 20, 38
+KEY_HEIGHT, ROW_HEIGHT, AXIS_HEIGHT = 46, 20, 38
 BAR = ROW_HEIGHT - 8
 
 
@@ -391,7 +396,7 @@ def render_svg(chart: Chart) -> str:
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="100%" '
         f'height="{height}" role="img" aria-label="fan-out timeline" font-size="11">',
-        _key(),
+        _key(any(child.child_id in (chart.flags or {}) for child in shape.children)),
     ]
     marks = ticks(span_ms / 1000)
     step = marks[1] if len(marks) > 1 else 1.0
@@ -416,8 +421,10 @@ def render_svg(chart: Chart) -> str:
             continue
         end = child.end_ms if child.end_ms is not None else child.spawn_ms
         width = max(0.15, (end - child.spawn_ms) / span_ms * PLOT_PCT)
+        codes = (chart.flags or {}).get(child.child_id)
+        flagged = f"; {FLAGGED_WORD}: {', '.join(codes)}" if codes else ""
         title = (
-            f"{child.child_id} {child.name}: {STATUS_WORDS[child.status]}"
+            f"{child.child_id} {child.name}: {STATUS_WORDS[child.status]}{flagged}"
             f"{' (deleted)' if child.deleted else ''}; spawn "
             f"{number(offset_s(child.spawn_ms, origin))} s, end "
             f"{number(offset_s(end, origin))} s"
@@ -426,7 +433,8 @@ def render_svg(chart: Chart) -> str:
         )
         bar = (
             f'<rect class="bar" x="{x(child.spawn_ms)}" y="{y}" width="{width:.3f}%" '
-            f'height="{BAR}" fill="{COLOURS[child.status]}"><title>{escape(title)}</title></rect>'
+            f'height="{BAR}" fill="{FLAGGED_COLOUR if codes else COLOURS[child.status]}">'
+            f"<title>{escape(title)}</title></rect>"
         )
         parts.append(f'<a href="{escape(link)}">{bar}</a>' if link else bar)
         for at, stroke in ((child.reply_ms, "#000"), (child.notice_ms, COLOURS["failed"])):
@@ -439,21 +447,25 @@ def render_svg(chart: Chart) -> str:
     return "".join(parts)
 
 
-def _key() -> str:
-    """The colour key, in the picture: a swatch per status, a tick per mark."""
+def _key(flagged: bool = False) -> str:
+    """The colour key, in the picture: a swatch per status (and for a child the verdict
+    failed, when the picture has one), a tick per mark."""
     parts = []
     left = 0
-    for status, colour in COLOURS.items():
-        word = STATUS_WORDS[status]
+    swatches = [(STATUS_WORDS[status], colour) for status, colour in COLOURS.items()]
+    swatches += [(FLAGGED_WORD, FLAGGED_COLOUR)] * flagged
+    for word, colour in swatches:
         parts.append(
             f'<rect x="{left}" y="6" width="12" height="12" fill="{colour}"/>'
             f'<text x="{left + 16}" y="16">{escape(word)}</text>'
         )
         left += 28 + 7 * len(word)
+    # The marks on a line of their own, so that the key fits a narrow screen.
+    left = 0
     for word, stroke in (("reply reached the parent", "#000"), ("notice", COLOURS["failed"])):
         parts.append(
-            f'<line x1="{left + 5}" y1="4" x2="{left + 5}" y2="20" stroke="{stroke}" '
-            f'stroke-width="2"/><text x="{left + 14}" y="16">{escape(word)}</text>'
+            f'<line x1="{left + 5}" y1="24" x2="{left + 5}" y2="40" stroke="{stroke}" '
+            f'stroke-width="2"/><text x="{left + 14}" y="36">{escape(word)}</text>'
         )
         left += 26 + 7 * len(word)
     return "".join(parts)

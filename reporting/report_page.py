@@ -349,10 +349,11 @@ def _timelines(item: RunSetView, out_dir: str) -> list:
         links = tuple(
             f"{page}#{evidence_page.child_anchor(i)}" for i in range(1, len(shape.children) + 1)
         )
+        chart = Chart(shape, links, trial.flags)
         if trial.status_cell.tone == "good":
-            blocks.append(Fold(line, (Chart(shape, links),)))
+            blocks.append(Fold(line, (chart,)))
         else:
-            blocks += [Paragraph(line), Chart(shape, links)]
+            blocks += [Paragraph(line), chart]
     return blocks
 
 

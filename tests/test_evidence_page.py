@@ -17,7 +17,7 @@ from html.parser import HTMLParser
 
 from evidence.artifacts import collect
 from evidence.runpaths import RunPaths
-from reporting import evidence_page
+from reporting import evidence_page, render
 from reporting.grounds import quoted
 from rules import integrity, witness_checks
 from scorer import score
@@ -224,6 +224,19 @@ class EvidencePageTest(unittest.TestCase):
         self.assertNotEqual(long, [])
         for found in long:
             self.assertIn(f'<td class="long">{escape(found)}</td>', self.page)
+
+    def test_a_child_the_verdict_fails_is_not_drawn_as_a_green_reply(self):
+        # worker-b's reply is one its transcript never sent (unsent_reply): it reached the
+        # parent, but the verdict fails it, and its bar says so; worker-a's is a plain reply.
+        children = {child["name"]: child["child_id"] for child in self.verdict["children"]}
+        drawn = re.findall(r'<rect class="bar"[^>]* fill="([^"]+)"><title>(\S+) ', self.page)
+        bars = {child_id: fill for fill, child_id in drawn}
+        self.assertEqual(bars[children["worker-a"]], render.COLOURS["replied"])
+        self.assertEqual(bars[children["worker-b"]], render.FLAGGED_COLOUR)
+        self.assertIn(
+            f"worker-b: replied; {render.FLAGGED_WORD}: answer_not_derived, unsent_reply", self.page
+        )
+        self.assertIn(f">{render.FLAGGED_WORD}</text>", self.page)
 
     def test_a_run_without_injected_failures_says_none(self):
         self.assertNotIn("failure injected", self.page)
