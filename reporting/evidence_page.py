@@ -420,7 +420,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
             row.get("file"): row for row in verdict.get("shards") or [] if isinstance(row, dict)
         }
         tone = "error" if result.get("status") in ERRORED else "bad"
-        rows, meanings = [], []
+        rows, meanings, codes = [], [], []
         for code, items in _grouped_by_code(reasons).items():
             meaning = scorer.MESSAGES.get(code, "")
             if meaning:
@@ -439,6 +439,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
                 place = place_of(code, child_id, numbers, evidence.grounds)
                 if not where and place is not None:
                     where = [_rests_on(place, places, evidence.root)]
+                codes.append(code)
                 rows.append(
                     (
                         Cell(f"{code} x{len(items)}", tone=tone) if not number else Cell(""),
@@ -458,7 +459,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         headers = tuple(headers[i] for i in kept)
         rows = [tuple(row[i] for i in kept) for row in rows]
         blocks += meanings
-        blocks.append(Table(headers, tuple(rows), (tone,) * len(rows)))
+        blocks += _why_table(headers, rows, codes, tone)
         blocks += _shortcut(reasons)
     if warnings:
         rows = tuple(
@@ -470,6 +471,28 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         )
         blocks += [Paragraph("Warnings:"), Table(("warning", "what"), rows, ("warn",) * len(rows))]
     return blocks
+
+
+WHY_ROWS_PER_CODE = 3  # rows of a reason code shown before the rest are folded away
+
+
+def _why_table(headers: tuple, rows: list, codes: list[str], tone: str) -> list:
+    """The Why table: the first WHY_ROWS_PER_CODE rows of each code, a line saying how many
+    more there are, and every row folded below, so that a forgery failing every shard five
+    ways is not forty rows tall."""
+    shown, seen = [], {}
+    for row, code in zip(rows, codes, strict=True):
+        seen[code] = seen.get(code, 0) + 1
+        if seen[code] <= WHY_ROWS_PER_CODE:
+            shown.append(row)
+        elif seen[code] == WHY_ROWS_PER_CODE + 1:
+            more = codes.count(code) - WHY_ROWS_PER_CODE
+            line = Cell(f"and {more} more {code}: every row is below", tone="muted")
+            shown.append((Cell(""), line, *(Cell(""),) * (len(headers) - 2)))
+    table = Table(headers, tuple(shown), (tone,) * len(shown))
+    if len(shown) == len(rows):
+        return [table]
+    return [table, Fold(f"every reason: {len(rows)} rows", (Table(headers, tuple(rows)),))]
 
 
 def _shortcut(reasons: list) -> list:

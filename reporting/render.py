@@ -49,12 +49,23 @@ STYLE = (
     "div.box.bad{border-color:#c23030;background:none;color:inherit;font-weight:inherit}"
     "div.box.warn{border-color:#d9822b;background:none;color:inherit}"
     "div.box p{margin:.2em 0}"
-    "div.chart{overflow-x:auto}svg.timeline{display:block;min-width:900px;margin:.4em 0}"
+    "div.chart{overflow-x:auto}svg.timeline{display:block;min-width:600px;margin:.4em 0}"
     "p.muted{font-size:90%}"
     # A number picked out of a quoted text: the one the reason is about.
     ".mark{background:#ffe27a;font-weight:700;padding:0 2px;border-radius:2px}"
     "td.quote{min-width:9em}"
+    # A narrow screen: a table of WIDE columns or more stacks, a block per row and a line
+    # per cell headed by its column, so that no column is cut off.
+    "@media (max-width:1000px){body{margin:1em}"
+    "table.wide,table.wide tbody,table.wide tr,table.wide td{display:block}"
+    "table.wide{border:0;overflow:visible}table.wide thead{display:none}"
+    "table.wide tr{border:1px solid #ccc;margin:.5em 0}"
+    "table.wide td{border:0;border-top:1px solid #eee;white-space:normal;min-width:0}"
+    "table.wide td:first-child{border-top:0}"
+    "table.wide td::before{content:attr(data-label);display:inline-block;min-width:10em;"
+    "margin-right:.6em;font-weight:600;color:#555}}"
 )
+WIDE = 5  # columns from which a table stacks on a narrow screen
 
 
 # --- blocks -----------------------------------------------------------------------------------
@@ -297,11 +308,13 @@ def _html_block(block) -> str:
         head = "".join(f"<th>{escape(h)}</th>" for h in block.headers)
         head = f"<thead><tr>{head}</tr></thead>" if block.headers else ""
         tones = block.tones or (None,) * len(block.rows)
+        labels = block.headers or (None,) * max(map(len, block.rows), default=0)
         rows = "".join(
-            f"<tr{_class(tone and 'row-' + tone)}>" + "".join(map(_html_td, row)) + "</tr>"
+            f"<tr{_class(tone and 'row-' + tone)}>" + "".join(map(_html_td, row, labels)) + "</tr>"
             for row, tone in zip(block.rows, tones, strict=True)
         )
-        return f"<table>{head}<tbody>{rows}</tbody></table>"
+        wide = ' class="wide"' if len(block.headers) >= WIDE else ""
+        return f"<table{wide}>{head}<tbody>{rows}</tbody></table>"
     if isinstance(block, Code):
         return f"<pre>{escape(block.text)}</pre>"
     if isinstance(block, Fold):
@@ -328,16 +341,18 @@ def _class(tone: str | None) -> str:
     return f' class="{escape(tone)}"' if tone else ""
 
 
-def _html_td(cell: TableCell) -> str:
+def _html_td(cell: TableCell, label: str | None = None) -> str:
+    """A cell; `label`, its column's header, heads it when the table stacks."""
+    data = f' data-label="{escape(label)}"' if label else ""
     if isinstance(cell, tuple):
-        return f'<td class="quote">{"".join(map(_html_cell, cell))}</td>'
+        return f'<td class="quote"{data}>{"".join(map(_html_cell, cell))}</td>'
     # A short value stays on one line; a sentence wraps.
     longest = max(map(len, cell.text.split("\n")))
     width = "nw" if longest <= SHORT and not cell.wrap else ""
     width = "long" if longest > LONG else width
     classes = " ".join(filter(None, ("n" if cell.numeric else "", width, cell.tone or "")))
     attribute = f' class="{escape(classes)}"' if classes else ""
-    return f"<td{attribute}>{_html_cell(cell, span=False)}</td>"
+    return f"<td{attribute}{data}>{_html_cell(cell, span=False)}</td>"
 
 
 def _html_cell(cell: Cell, span: bool = True) -> str:

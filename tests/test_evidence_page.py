@@ -223,7 +223,7 @@ class EvidencePageTest(unittest.TestCase):
         long = [row[column] for row in rows if len(row[column]) > 36]
         self.assertNotEqual(long, [])
         for found in long:
-            self.assertIn(f'<td class="long">{escape(found)}</td>', self.page)
+            self.assertIn(f'<td class="long" data-label="found">{escape(found)}</td>', self.page)
 
     def test_a_child_the_verdict_fails_is_not_drawn_as_a_green_reply(self):
         # worker-b's reply is one its transcript never sent (unsent_reply): it reached the
@@ -355,7 +355,8 @@ class RestsOnTest(unittest.TestCase):
         self.assertRegex(text, r"^the parent's L\d+: the reply$")
         self.assertIn("reply from worker-a", self.entry(page, href[1:]))
         self.assertIn(
-            'The count for a.jsonl is <span class="mark">11</span>.</td><td class="quote">'
+            'The count for a.jsonl is <span class="mark">11</span>.</td>'
+            '<td class="quote" data-label="the answer file says">'
             '<span class="muted"><a href="repo/combined-index.md">line 3</a></span>: - a.jsonl: '
             '<span class="mark">12</span></td>',
             page,

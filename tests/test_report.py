@@ -129,11 +129,11 @@ class ReportTest(unittest.TestCase):
         table = [line for line in text.splitlines() if line.startswith("| json-events |")]
         (baseline,) = [line for line in table if "| baseline |" in line]
         # Rates as stderr gives them: whole percents, the interval `low-high`.
-        self.assertIn("| 2/2 | 100% | 34%-100% | 100% / 100% |", baseline)
+        self.assertIn("| 2/2 | 100% | 34%-100% | k=1 100% · k=2 100% |", baseline)
         (good,) = [line for line in table if "| fan-out |" in line and "none failed" in line]
         (bad,) = [line for line in table if "| fan-out |" in line and "2 failed" in line]
-        self.assertIn("| 2/2 | 100% | 34%-100% | 100% / 100% |", good)
-        self.assertIn("| 0/2 | 0% | 0%-66% | 0% / 0% |", bad)
+        self.assertIn("| 2/2 | 100% | 34%-100% | k=1 100% · k=2 100% |", good)
+        self.assertIn("| 0/2 | 0% | 0%-66% | k=1 0% · k=2 0% |", bad)
         # overhead tokens / turns / wall: numbers, not n/a, for both fan-outs of this digest
         self.assertRegex(good, r"\| \d+(\.\d+)? / \d+(\.\d+)? / \d+(\.\d+)? \|")
         codes = next(line for line in text.splitlines() if line.startswith("| reason code |"))
@@ -193,8 +193,8 @@ class ReportTest(unittest.TestCase):
         for index in (1, 2):
             href = f"evidence/{name}/trial-{index}.html"
             self.assertIn(
-                f'<tr class="row-bad"><td class="nw"><a href="{href}">trial {index}</a></td>'
-                '<td class="nw bad">FAILED</td>',
+                f'<tr class="row-bad"><td class="nw" data-label="trial"><a href="{href}">'
+                f'trial {index}</a></td><td class="nw bad" data-label="outcome">FAILED</td>',
                 html,
             )
             page = self.read(os.path.join(out, href))
@@ -203,7 +203,9 @@ class ReportTest(unittest.TestCase):
             self.assertIn('<a href="../../report.html">← the report</a>', page)
         self.assertRegex(html, r'<a href="#set-\d">2 failed</a>')
         good = f"evidence/{os.path.basename(self.fan_out)}"
-        self.assertNotIn(f'<tr class="row-bad"><td class="nw"><a href="{good}', html)
+        self.assertNotIn(
+            f'<tr class="row-bad"><td class="nw" data-label="trial"><a href="{good}', html
+        )
 
     def test_compare_links_both_reports_the_flipped_trials_and_the_codes_that_changed(self):
         self.report(self.fan_out)  # A has a report, B none yet
@@ -275,9 +277,11 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(check_html(html).errors, [])
         self.assertIn(f"<p>{verdict.replace(chr(39), '&#x27;')}</p>", html)
         self.assertIn('<tr class="row-bad">', html)
-        self.assertIn('<td class="nw bad">FLIP, worse</td>', html)
+        self.assertIn('<td class="nw bad" data-label="flip">FLIP, worse</td>', html)
         back = self.report("--compare", self.bad, self.fan_out, "--out", self.tmp)
-        self.assertIn('<td class="nw good">FLIP, better</td>', self.read(back["html"]))
+        self.assertIn(
+            '<td class="nw good" data-label="flip">FLIP, better</td>', self.read(back["html"])
+        )
 
 
 def span(name: str, reply_ms: int | None) -> ChildSpan:
@@ -536,6 +540,32 @@ class CostTest(unittest.TestCase):
         self.assertIn("| simulated |", compared)
 
 
+class FiftyTrialsTest(unittest.TestCase):
+    """At 50 trials a row of the Results table stays one short line: pass^k at k = 1, 2,
+    4, 8 and n, not at all 50."""
+
+    def test_pass_hat_k_is_shown_at_1_2_4_8_and_n(self):
+        config = {
+            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
+            "baseline": False, "trials": 50, "fixture_digest": "d",
+        }  # fmt: skip
+        records = [
+            TrialRecord(n, f"trial-{n}", 1, {"status": "scored", "resolved": n <= 45})
+            for n in range(1, 51)
+        ]
+        summary = summarize(config, records)
+        self.assertEqual(len(summary["pass_hat_k"]), 50)  # summary.json keeps every k
+        views = tuple(TrialView(r["index"], r["dir"], r, None) for r in summary["trials"])
+        text = render_markdown(build_report([RunSetView("/r/set", config, summary, views)], "/r"))
+        (row,) = [line for line in text.splitlines() if line.startswith("| small |")]
+        self.assertIn(
+            "| 45/50 | 90% | 79%-96% | k=1 90% · k=2 81% · k=4 65% · k=8 40% · k=50 0% |", row
+        )
+        self.assertEqual(report_page.shown_k(3), [1, 2, 3])
+        self.assertEqual(report_page.shown_k(8), [1, 2, 4, 8])
+        self.assertEqual(report_page.shown_k(1), [1])
+
+
 class DollarsTest(unittest.TestCase):
     def test_no_cost_says_why_instead_of_zero_dollars(self):
         self.assertEqual(dollars(None, "anthropic/claude"), "no cost reported")
@@ -565,16 +595,19 @@ class AgentErrorTest(unittest.TestCase):
         blocks = build_report([RunSetView("/r/set", config, summary, views)], "/r")
         html = render_html(blocks, "t")
         self.assertIn("1/2 of 3 planned; 1 errored (not counted)", html)
-        self.assertIn('<tr class="row-error"><td class="nw"><a href="evidence/set/trial-3.html">'
-                      'trial 3</a></td><td class="nw error">agent error</td>', html)  # fmt: skip
-        self.assertIn('<tr class="row-bad"><td class="nw"><a href="evidence/set/trial-2.html">'
-                      'trial 2</a></td><td class="nw bad">FAILED</td>', html)  # fmt: skip
+        self.assertIn('<tr class="row-error"><td class="nw" data-label="trial"><a href='
+                      '"evidence/set/trial-3.html">trial 3</a></td><td class="nw error" '
+                      'data-label="outcome">agent error</td>', html)  # fmt: skip
+        self.assertIn('<tr class="row-bad"><td class="nw" data-label="trial"><a href='
+                      '"evidence/set/trial-2.html">trial 2</a></td><td class="nw bad" '
+                      'data-label="outcome">FAILED</td>', html)  # fmt: skip
         self.assertIn('<a href="#set-1">1 failed, 1 errored</a>', html)
         errors = dict(summary, errors={"agent_exited": 1})
         view = RunSetView("/r/set", config, errors, views)
         html = render_html(build_report([view], "/r"), "t")
         self.assertIn("Errored trials by code", html)
-        self.assertIn('<td class="nw">agent_exited</td><td class="n nw error">1</td>', html)
+        self.assertIn('<td class="nw" data-label="reason code">agent_exited</td>'
+                      '<td class="n nw error" data-label="set">1</td>', html)  # fmt: skip
 
 
 class FailureAccountingTest(unittest.TestCase):
