@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import report
 from evidence import runsets
-from reporting import report_page
+from reporting import render, report_page
 from reporting.compare_page import build_compare
 from reporting.render import (
     Cell,
@@ -358,8 +358,15 @@ class ReportWritingTest(unittest.TestCase):
                 capture_output=True,
                 timeout=120,
             )
-        cls.sets = sorted(os.path.join(cls.runs, name) for name in os.listdir(cls.runs))
-        assert len(cls.sets) == 2, cls.sets
+        found = [os.path.join(cls.runs, name) for name in os.listdir(cls.runs)]
+        assert len(found) == 2, found
+
+        def model(path: str) -> str:
+            with open(os.path.join(path, runsets.RUN_SET_FILE), encoding="utf-8") as handle:
+                return json.load(handle)["model"]
+
+        # The oracle's set, then fabricate's.
+        cls.sets = sorted(found, key=lambda path: model(path) != "simulated/oracle")
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -433,6 +440,17 @@ class ReportWritingTest(unittest.TestCase):
         for path in self.sets:
             self.assertIn(f">{os.path.basename(path)}</a>", page)
         self.assertEqual(len(written["evidence"]), 4)
+
+    def test_a_failed_trials_timeline_marks_the_child_the_verdict_failed(self):
+        # fabricate's index has a wrong answer for the first shard: its child replied, and
+        # its bar says the verdict failed it; the oracle's timelines have no such bar.
+        for path, flagged in ((self.sets[0], False), (self.sets[1], True)):
+            written = self.report(path, "--out", self.out_dir())
+            with open(written["html"], encoding="utf-8") as handle:
+                page = handle.read()
+            self.assertEqual(f'fill="{render.FLAGGED_COLOUR}"' in page, flagged, path)
+            if flagged:
+                self.assertIn(f"worker-events-01: replied; {render.FLAGGED_WORD}: ", page)
 
     def test_a_dir_that_is_no_run_set_nor_a_run_says_both(self):
         out = self.out_dir()
