@@ -473,7 +473,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
     return blocks
 
 
-WHY_ROWS_PER_CODE = 3  # rows of a reason code shown before the rest are folded away
+WHY_ROWS_PER_CODE = 2  # rows of a reason code shown before the rest are folded away
 
 
 def _why_table(headers: tuple, rows: list, codes: list[str], tone: str) -> list:
@@ -488,7 +488,7 @@ def _why_table(headers: tuple, rows: list, codes: list[str], tone: str) -> list:
         elif seen[code] == WHY_ROWS_PER_CODE + 1:
             more = codes.count(code) - WHY_ROWS_PER_CODE
             line = Cell(f"and {more} more {code}: every row is below", tone="muted")
-            shown.append((Cell(""), line, *(Cell(""),) * (len(headers) - 2)))
+            shown.append((line, *(Cell(""),) * (len(headers) - 1)))
     table = Table(headers, tuple(shown), (tone,) * len(shown))
     if len(shown) == len(rows):
         return [table]

@@ -54,18 +54,25 @@ STYLE = (
     # A number picked out of a quoted text: the one the reason is about.
     ".mark{background:#ffe27a;font-weight:700;padding:0 2px;border-radius:2px}"
     "td.quote{min-width:9em}"
-    # A narrow screen: a table of WIDE columns or more stacks, a block per row and a line
-    # per cell headed by its column, so that no column is cut off.
+    # A table of WIDE columns or more gives way before it is cut off: its short values may
+    # wrap at a space, its texts anywhere.
+    "table.wide td.nw{white-space:normal}table.wide td.long,table.wide td.quote"
+    "{overflow-wrap:anywhere}"
+    # A narrow screen: a table of STACKED columns or more stacks, a block per row and a
+    # line per cell headed by its column (an empty cell left out): no column is cut off.
     "@media (max-width:1000px){body{margin:1em}"
-    "table.wide,table.wide tbody,table.wide tr,table.wide td{display:block}"
-    "table.wide{border:0;overflow:visible}table.wide thead{display:none}"
-    "table.wide tr{border:1px solid #ccc;margin:.5em 0}"
-    "table.wide td{border:0;border-top:1px solid #eee;white-space:normal;min-width:0}"
-    "table.wide td:first-child{border-top:0}"
-    "table.wide td::before{content:attr(data-label);display:inline-block;min-width:10em;"
-    "margin-right:.6em;font-weight:600;color:#555}}"
+    "table.stack,table.stack tbody,table.stack tr{display:block}"
+    "table.stack td{display:flow-root}"
+    "table.stack{border:0;overflow:visible}table.stack thead{display:none}"
+    "table.stack tr{border:1px solid #ccc;margin:.5em 0}"
+    "table.stack td{border:0;border-top:1px solid #eee;min-width:0;text-align:left;"
+    "padding-left:13em}"
+    "table.stack td:empty{display:none}table.stack td:first-child{border-top:0}"
+    "table.stack td::before{content:attr(data-label);float:left;width:12em;"
+    "margin-left:-12.5em;font-weight:600;color:#555}}"
 )
-WIDE = 5  # columns from which a table stacks on a narrow screen
+WIDE = 5  # columns from which a table's cells wrap to fit
+STACKED = 7  # columns from which a table stacks on a narrow screen
 
 
 # --- blocks -----------------------------------------------------------------------------------
@@ -313,8 +320,11 @@ def _html_block(block) -> str:
             f"<tr{_class(tone and 'row-' + tone)}>" + "".join(map(_html_td, row, labels)) + "</tr>"
             for row, tone in zip(block.rows, tones, strict=True)
         )
-        wide = ' class="wide"' if len(block.headers) >= WIDE else ""
-        return f"<table{wide}>{head}<tbody>{rows}</tbody></table>"
+        kinds = [
+            kind for kind, n in (("wide", WIDE), ("stack", STACKED)) if len(block.headers) >= n
+        ]
+        kind = f' class="{" ".join(kinds)}"' if kinds else ""
+        return f"<table{kind}>{head}<tbody>{rows}</tbody></table>"
     if isinstance(block, Code):
         return f"<pre>{escape(block.text)}</pre>"
     if isinstance(block, Fold):
