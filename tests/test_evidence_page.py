@@ -19,6 +19,7 @@ from evidence.artifacts import collect
 from evidence.runpaths import RunPaths
 from reporting import evidence_page, render
 from reporting.grounds import quoted
+from reporting.render import Cell
 from rules import integrity, witness_checks
 from scorer import score
 from tests.builders import RunBuilder, small_fixture
@@ -526,6 +527,33 @@ class OddRunsTest(unittest.TestCase):
         self.assertEqual(page, os.path.join(run_dir, evidence_page.PAGE_FILE))
         with open(page, encoding="utf-8") as handle:
             self.assertIn("— resolved</h1>", handle.read())
+
+
+class WhyTableTest(unittest.TestCase):
+    """A forgery that fails every shard five ways is not a forty-row Why table: a code's
+    first rows, how many more, and every row folded below."""
+
+    def test_a_code_of_many_rows_shows_its_first_and_folds_the_rest(self):
+        headers = ("reason code", "shard", "child", "found")
+        first = [Cell("child_did_no_work x8")] + [Cell("")] * 7
+        rows = [(first[i], Cell(f"s{i}"), Cell("c"), Cell("no work")) for i in range(8)]
+        rows.append((Cell("wrong_answer x1"), Cell("s0"), Cell("c"), Cell("wrong")))
+        codes = ["child_did_no_work"] * 8 + ["wrong_answer"]
+        table, fold = evidence_page._why_table(headers, rows, codes, "bad")
+        shown = evidence_page.WHY_ROWS_PER_CODE
+        self.assertEqual(table.rows[:shown], tuple(rows[:shown]))
+        self.assertEqual(
+            table.rows[shown][0].text, f"and {8 - shown} more child_did_no_work: every row is below"
+        )
+        self.assertEqual(table.rows[shown + 1], rows[8])
+        self.assertEqual(len(table.rows), shown + 2)
+        self.assertEqual(fold.summary, "every reason: 9 rows")
+        self.assertEqual(fold.blocks[0].rows, tuple(rows))
+
+    def test_a_short_why_table_is_shown_whole(self):
+        rows = [(Cell("wrong_answer x1"), Cell("s0"))]
+        (table,) = evidence_page._why_table(("reason code", "shard"), rows, ["wrong_answer"], "bad")
+        self.assertEqual(table.rows, tuple(rows))
 
 
 class CheckCountTest(unittest.TestCase):

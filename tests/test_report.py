@@ -767,6 +767,25 @@ class RenderTest(unittest.TestCase):
         self.assertIn('href="x&quot; onclick=&quot;y"', html)
         self.assertEqual(check_html(html).errors, [])
 
+    def test_a_table_of_seven_columns_stacks_on_a_narrow_screen_each_cell_labelled(self):
+        headers = ("trial", "outcome", "reasons", "tokens", "turns", "wall s", "cost")
+        row = tuple(Cell(f"v{i}") for i in range(7))
+        html = render_html([Table(headers, (row,)), Table(headers[:4], (row[:4],))], "t")
+        self.assertIn('<table class="wide stack"><thead>', html)
+        self.assertIn('<td class="nw" data-label="wall s">v5</td>', html)
+        # A narrow table neither wraps its short values nor stacks.
+        self.assertIn("<table><thead><tr><th>trial</th>", html)
+        narrow = re.search(r"@media \(max-width:(\d+)px\)\{(.*?\})\}", html)
+        self.assertGreaterEqual(int(narrow.group(1)), 800)
+        for rule in ("table.stack thead{display:none}", "content:attr(data-label)"):
+            self.assertIn(rule, narrow.group(2))
+        self.assertEqual(check_html(html).errors, [])
+
+    def test_the_timeline_fits_an_800_px_screen(self):
+        # Its narrowest width, beside the page's margins at 800 px: its reply ticks stay on it.
+        least = int(re.search(r"svg\.timeline\{[^}]*min-width:(\d+)px", render.STYLE).group(1))
+        self.assertLessEqual(least + 2 * 16, 800)
+
     def test_markdown_escapes_table_pipes(self):
         text = render_markdown([Table(("h",), ((Cell("a|b"),),))])
         self.assertIn("| a\\|b |", text)
