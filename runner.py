@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     with Interrupt() as interrupt:
         try:
-            _known_provider(config)
+            if config.trial_index is not None or config.is_run_set:
+                _known_provider(config)  # before the run set's dir is made
             if config.trial_index is not None:
                 return _trial_of_set(config, interrupt)
             if config.is_run_set:
@@ -222,6 +223,7 @@ def _run(config: RunConfig, interrupt: Interrupt, run_dir=None, trial=None, labe
     run = None
     try:
         fixture = _fixture(config, base)
+        _known_provider(config)
         if trial is None:  # a run set's trials leave it to the set, which said it once
             _warn_undistinctive(fixture)
         config.check_workers(fixture)
