@@ -203,7 +203,9 @@ class ReadmeIsAGuide(unittest.TestCase):
             *("models.json", "bubblewrap", "--sandbox", "## What a run costs"),
         ):
             self.assertIn(needed, page)
-        # Its times are the captured real runs' own (cli-exit.txt), rounded to the second.
+        # The live scripted check's numbers, and the captured real runs' own times
+        # (cli-exit.txt, rounded to the second) and calls (model-log.jsonl).
+        self.assertRegex(page, r"\| `fanout` \| oneshot \| \d+ s \| [^|]+ s \| [^|]+ \| [^|]+ \|")
         runs = os.path.join(ROOT, "tests", "data", "real-runs")
         rows = re.findall(r"^\| `([a-z-]+)`[^|]*\| (\d+) s \| (\d+) \(", page, re.M)
         self.assertGreaterEqual(len(rows), 3, rows)
