@@ -33,7 +33,12 @@ from rules.result import result_json, with_failure_accounting
 from scripted import check as scripted_check
 from scripted import model as scripted_model
 from shell import replay, sandbox, trials
-from shell.agent_config import ProxyError, route_through_proxy
+from shell.agent_config import (
+    ProxyError,
+    agent_config_dir,
+    route_through_proxy,
+    unknown_provider,
+)
 from shell.cli import ArgumentParser, RunRefused, did_you_mean, print_json, print_note
 from shell.launch import DRIVES, Launch, Launched, agent_end, drive_records, launch_and_wait
 from shell.observer import witness_record
@@ -140,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     with Interrupt() as interrupt:
         try:
+            if config.trial_index is not None or config.is_run_set:
+                _known_provider(config)  # before the run set's dir is made
             if config.trial_index is not None:
                 return _trial_of_set(config, interrupt)
             if config.is_run_set:
@@ -147,6 +154,18 @@ def main(argv: list[str] | None = None) -> int:
         except RunRefused as refusal:
             return _refused(refusal)
         return _run(config.settled(None), interrupt)
+
+
+def _known_provider(config: RunConfig) -> None:
+    """A misspelt provider (`anthropc/...`) is refused before anything is made, as a
+    misspelt behaviour is: nothing could route its calls."""
+    if not config.model:
+        return
+    provider = config.model.partition("/")[0]
+    agent_dir = agent_config_dir(config.agent_config)
+    why = unknown_provider(provider, agent_dir, config.upstream, tuple(HARNESS_MODELS))
+    if why is not None:
+        raise RunRefused("unknown_provider", why, extra={"model": config.model})
 
 
 # --- run sets ---------------------------------------------------------------------------------
@@ -205,6 +224,7 @@ def _run(config: RunConfig, interrupt: Interrupt, run_dir=None, trial=None, labe
     run = None
     try:
         fixture = _fixture(config, base)
+        _known_provider(config)
         if trial is None:  # a run set's trials leave it to the set, which said it once
             _warn_undistinctive(fixture)
         config.check_workers(fixture)

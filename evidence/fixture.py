@@ -160,7 +160,9 @@ def load_manifest(path: str) -> Fixture:
 
 
 def load_fixture(path: str) -> Fixture:
-    """A fixture the runner can launch: manifest, a task.txt with text, every shard file."""
+    """A fixture the runner can launch: manifest, a task.txt with text, every shard file,
+    and the two agreeing (`check_fixture`), so that a fixture edited wrong is refused, never
+    scored as the model's failure."""
     fixture = load_manifest(path)
     if fixture.task is None or not fixture.task.strip():
         task_file = os.path.join(fixture.root, TASK)
@@ -169,7 +171,64 @@ def load_fixture(path: str) -> Fixture:
         shard_file = os.path.join(fixture.root, SHARDS_DIR, shard.file)
         if not os.path.isfile(shard_file) or os.path.islink(shard_file):
             raise FixtureError("fixture_shard_missing", f"shard file {shard_file} is missing")
+    check_fixture(fixture)
     return fixture
+
+
+def check_fixture(fixture: Fixture) -> None:
+    """The prompt against the manifest, then every answer recomputed from its shard with the
+    task language's own evaluation (fixtures/tasks.py); the first difference is raised. A
+    shard line of task.txt must name the manifest's file, worker and question, in its order:
+    the agent reads the one, the run is scored against the other."""
+    listed = tasks.parse_shards(fixture.task or "")
+    task_file = os.path.join(fixture.root, TASK)
+    for number, shard in enumerate(fixture.shards, start=1):
+        if number > len(listed):
+            raise FixtureError(
+                "fixture_prompt_mismatch",
+                f"{task_file} has {len(listed)} shard lines; fixture.json has "
+                f"{len(fixture.shards)} shards: shard {number}, {shard.file}, has no line",
+            )
+        line = listed[number - 1]
+        for field, said in (
+            ("file", line.file),
+            ("worker", line.worker),
+            ("question", line.question),
+        ):
+            if said != getattr(shard, field):
+                raise FixtureError(
+                    "fixture_prompt_mismatch",
+                    f"{task_file}, shard line {number}: {field} {said!r}; fixture.json's shard "
+                    f"{number} has {getattr(shard, field)!r}",
+                )
+    if len(listed) > len(fixture.shards):
+        extra = listed[len(fixture.shards)]
+        raise FixtureError(
+            "fixture_prompt_mismatch",
+            f"{task_file} lists shard {extra.file!r} (line {len(fixture.shards) + 1}), which "
+            "fixture.json does not have",
+        )
+    for shard in fixture.shards:
+        path = os.path.join(fixture.root, SHARDS_DIR, shard.file)
+        if tasks.answer_expression(shard.question) is None:
+            raise FixtureError(
+                "fixture_question_unknown",
+                f"{shard.file}: {shard.question!r} is no question of the task language "
+                "(QUESTIONS in fixtures/tasks.py), so its answer cannot be checked",
+            )
+        answer = tasks.compute_answer(path, shard.question)
+        if answer == tasks.UNKNOWN:
+            raise FixtureError(
+                "fixture_shard_unreadable",
+                f"{shard.file}: its records do not answer {shard.question!r} (a field or "
+                "value the shard lacks, or a line that is not a record)",
+            )
+        if answer != str(shard.expected):
+            raise FixtureError(
+                "fixture_answer_wrong",
+                f"{shard.file}: fixture.json expects {shard.expected}, its records give "
+                f"{answer} ({shard.question})",
+            )
 
 
 def _task_beside(root: str) -> str | None:

@@ -38,10 +38,15 @@ def overall_result(summary: dict) -> str:
 
 
 def _sides(
-    before: list[RunSetView], after: list[RunSetView], names: tuple[str, str], out_dir: str | None
+    before: list[RunSetView],
+    after: list[RunSetView],
+    names: tuple[str, str],
+    out_dir: str | None,
+    flipped: set[str] = frozenset(),
 ) -> Table:
     """What each side is: its models and drives, its run sets and trials, their reports, and
-    the failures injected, when a side had any."""
+    the failures injected, when a side had any. `flipped`: the dirs of the run sets whose
+    flipped trials' pages this comparison writes."""
     injected = any(item.injected for item in (*before, *after))
     rows = []
     for side, name, sets in (("A", names[0], before), ("B", names[1], after)):
@@ -53,7 +58,7 @@ def _sides(
                 Cell(", ".join(sorted({item.key[2] for item in sets})) or NONE),
                 Cell(fmt(len(sets)), numeric=True),
                 Cell(fmt(sum(item.summary["trials_scored"] for item in sets)), numeric=True),
-                _reports(sets, out_dir),
+                _reports(sets, out_dir, flipped),
                 *[_injections(sets)] * injected,
             )
         )
@@ -67,17 +72,22 @@ def _injections(sets: list[RunSetView]) -> Cell:
     return Cell("; ".join(asked), tone="warn") if asked else Cell("none")
 
 
-def _reports(sets: list[RunSetView], out_dir: str | None) -> tuple[Cell, ...]:
-    """A link to each run set's report, or the command that writes it."""
+def _reports(
+    sets: list[RunSetView], out_dir: str | None, flipped: set[str] = frozenset()
+) -> tuple[Cell, ...]:
+    """A link to each run set's report, or the command that writes it; and, for a set
+    without one, a link to the pages of its flipped trials this comparison wrote."""
     cells: list[Cell] = []
     for item in sets:
         if cells:
             cells.append(Cell(", "))
         if item.report and out_dir is not None:
             cells.append(Cell(f"{item.name} report", relative(item.report, out_dir)))
-        else:
-            command = f"uv run --locked python report.py {item.dir}"
-            cells.append(Cell(f"no report yet: {command}", tone="muted"))
+            continue
+        command = f"uv run --locked python report.py {item.dir}"
+        cells.append(Cell(f"{item.name} has no report.html of its own ({command})", tone="muted"))
+        if item.dir in flipped and out_dir is not None:
+            cells += [Cell("; its flipped trials' evidence pages: "), Cell("below", f"#{FLIPPED}")]
     return tuple(cells) or (Cell(NONE),)
 
 
@@ -136,7 +146,7 @@ def build_compare(
     )  # fmt: skip
     return [
         Heading(1, "swarm-fanout comparison"),
-        _sides(before, after, names, out_dir),
+        _sides(before, after, names, out_dir, _flipped_sets(first, second)),
         *_tests(first, second),
         Heading(2, "Verdicts and deltas"),
         Paragraph(
@@ -180,13 +190,19 @@ def compare_sides(before: list[RunSetView], after: list[RunSetView]) -> tuple[di
 
 
 COMPARE_EVIDENCE = "compare-evidence"  # beside compare.html: the flipped trials' pages
+FLIPPED = "flipped"  # the anchor of the trials that flipped
+
+
+def _flipped_sets(first: dict, second: dict) -> set[str]:
+    """The dirs of the run sets with a trial that flipped: their pages are written."""
+    return {item.dir for _, a, _, b, _ in flipped_trials(first, second) for item in (a, b)}
 
 
 def _flipped(first: dict, second: dict, out_dir: str | None) -> list:
     """A row per trial that resolved on one side and not on the other, each side's outcome
     linked to its evidence page, with its reason codes."""
     found = flipped_trials(first, second)
-    blocks: list = [Heading(2, "Trials that flipped")]
+    blocks: list = [Heading(2, "Trials that flipped", FLIPPED)]
     if not found:
         blocks.append(Paragraph("No trial resolved on one side and not on the other."))
         return blocks
@@ -393,14 +409,18 @@ def _delta(a, b) -> str:
     return f"{sign}{fmt(float(value))}"
 
 
-def write_flipped_pages(sides: list[list[RunSetView]], out_dir: str) -> list[str]:
-    """The evidence page of each trial that flipped, on both sides, beside compare.html."""
+def write_flipped_pages(
+    sides: list[list[RunSetView]], out_dir: str, into: str | None = None
+) -> list[str]:
+    """The evidence page of each trial that flipped, on both sides, beside compare.html:
+    linked as read from `out_dir`, written under `into` (default `out_dir`)."""
     pages = []
     back_to = os.path.join(out_dir, "compare.html")
     for _, *pairs in flipped_trials(*compare_sides(*sides)):
         for item, trial in zip(pairs[::2], pairs[1::2], strict=True):
             page = evidence_path(out_dir, item.dir, trial.dir, COMPARE_EVIDENCE)
             back = Cell("← the comparison", relative(back_to, os.path.dirname(page)))
-            evidence_page.write_page(os.path.join(item.dir, trial.dir), page, back)
+            written = evidence_path(into or out_dir, item.dir, trial.dir, COMPARE_EVIDENCE)
+            evidence_page.write_page(os.path.join(item.dir, trial.dir), written, back, at=page)
             pages.append(page)
     return pages

@@ -334,8 +334,12 @@ def _passed(passed) -> Cell:
 
 
 def _check_results(verdict: dict, group: str) -> list[tuple[str, dict]]:
+    """The group's checks: records with a `passed` flag. Beside them the witness holds
+    status records (`file_access`: whether file access was watched), which are no check."""
     found = verdict.get(group) or {}
-    return [(name, item) for name, item in found.items() if isinstance(item, dict)]
+    return [
+        (name, item) for name, item in found.items() if isinstance(item, dict) and "passed" in item
+    ]
 
 
 def _codes(group: str) -> dict[str, tuple[str, str]]:
@@ -416,7 +420,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
             row.get("file"): row for row in verdict.get("shards") or [] if isinstance(row, dict)
         }
         tone = "error" if result.get("status") in ERRORED else "bad"
-        rows, meanings = [], []
+        rows, meanings, codes = [], [], []
         for code, items in _grouped_by_code(reasons).items():
             meaning = scorer.MESSAGES.get(code, "")
             if meaning:
@@ -435,6 +439,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
                 place = place_of(code, child_id, numbers, evidence.grounds)
                 if not where and place is not None:
                     where = [_rests_on(place, places, evidence.root)]
+                codes.append(code)
                 rows.append(
                     (
                         Cell(f"{code} x{len(items)}", tone=tone) if not number else Cell(""),
@@ -454,7 +459,7 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         headers = tuple(headers[i] for i in kept)
         rows = [tuple(row[i] for i in kept) for row in rows]
         blocks += meanings
-        blocks.append(Table(headers, tuple(rows), (tone,) * len(rows)))
+        blocks += _why_table(headers, rows, codes, tone)
         blocks += _shortcut(reasons)
     if warnings:
         rows = tuple(
@@ -466,6 +471,28 @@ def _reasons(evidence: Evidence, result: dict, verdict: dict, places: Places) ->
         )
         blocks += [Paragraph("Warnings:"), Table(("warning", "what"), rows, ("warn",) * len(rows))]
     return blocks
+
+
+WHY_ROWS_PER_CODE = 2  # rows of a reason code shown before the rest are folded away
+
+
+def _why_table(headers: tuple, rows: list, codes: list[str], tone: str) -> list:
+    """The Why table: the first WHY_ROWS_PER_CODE rows of each code, a line saying how many
+    more there are, and every row folded below, so that a forgery failing every shard five
+    ways is not forty rows tall."""
+    shown, seen = [], {}
+    for row, code in zip(rows, codes, strict=True):
+        seen[code] = seen.get(code, 0) + 1
+        if seen[code] <= WHY_ROWS_PER_CODE:
+            shown.append(row)
+        elif seen[code] == WHY_ROWS_PER_CODE + 1:
+            more = codes.count(code) - WHY_ROWS_PER_CODE
+            line = Cell(f"and {more} more {code}: every row is below", tone="muted")
+            shown.append((line, *(Cell(""),) * (len(headers) - 1)))
+    table = Table(headers, tuple(shown), (tone,) * len(shown))
+    if len(shown) == len(rows):
+        return [table]
+    return [table, Fold(f"every reason: {len(rows)} rows", (Table(headers, tuple(rows)),))]
 
 
 def _shortcut(reasons: list) -> list:
@@ -715,7 +742,7 @@ def _timeline(evidence: Evidence) -> list:
             timeline_sentence(shape) + " A bar per child from its spawn to its last entry, "
             "linking to the child's conversation."
         ),
-        Chart(shape, links),
+        Chart(shape, links, timeline.flagged_children(evidence.verdict)),
     ]
 
 
@@ -853,11 +880,14 @@ def _bytes(size: int) -> str:
     return f"{size:,} bytes"
 
 
-def write_page(run_dir: str, page: str, back: Cell | None = None) -> int:
-    """Write the evidence page of `run_dir` to the file `page`; its size in bytes."""
+def write_page(run_dir: str, page: str, back: Cell | None = None, at: str | None = None) -> int:
+    """Write the evidence page of `run_dir` to the file `page`; its size in bytes. `at`:
+    where the page will be read from, when it is written elsewhere first (report.py writes
+    into a temp dir and moves it into place); its links to the run's files are from there."""
     evidence = read_evidence(run_dir)
     where = os.path.dirname(os.path.abspath(page))
-    prefix = os.path.relpath(evidence.root, os.path.realpath(where)).replace(os.sep, "/")
+    read_from = os.path.dirname(os.path.abspath(at or page))
+    prefix = os.path.relpath(evidence.root, os.path.realpath(read_from)).replace(os.sep, "/")
     blocks = build_evidence(evidence, "" if prefix == "." else prefix + "/", back)
     data = render_html(blocks, f"swarm-fanout evidence: {evidence.name}").encode("utf-8")
     os.makedirs(where, exist_ok=True)

@@ -22,6 +22,8 @@ LONG = 36  # characters of a table cell past which it keeps a reading width when
 TONES = ("good", "bad", "warn", "error", "muted", "mark")
 COLOURS = {"replied": "#3a8a3a", "failed": "#d9822b", "dropped": "#c23030"}
 STATUS_WORDS = {"replied": "replied", "failed": "notice, no reply", "dropped": "dropped"}
+# A child the verdict names in a reason: its bar is drawn so, whatever reached the parent.
+FLAGGED_COLOUR, FLAGGED_WORD = "#8e24aa", "failed by the verdict"
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:1.5em 2em;color:#222;line-height:1.4}"
     "h1{font-size:1.5em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}"
@@ -47,12 +49,30 @@ STYLE = (
     "div.box.bad{border-color:#c23030;background:none;color:inherit;font-weight:inherit}"
     "div.box.warn{border-color:#d9822b;background:none;color:inherit}"
     "div.box p{margin:.2em 0}"
-    "div.chart{overflow-x:auto}svg.timeline{display:block;min-width:900px;margin:.4em 0}"
+    "div.chart{overflow-x:auto}svg.timeline{display:block;min-width:600px;margin:.4em 0}"
     "p.muted{font-size:90%}"
     # A number picked out of a quoted text: the one the reason is about.
     ".mark{background:#ffe27a;font-weight:700;padding:0 2px;border-radius:2px}"
     "td.quote{min-width:9em}"
+    # A table of WIDE columns or more gives way before it is cut off: its short values may
+    # wrap at a space, its texts anywhere.
+    "table.wide td.nw{white-space:normal}table.wide td.long,table.wide td.quote"
+    "{overflow-wrap:anywhere}"
+    # A narrow screen: a table of STACKED columns or more stacks, a block per row and a
+    # line per cell headed by its column (an empty cell left out): no column is cut off.
+    "@media (max-width:1000px){body{margin:1em}"
+    "table.stack,table.stack tbody,table.stack tr{display:block}"
+    "table.stack td{display:flow-root}"
+    "table.stack{border:0;overflow:visible}table.stack thead{display:none}"
+    "table.stack tr{border:1px solid #ccc;margin:.5em 0}"
+    "table.stack td{border:0;border-top:1px solid #eee;min-width:0;text-align:left;"
+    "padding-left:13em}"
+    "table.stack td:empty{display:none}table.stack td:first-child{border-top:0}"
+    "table.stack td::before{content:attr(data-label);float:left;width:12em;"
+    "margin-left:-12.5em;font-weight:600;color:#555}}"
 )
+WIDE = 5  # columns from which a table's cells wrap to fit
+STACKED = 7  # columns from which a table stacks on a narrow screen
 
 
 # --- blocks -----------------------------------------------------------------------------------
@@ -129,6 +149,7 @@ class Chart:
 
     timeline: timeline.Timeline
     links: tuple[str | None, ...]  # per child, where its bar links to
+    flags: dict[str, tuple[str, ...]] | None = None  # child id -> the verdict's codes naming it
 
 
 def number(value, digits: int = 2) -> str:
@@ -255,7 +276,9 @@ def _md_chart(chart: Chart) -> str:
         )
         times = " | ".join(number(offset_s(value, origin)) for value in cells)
         label = f"[{child.child_id}]({link})" if link else child.child_id
-        lines.append(f"| {label} | {_md(child.name)} | {child.status} | {times} |")
+        codes = (chart.flags or {}).get(child.child_id)
+        status = f"{child.status}; {FLAGGED_WORD}: {', '.join(codes)}" if codes else child.status
+        lines.append(f"| {label} | {_md(child.name)} | {status} | {times} |")
     return "\n".join(lines)
 
 
@@ -292,11 +315,16 @@ def _html_block(block) -> str:
         head = "".join(f"<th>{escape(h)}</th>" for h in block.headers)
         head = f"<thead><tr>{head}</tr></thead>" if block.headers else ""
         tones = block.tones or (None,) * len(block.rows)
+        labels = block.headers or (None,) * max(map(len, block.rows), default=0)
         rows = "".join(
-            f"<tr{_class(tone and 'row-' + tone)}>" + "".join(map(_html_td, row)) + "</tr>"
+            f"<tr{_class(tone and 'row-' + tone)}>" + "".join(map(_html_td, row, labels)) + "</tr>"
             for row, tone in zip(block.rows, tones, strict=True)
         )
-        return f"<table>{head}<tbody>{rows}</tbody></table>"
+        kinds = [
+            kind for kind, n in (("wide", WIDE), ("stack", STACKED)) if len(block.headers) >= n
+        ]
+        kind = f' class="{" ".join(kinds)}"' if kinds else ""
+        return f"<table{kind}>{head}<tbody>{rows}</tbody></table>"
     if isinstance(block, Code):
         return f"<pre>{escape(block.text)}</pre>"
     if isinstance(block, Fold):
@@ -323,16 +351,18 @@ def _class(tone: str | None) -> str:
     return f' class="{escape(tone)}"' if tone else ""
 
 
-def _html_td(cell: TableCell) -> str:
+def _html_td(cell: TableCell, label: str | None = None) -> str:
+    """A cell; `label`, its column's header, heads it when the table stacks."""
+    data = f' data-label="{escape(label)}"' if label else ""
     if isinstance(cell, tuple):
-        return f'<td class="quote">{"".join(map(_html_cell, cell))}</td>'
+        return f'<td class="quote"{data}>{"".join(map(_html_cell, cell))}</td>'
     # A short value stays on one line; a sentence wraps.
     longest = max(map(len, cell.text.split("\n")))
     width = "nw" if longest <= SHORT and not cell.wrap else ""
     width = "long" if longest > LONG else width
     classes = " ".join(filter(None, ("n" if cell.numeric else "", width, cell.tone or "")))
     attribute = f' class="{escape(classes)}"' if classes else ""
-    return f"<td{attribute}>{_html_cell(cell, span=False)}</td>"
+    return f"<td{attribute}{data}>{_html_cell(cell, span=False)}</td>"
 
 
 def _html_cell(cell: Cell, span: bool = True) -> str:
@@ -351,7 +381,7 @@ def _html_inline(text: Inline) -> str:
 # The picture fills the page's width: positions along it are percentages, the label
 # column the first LABEL_PCT of it and the time axis the next PLOT_PCT; heights are pixels.
 LABEL_PCT, PLOT_PCT = 16.0, 82.0
-KEY_HEIGHT, ROW_HEIGHT, AXIS_HEIGHT = 24, 20, 38
+KEY_HEIGHT, ROW_HEIGHT, AXIS_HEIGHT = 46, 20, 38
 BAR = ROW_HEIGHT - 8
 
 
@@ -391,7 +421,7 @@ def render_svg(chart: Chart) -> str:
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="100%" '
         f'height="{height}" role="img" aria-label="fan-out timeline" font-size="11">',
-        _key(),
+        _key(any(child.child_id in (chart.flags or {}) for child in shape.children)),
     ]
     marks = ticks(span_ms / 1000)
     step = marks[1] if len(marks) > 1 else 1.0
@@ -416,8 +446,10 @@ def render_svg(chart: Chart) -> str:
             continue
         end = child.end_ms if child.end_ms is not None else child.spawn_ms
         width = max(0.15, (end - child.spawn_ms) / span_ms * PLOT_PCT)
+        codes = (chart.flags or {}).get(child.child_id)
+        flagged = f"; {FLAGGED_WORD}: {', '.join(codes)}" if codes else ""
         title = (
-            f"{child.child_id} {child.name}: {STATUS_WORDS[child.status]}"
+            f"{child.child_id} {child.name}: {STATUS_WORDS[child.status]}{flagged}"
             f"{' (deleted)' if child.deleted else ''}; spawn "
             f"{number(offset_s(child.spawn_ms, origin))} s, end "
             f"{number(offset_s(end, origin))} s"
@@ -426,7 +458,8 @@ def render_svg(chart: Chart) -> str:
         )
         bar = (
             f'<rect class="bar" x="{x(child.spawn_ms)}" y="{y}" width="{width:.3f}%" '
-            f'height="{BAR}" fill="{COLOURS[child.status]}"><title>{escape(title)}</title></rect>'
+            f'height="{BAR}" fill="{FLAGGED_COLOUR if codes else COLOURS[child.status]}">'
+            f"<title>{escape(title)}</title></rect>"
         )
         parts.append(f'<a href="{escape(link)}">{bar}</a>' if link else bar)
         for at, stroke in ((child.reply_ms, "#000"), (child.notice_ms, COLOURS["failed"])):
@@ -439,21 +472,25 @@ def render_svg(chart: Chart) -> str:
     return "".join(parts)
 
 
-def _key() -> str:
-    """The colour key, in the picture: a swatch per status, a tick per mark."""
+def _key(flagged: bool = False) -> str:
+    """The colour key, in the picture: a swatch per status (and for a child the verdict
+    failed, when the picture has one), a tick per mark."""
     parts = []
     left = 0
-    for status, colour in COLOURS.items():
-        word = STATUS_WORDS[status]
+    swatches = [(STATUS_WORDS[status], colour) for status, colour in COLOURS.items()]
+    swatches += [(FLAGGED_WORD, FLAGGED_COLOUR)] * flagged
+    for word, colour in swatches:
         parts.append(
             f'<rect x="{left}" y="6" width="12" height="12" fill="{colour}"/>'
             f'<text x="{left + 16}" y="16">{escape(word)}</text>'
         )
         left += 28 + 7 * len(word)
+    # The marks on a line of their own, so that the key fits a narrow screen.
+    left = 0
     for word, stroke in (("reply reached the parent", "#000"), ("notice", COLOURS["failed"])):
         parts.append(
-            f'<line x1="{left + 5}" y1="4" x2="{left + 5}" y2="20" stroke="{stroke}" '
-            f'stroke-width="2"/><text x="{left + 14}" y="16">{escape(word)}</text>'
+            f'<line x1="{left + 5}" y1="24" x2="{left + 5}" y2="40" stroke="{stroke}" '
+            f'stroke-width="2"/><text x="{left + 14}" y="36">{escape(word)}</text>'
         )
         left += 26 + 7 * len(word)
     return "".join(parts)

@@ -63,9 +63,22 @@ def _errored(summary: dict) -> int:
     return sum(1 for trial in summary["trials"] if trial.get("status") in evidence_page.ERRORED)
 
 
+# The k a page shows pass^k at, with n itself: enough to see the curve fall, in one line
+# however many trials a set has (summary.json keeps every k).
+SHOWN_K = (1, 2, 4, 8)
+
+
+def shown_k(n: int) -> list[int]:
+    """1, 2, 4, 8 (those up to n) and n."""
+    return sorted({k for k in SHOWN_K if k <= n} | ({n} if n else set()))
+
+
 def _pass_hat(summary: dict) -> str:
+    """`k=1 80% · k=2 62% · … · k=50 0%`."""
     values = summary["pass_hat_k"]
-    return " / ".join(percent(values[k]) for k in sorted(values, key=int)) or NONE
+    n = max(map(int, values), default=0)
+    shown = [k for k in shown_k(n) if str(k) in values]
+    return " · ".join(f"k={k} {percent(values[str(k)])}" for k in shown) or NONE
 
 
 def overhead_pairs(sets: list[RunSetView]) -> dict[str, dict]:
@@ -101,11 +114,11 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
     blocks: list = [Heading(1, "swarm-fanout report")]
     blocks.append(
         Paragraph(
-            "Resolve rate with its 95% Wilson interval; pass^k for k = 1..n (every one of k "
-            "trials drawn from the n resolves); medians over scored trials; cost in dollars as "
-            "the product priced each model call (usage.cost), parent and children, the median "
-            "trial's and, in brackets, what the scored trials cost in all per resolved trial; "
-            "overhead = fan-out "
+            "Resolve rate with its 95% Wilson interval; pass^k at k = 1, 2, 4, 8 and n (every "
+            "one of k trials drawn from the n resolves; summary.json has every k); medians "
+            "over scored trials; cost in dollars as the product priced each model call "
+            "(usage.cost), parent and children, the median trial's and, in brackets, what the "
+            "scored trials cost in all per resolved trial; overhead = fan-out "
             "median / single-agent baseline median (same fixture digest and model). A baseline "
             "trial is resolved on coverage alone. A trial whose agent failed on its own (agent "
             "error) is counted apart, not as a failure of the model."
@@ -143,7 +156,7 @@ def build_report(sets: list[RunSetView], out_dir: str) -> list:
         )
         tones.append("bad" if failed else "error" if errored else None)
     headers = (
-        "fixture", "model", "drive", "kind", "resolved", "rate", "95% CI", "pass^k (k=1..n)",
+        "fixture", "model", "drive", "kind", "resolved", "rate", "95% CI", "pass^k",
         "tokens", "turns", "wall s", "cost",
         "overhead x (tokens / turns / wall)", "trials",
     )  # fmt: skip
@@ -196,15 +209,15 @@ def _across_fixtures(sets: list[RunSetView]) -> list:
         if min(n for n, _ in counts) == 0:
             continue
         values = [
-            percent(stats.mean_over_fixtures(counts, k, stats.pass_hat_k))
-            for k in range(1, min(n for n, _ in counts) + 1)
+            f"k={k} {percent(stats.mean_over_fixtures(counts, k, stats.pass_hat_k))}"
+            for k in shown_k(min(n for n, _ in counts))
         ]
         rows.append(
-            (*(Cell(part) for part in key), Cell(str(len(fixtures))), Cell(" / ".join(values)))
+            (*(Cell(part) for part in key), Cell(str(len(fixtures))), Cell(" · ".join(values)))
         )
     if not rows:
         return []
-    headers = ("model", "drive", "kind", "fixtures", "mean pass^k (k=1..min n)")
+    headers = ("model", "drive", "kind", "fixtures", "mean pass^k (n: the fewest trials)")
     return [Heading(2, "Across fixtures"), Table(headers, tuple(rows))]
 
 
@@ -349,10 +362,11 @@ def _timelines(item: RunSetView, out_dir: str) -> list:
         links = tuple(
             f"{page}#{evidence_page.child_anchor(i)}" for i in range(1, len(shape.children) + 1)
         )
+        chart = Chart(shape, links, trial.flags)
         if trial.status_cell.tone == "good":
-            blocks.append(Fold(line, (Chart(shape, links),)))
+            blocks.append(Fold(line, (chart,)))
         else:
-            blocks += [Paragraph(line), Chart(shape, links)]
+            blocks += [Paragraph(line), chart]
     return blocks
 
 
@@ -362,7 +376,12 @@ def _page(item: RunSetView, trial: TrialView, out_dir: str) -> str | None:
     return relative(evidence_path(out_dir, item.dir, trial.dir), out_dir)
 
 
-def write_evidence_pages(sets: list[RunSetView], out_dir: str) -> list[str]:
+def write_evidence_pages(
+    sets: list[RunSetView], out_dir: str, into: str | None = None
+) -> list[str]:
+    """Each trial's evidence page, linked as read from `out_dir` and written under `into`
+    (a temp dir moved to `out_dir` once everything is written; default `out_dir` itself).
+    Returns where the pages will be read from."""
     pages = []
     report = os.path.join(out_dir, "report.html")
     for item in sets:
@@ -371,6 +390,7 @@ def write_evidence_pages(sets: list[RunSetView], out_dir: str) -> list[str]:
                 continue
             page = evidence_path(out_dir, item.dir, trial.dir)
             back = Cell("← the report", relative(report, os.path.dirname(page)))
-            evidence_page.write_page(os.path.join(item.dir, trial.dir), page, back)
+            written = evidence_path(into or out_dir, item.dir, trial.dir)
+            evidence_page.write_page(os.path.join(item.dir, trial.dir), written, back, at=page)
             pages.append(page)
     return pages

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 
 from evidence import runsets
+from evidence.jsonl import read_json_object
 from evidence.runpaths import RunPaths
 from reporting import evidence_page, timeline
 from reporting.render import Cell
@@ -21,6 +22,7 @@ class TrialView:
     dir: str | None
     summary: dict  # the trial's row of the run set's summary
     timeline: timeline.Timeline | None
+    flags: dict[str, tuple[str, ...]] | None = None  # child id -> the verdict's codes naming it
 
     @property
     def status_cell(self) -> Cell:
@@ -72,7 +74,8 @@ def load_run_set(set_dir: str) -> RunSetView:
     for trial in summary["trials"]:
         path = os.path.join(set_dir, trial["dir"]) if trial["dir"] else None
         shape = timeline.read_timeline(path) if path else None
-        views.append(TrialView(trial["index"], trial["dir"], trial, shape))
+        flags = timeline.flagged_children(_verdict_of(path)) if path else None
+        views.append(TrialView(trial["index"], trial["dir"], trial, shape, flags))
     report = os.path.join(set_dir, "report.html")
     return RunSetView(
         set_dir,
@@ -82,6 +85,13 @@ def load_run_set(set_dir: str) -> RunSetView:
         report if os.path.isfile(report) else None,
         set_injections(set_dir, config),
     )
+
+
+def _verdict_of(run_dir: str) -> dict | None:
+    """The verdict in a trial's result.json, if it has one."""
+    result = read_json_object(RunPaths.of(run_dir).result, [], max_bytes=64 * 1024 * 1024)
+    verdict = (result or {}).get("verdict")
+    return verdict if isinstance(verdict, dict) else None
 
 
 def set_injections(set_dir: str, config: dict) -> tuple[tuple[str, int], ...]:

@@ -146,3 +146,24 @@ def timeline_of(run: artifacts.RunArtifacts) -> Timeline:
         if notice.child_id and notice.at_ms is not None:
             notices.setdefault(notice.child_id, notice.at_ms)
     return build_timeline(edges, traces, replies, notices, run.run_dir)
+
+
+def flagged_children(verdict: dict | None) -> dict[str, tuple[str, ...]]:
+    """Per child id, the reason codes of the verdict that name it (a reason's own child, or
+    its shard's child): a child that replied may still be one the verdict failed
+    (`child_did_no_work`, `unsent_reply`, a wrong answer from its shard)."""
+    verdict = verdict if isinstance(verdict, dict) else {}
+    by_shard = {
+        row.get("file"): row.get("child_id")
+        for row in verdict.get("shards") or []
+        if isinstance(row, dict)
+    }
+    found: dict[str, list[str]] = {}
+    for reason in verdict.get("reasons") or []:
+        if not isinstance(reason, dict):
+            continue
+        child = reason.get("child_id") or by_shard.get(reason.get("shard"))
+        code = reason.get("code")
+        if isinstance(child, str) and isinstance(code, str) and code not in found.get(child, []):
+            found.setdefault(child, []).append(code)
+    return {child: tuple(codes) for child, codes in found.items()}

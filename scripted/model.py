@@ -62,7 +62,10 @@ answer_server = socket.create_server(("127.0.0.1", 0))
 ANSWER_PORT = answer_server.getsockname()[1]
 def serve_answers():
     while True:
-        conn, _ = answer_server.accept()
+        try:
+            conn, _ = answer_server.accept()
+        except OSError:
+            return
         with conn:
             conn.sendall(str(answers.get(conn.recv(256).decode().strip(), "?")).encode())
 threading.Thread(target=serve_answers, daemon=True).start()

@@ -173,6 +173,36 @@ def builtin_upstream(
     return urls[0]
 
 
+def unknown_provider(
+    provider: str, agent_dir: str, upstream: str | None, also_known: tuple[str, ...]
+) -> str | None:
+    """Why `provider` is no provider the run could use, said before anything is made: it is
+    not built in, not the harness's own (`also_known`), not in the user's models.json in
+    `agent_dir`, and no --upstream names its endpoint. None when it may be (a models.json
+    that cannot be read is left to the run, which says what is wrong with it)."""
+    if upstream or provider in BUILTIN_PROVIDERS or provider in also_known:
+        return None
+    path = os.path.join(agent_dir, "models.json")
+    user: object = {"providers": {}}
+    if os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                user = parse_models_json(handle.read())
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+    own = user.get("providers") if isinstance(user, dict) else None
+    if not isinstance(own, dict):
+        return None
+    if provider in own:
+        return None
+    known = sorted({*BUILTIN_PROVIDERS, *also_known, *own})
+    return (
+        f"provider {provider!r} is not built in, not the harness's own and not in your "
+        f"models.json ({path}): {did_you_mean(provider, known)}A provider of your own needs "
+        f"its endpoint: --upstream URL. Known providers: {', '.join(known)}"
+    )
+
+
 def parse_models_json(text: str) -> object:
     """A models.json as the product reads it: JSON with `//` and `/* */` comments and
     trailing commas allowed (core/model-registry.ts strips them before parsing). Strings

@@ -26,7 +26,7 @@ from shell.file_access import FileAccessWitness
 from shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
 from shell.resident import drive_resident
 from shell.rundir import RunDir
-from shell.watch import ENDING, Interrupt, Watch
+from shell.watch import ENDING, ENDING_NOW, Interrupt, Watch
 
 # How long the agent's processes get to act on their own when a run ends, before the
 # runner goes on: the daemon to answer shutdown{force}, what is left to exit after it, and
@@ -238,6 +238,7 @@ def launch_and_wait(
         if stdin is not None:
             stdin_end.close()
     interrupt.ending = _ending(launch.label, launch.grace)
+    interrupt.ending_now = _ending_now(launch.label)
     interrupt.now = functools.partial(_kill_run_now, run, process)
     processes = _run_processes(process, started)
     if proxy is not None:
@@ -255,7 +256,7 @@ def launch_and_wait(
         wall = round(time.monotonic() - watch.started, 3)
         stopped = _agent_runs(process, started)
         cleanup = end_run(run, process, launch.grace, in_sandbox=started is not None)
-        interrupt.ending, interrupt.now = ENDING, None
+        interrupt.ending, interrupt.ending_now, interrupt.now = ENDING, ENDING_NOW, None
         if stdin is not None:
             stdin.close()
         # The tree is gone: whatever held the sockets' other ends is gone with it.
@@ -376,6 +377,12 @@ def _ending(label: str, grace: float | None) -> str:
         f"the agent's processes{of} (the daemon shut down, then SIGTERM, and SIGKILL to what "
         f"is left after {term:g}s); what exists is still scored"
     )
+
+
+def _ending_now(label: str) -> str:
+    """What a second Ctrl-C ends, and how: at once, with no grace."""
+    of = f" of {label}" if label else ""
+    return f"the agent's processes{of} now, by SIGKILL; what exists is still scored"
 
 
 def _run_marker(run: RunDir) -> tuple[str, str]:

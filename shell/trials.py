@@ -114,6 +114,7 @@ def run_trials(
             )
             _say(f"trial {index}/{total} started")
         interrupt.ending = f"the {_trials(len(running))} running; no new trial starts"
+        interrupt.ending_now = f"the {_trials(len(running))} running now"
         while forwarded < interrupt.count:
             forwarded += 1
             pending.clear()

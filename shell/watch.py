@@ -15,8 +15,12 @@ from shell.rundir import RunDir
 PROGRESS_EVERY_S = 10.0
 
 
-# What a Ctrl-C ends when no agent runs.
+# What a Ctrl-C ends when no agent runs, and what a second one ends at once.
 ENDING = "the run; what exists is still scored"
+ENDING_NOW = "the run now"
+# A second signal this soon after the first is the same interrupt: under `uv run` without a
+# terminal, uv passes a SIGINT on to its child, which has it from the process group already.
+SAME_INTERRUPT_S = 1.0
 
 
 class Interrupt:
@@ -25,15 +29,19 @@ class Interrupt:
     it only from the run set).
 
     The first signal says at once, on stderr, what is being ended (`ending`, kept current by
-    whoever runs processes); a second one calls `now` (set while processes run: it ends
-    them at once, by SIGKILL), after which the usual sweep still reaps every process.
+    whoever runs processes); a second one says what it ends at once (`ending_now`) and calls
+    `now` (set while processes run: it ends them at once, by SIGKILL), after which the usual
+    sweep still reaps every process. The same signal again within SAME_INTERRUPT_S of the
+    last one counted is the same press, delivered twice, and is not counted.
     """
 
     def __init__(self):
         self.signum = 0
-        self.count = 0  # signals received
+        self.count = 0  # signals counted
         self.ending = ENDING
+        self.ending_now = ENDING_NOW
         self.now = None
+        self.last_at: tuple[int, float] | None = None  # the last counted signal, and when
         self._previous = {}
 
     def __enter__(self) -> Interrupt:
@@ -42,13 +50,18 @@ class Interrupt:
         return self
 
     def _handle(self, signum, _frame) -> None:
+        at = time.monotonic()
+        last = self.last_at
+        if last is not None and last[0] == signum and at - last[1] < SAME_INTERRUPT_S:
+            return
+        self.last_at = (signum, at)
         self.signum = self.signum or signum
         self.count += 1
         name = signal.Signals(signum).name
         if self.count == 1:
             _say(f"runner.py: {name}: ending {self.ending}; a second Ctrl-C ends it now")
             return
-        _say(f"runner.py: {name} again: ending {self.ending} now")
+        _say(f"runner.py: {name} again: ending {self.ending_now}")
         if self.now is not None:
             self.now()
 

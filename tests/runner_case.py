@@ -21,6 +21,7 @@ import unittest
 from dataclasses import dataclass
 
 from shell import procs, sandbox
+from shell.watch import SAME_INTERRUPT_S
 from tests import runner_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +40,14 @@ GRACE = ("--grace", "0.1")
 # --timeout for the runs that hang until it: long enough that the agent has spawned every
 # child (or been admitted) before it, with two CPU-bound processes beside the suite.
 HANG_TIMEOUT = ("--timeout", "5")
+
+
+def past_the_same_interrupt(seen_at: float) -> None:
+    """Return once a signal sent is a new press to a runner that said it counted the last
+    one before `seen_at` (time.monotonic()): SAME_INTERRUPT_S later (shell/watch.py). The
+    window is the runner's rule, on the machine's one monotonic clock; nothing to observe."""
+    while (left := seen_at + SAME_INTERRUPT_S - time.monotonic()) > 0:
+        time.sleep(left)
 
 
 def process_gone(pid: int) -> bool:

@@ -100,9 +100,9 @@ class ClusterFilesCase(unittest.TestCase):
 class SbatchFileTest(ClusterFilesCase):
     def test_the_array_size_the_trials_and_the_run_set_path_agree(self):
         text = read(SBATCH)
-        (first, last) = re.search(r"#SBATCH --array=(\d+)-(\d+)", text).groups()
+        first = re.search(r"#SBATCH --array=(\d+)-\d+", text).group(1)
         self.assertEqual(first, "0", "the common, zero-based habit")
-        self.assertIn(f"TRIALS={int(last) + 1}\n", text)
+        self.assertIn("TRIALS=${TRIALS:-$((${SLURM_ARRAY_TASK_MAX:?", text)
         (default,) = set(re.findall(r"RUN_SET:-([^}]+)\}", text))
         self.assertEqual(default, "/shared/runs/exp1")
         self.assertIn("sbatch --dependency=afterany:", text)
@@ -112,8 +112,12 @@ class SbatchFileTest(ClusterFilesCase):
         if shutil.which("bash") is None:
             self.skipTest("needs bash")
         bash = shutil.which("bash")
+        last = re.search(r"#SBATCH --array=0-(\d+)", read(SBATCH)).group(1)
         for task in ("0", "5"):
-            done = self.run_shell([bash, SBATCH], SLURM_ARRAY_TASK_ID=task)
+            # Slurm sets the array's bounds in every task's environment.
+            done = self.run_shell(
+                [bash, SBATCH], SLURM_ARRAY_TASK_ID=task, SLURM_ARRAY_TASK_MAX=last
+            )
             self.assertEqual(done.returncode, 0, done.stderr.decode()[-2000:])
         self.assertEqual(sorted(self.results()), ["trial-1", "trial-6"])
         # The summary step as the file's comment chains it, its --wrap command run as is.
@@ -134,10 +138,23 @@ class SbatchFileTest(ClusterFilesCase):
         done = self.run_shell(
             [shutil.which("bash") or "bash", SBATCH],
             SLURM_ARRAY_TASK_ID="2",
+            SLURM_ARRAY_TASK_MAX="5",
             MODEL="simulated/fabricate",
         )
         self.assertEqual(done.returncode, 1)
         self.assertEqual(self.results()["trial-3"]["exit_code"], 1)
+
+    def test_the_trials_follow_the_arrays_size_as_submitted(self):
+        # `sbatch --array=0-49` over the file's own --array=0-5: task 7 is trial 8 of 50.
+        done = self.run_shell(
+            [shutil.which("bash") or "bash", SBATCH],
+            SLURM_ARRAY_TASK_ID="7",
+            SLURM_ARRAY_TASK_MAX="49",
+            SLURM_ARRAY_TASK_COUNT="50",
+        )
+        self.assertEqual(done.returncode, 0, done.stderr.decode()[-2000:])
+        self.assertEqual(sorted(self.results()), ["trial-8"])
+        self.assertEqual(json.loads(read(os.path.join(self.set_dir, "run-set.json")))["trials"], 50)
 
 
 class KubernetesJobTest(ClusterFilesCase):

@@ -17,8 +17,9 @@ from html.parser import HTMLParser
 
 from evidence.artifacts import collect
 from evidence.runpaths import RunPaths
-from reporting import evidence_page
+from reporting import evidence_page, render
 from reporting.grounds import quoted
+from reporting.render import Cell
 from rules import integrity, witness_checks
 from scorer import score
 from tests.builders import RunBuilder, small_fixture
@@ -223,7 +224,20 @@ class EvidencePageTest(unittest.TestCase):
         long = [row[column] for row in rows if len(row[column]) > 36]
         self.assertNotEqual(long, [])
         for found in long:
-            self.assertIn(f'<td class="long">{escape(found)}</td>', self.page)
+            self.assertIn(f'<td class="long" data-label="found">{escape(found)}</td>', self.page)
+
+    def test_a_child_the_verdict_fails_is_not_drawn_as_a_green_reply(self):
+        # worker-b's reply is one its transcript never sent (unsent_reply): it reached the
+        # parent, but the verdict fails it, and its bar says so; worker-a's is a plain reply.
+        children = {child["name"]: child["child_id"] for child in self.verdict["children"]}
+        drawn = re.findall(r'<rect class="bar"[^>]* fill="([^"]+)"><title>(\S+) ', self.page)
+        bars = {child_id: fill for fill, child_id in drawn}
+        self.assertEqual(bars[children["worker-a"]], render.COLOURS["replied"])
+        self.assertEqual(bars[children["worker-b"]], render.FLAGGED_COLOUR)
+        self.assertIn(
+            f"worker-b: replied; {render.FLAGGED_WORD}: answer_not_derived, unsent_reply", self.page
+        )
+        self.assertIn(f">{render.FLAGGED_WORD}</text>", self.page)
 
     def test_a_run_without_injected_failures_says_none(self):
         self.assertNotIn("failure injected", self.page)
@@ -342,7 +356,8 @@ class RestsOnTest(unittest.TestCase):
         self.assertRegex(text, r"^the parent's L\d+: the reply$")
         self.assertIn("reply from worker-a", self.entry(page, href[1:]))
         self.assertIn(
-            'The count for a.jsonl is <span class="mark">11</span>.</td><td class="quote">'
+            'The count for a.jsonl is <span class="mark">11</span>.</td>'
+            '<td class="quote" data-label="the answer file says">'
             '<span class="muted"><a href="repo/combined-index.md">line 3</a></span>: - a.jsonl: '
             '<span class="mark">12</span></td>',
             page,
@@ -512,6 +527,63 @@ class OddRunsTest(unittest.TestCase):
         self.assertEqual(page, os.path.join(run_dir, evidence_page.PAGE_FILE))
         with open(page, encoding="utf-8") as handle:
             self.assertIn("— resolved</h1>", handle.read())
+
+
+class WhyTableTest(unittest.TestCase):
+    """A forgery that fails every shard five ways is not a forty-row Why table: a code's
+    first rows, how many more, and every row folded below."""
+
+    def test_a_code_of_many_rows_shows_its_first_and_folds_the_rest(self):
+        headers = ("reason code", "shard", "child", "found")
+        first = [Cell("child_did_no_work x8")] + [Cell("")] * 7
+        rows = [(first[i], Cell(f"s{i}"), Cell("c"), Cell("no work")) for i in range(8)]
+        rows.append((Cell("wrong_answer x1"), Cell("s0"), Cell("c"), Cell("wrong")))
+        codes = ["child_did_no_work"] * 8 + ["wrong_answer"]
+        table, fold = evidence_page._why_table(headers, rows, codes, "bad")
+        shown = evidence_page.WHY_ROWS_PER_CODE
+        self.assertEqual(table.rows[:shown], tuple(rows[:shown]))
+        self.assertEqual(
+            table.rows[shown][0].text, f"and {8 - shown} more child_did_no_work: every row is below"
+        )
+        self.assertEqual(table.rows[shown + 1], rows[8])
+        self.assertEqual(len(table.rows), shown + 2)
+        self.assertEqual(fold.summary, "every reason: 9 rows")
+        self.assertEqual(fold.blocks[0].rows, tuple(rows))
+
+    def test_a_short_why_table_is_shown_whole(self):
+        rows = [(Cell("wrong_answer x1"), Cell("s0"))]
+        (table,) = evidence_page._why_table(("reason code", "shard"), rows, ["wrong_answer"], "bad")
+        self.assertEqual(table.rows, tuple(rows))
+
+
+class CheckCountTest(unittest.TestCase):
+    """The "N of M checks pass" lines count checks only: the witness's `file_access` beside
+    them is a status record (was file access watched?), with no `passed`, and no check."""
+
+    def test_a_resolved_witnessed_run_says_every_check_passes_in_every_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = os.path.join(tmp, "run")
+            build = RunBuilder(run_dir)
+            build.fan_out(FIXTURE)
+            build.correct_index(FIXTURE)
+            result = write_result(run_dir)
+            # As the scorer records a run whose file access the runner watched.
+            result["verdict"]["witness"]["file_access"] = {"witnessed": True, "sessions": 0}
+            with open(RunPaths.of(run_dir).result, "w", encoding="utf-8") as handle:
+                json.dump(result, handle)
+            page_path = os.path.join(tmp, "page.html")
+            evidence_page.write_page(run_dir, page_path)
+            with open(page_path, encoding="utf-8") as handle:
+                page = handle.read()
+        rows = {row[0]: row[1:] for row in parse(page).rows if row}
+        integrity_n, witness_n = len(integrity.INTEGRITY_CHECKS), len(witness_checks.WITNESS_CHECKS)
+        self.assertEqual(rows["integrity checks"], [f"{integrity_n} of {integrity_n} checks pass"])
+        self.assertEqual(rows["witness checks"], [f"{witness_n} of {witness_n} checks pass"])
+        total = integrity_n + witness_n
+        self.assertIn(f"All {total} checks pass.", page)
+        self.assertIn(f"every check: {total} of {total} pass", page)
+        self.assertNotIn("failing:", page)
+        self.assertNotIn("file_access", page)
 
 
 if __name__ == "__main__":

@@ -556,6 +556,114 @@ class LoadFixtureTest(unittest.TestCase):
                 self.assertEqual(raised.exception.code, "fixture_task_missing")
 
 
+class FixtureCheckTest(unittest.TestCase):
+    """`generate.py --check DIR`, the check the runner makes before a run (load_fixture): a
+    hand edit that makes fixture.json and the shards or task.txt disagree is refused, with
+    the first difference; an edit that keeps them agreeing is not."""
+
+    def copy(self, name: str = "json-events") -> Path:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        root = Path(tmp.name) / name
+        shutil.copytree(FIXTURES / name, root)
+        return root
+
+    def edit_manifest(self, root: Path, edit: Callable[[dict], None]) -> None:
+        manifest = json.loads((root / "fixture.json").read_text(encoding="utf-8"))
+        edit(manifest)
+        (root / "fixture.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+    def assert_refused(self, root: Path, code: str, *named: str) -> None:
+        done = run_generator("--check", str(root))
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn(code, done.stderr)
+        for text in named:
+            self.assertIn(text, done.stderr)
+        with self.assertRaises(fixture.FixtureError) as raised:
+            fixture.load_fixture(str(root))
+        self.assertEqual(raised.exception.code, code)
+
+    def test_the_committed_fixtures_pass_the_check(self):
+        done = run_generator("--check", str(FIXTURES))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        for name in FIXTURE_NAMES:
+            self.assertIn(f"ok {FIXTURES / name} (8 shards)", done.stdout)
+
+    def test_an_expected_answer_off_by_one_is_refused_naming_both_numbers(self):
+        for name in FIXTURE_NAMES:
+            root = self.copy(name)
+            manifest = json.loads((root / "fixture.json").read_text(encoding="utf-8"))
+            third = manifest["shards"][2]
+            wrong = third["expected"] + 1
+            self.edit_manifest(
+                root, lambda data, wrong=wrong: data["shards"][2].update(expected=wrong)
+            )
+            self.assert_refused(
+                root, "fixture_answer_wrong", third["file"], f"expects {third['expected'] + 1}",
+                f"give {third['expected']}",
+            )  # fmt: skip
+
+    def test_a_shard_whose_records_were_edited_is_refused(self):
+        root = self.copy()
+        shard = root / "shards" / "events-03.jsonl"
+        lines = shard.read_text(encoding="utf-8").splitlines(keepends=True)
+        record = json.loads(lines[0])
+        record["bytes"] = 99_999_999  # question 3: the maximum of `bytes`
+        lines[0] = json.dumps(record, separators=(",", ":")) + "\n"
+        shard.write_text("".join(lines), encoding="utf-8")
+        self.assert_refused(root, "fixture_answer_wrong", "events-03.jsonl", "give 99999999")
+
+    def test_a_worker_renamed_in_task_txt_alone_is_refused(self):
+        root = self.copy()
+        task = (root / "task.txt").read_text(encoding="utf-8")
+        edited = task.replace("worker `worker-events-04`", "worker `worker-events-4`")
+        self.assertNotEqual(edited, task)
+        (root / "task.txt").write_text(edited, encoding="utf-8")
+        self.assert_refused(
+            root,
+            "fixture_prompt_mismatch",
+            "shard line 4",
+            "'worker-events-4'",
+            "'worker-events-04'",
+        )
+
+    def test_a_shard_line_dropped_from_task_txt_is_refused(self):
+        root = self.copy()
+        task = (root / "task.txt").read_text(encoding="utf-8")
+        kept = [line for line in task.splitlines(keepends=True) if "events-08.jsonl` |" not in line]
+        (root / "task.txt").write_text("".join(kept), encoding="utf-8")
+        self.assert_refused(root, "fixture_prompt_mismatch", "7 shard lines", "events-08.jsonl")
+
+    def test_a_question_outside_the_task_language_is_refused(self):
+        root = self.copy()
+        question = "Which user sent the most bytes?"
+        task = (root / "task.txt").read_text(encoding="utf-8")
+        old = json.loads((root / "fixture.json").read_text(encoding="utf-8"))["shards"][0]
+        (root / "task.txt").write_text(task.replace(old["question"], question, 1), encoding="utf-8")
+        self.edit_manifest(root, lambda data: data["shards"][0].update(question=question))
+        self.assert_refused(root, "fixture_question_unknown", "events-01.jsonl")
+
+    def test_a_worker_renamed_in_both_files_passes(self):
+        root = self.copy()
+        task = (root / "task.txt").read_text(encoding="utf-8")
+        (root / "task.txt").write_text(
+            task.replace("`worker-events-04`", "`counter-four`"), encoding="utf-8"
+        )
+        self.edit_manifest(root, lambda data: data["shards"][3].update(worker="counter-four"))
+        done = run_generator("--check", str(root))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(fixture.load_fixture(str(root)).shards[3].worker, "counter-four")
+
+    def test_check_takes_no_other_option_and_a_dir_without_fixtures_exits_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            done = run_generator("--check", tmp)
+            self.assertEqual(done.returncode, 2)
+            self.assertIn("holds no fixture.json", done.stderr)
+            done = run_generator("--check", str(FIXTURES), "--out", tmp)
+            self.assertEqual(done.returncode, 2)
+            self.assertEqual(os.listdir(tmp), [])
+
+
 # --------------------------------------------------------------------------- generator
 
 

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from typing import ClassVar
 
 import report
 from evidence import runsets
-from reporting import report_page
+from reporting import render, report_page
 from reporting.compare_page import build_compare
 from reporting.render import (
     Cell,
@@ -128,11 +129,11 @@ class ReportTest(unittest.TestCase):
         table = [line for line in text.splitlines() if line.startswith("| json-events |")]
         (baseline,) = [line for line in table if "| baseline |" in line]
         # Rates as stderr gives them: whole percents, the interval `low-high`.
-        self.assertIn("| 2/2 | 100% | 34%-100% | 100% / 100% |", baseline)
+        self.assertIn("| 2/2 | 100% | 34%-100% | k=1 100% · k=2 100% |", baseline)
         (good,) = [line for line in table if "| fan-out |" in line and "none failed" in line]
         (bad,) = [line for line in table if "| fan-out |" in line and "2 failed" in line]
-        self.assertIn("| 2/2 | 100% | 34%-100% | 100% / 100% |", good)
-        self.assertIn("| 0/2 | 0% | 0%-66% | 0% / 0% |", bad)
+        self.assertIn("| 2/2 | 100% | 34%-100% | k=1 100% · k=2 100% |", good)
+        self.assertIn("| 0/2 | 0% | 0%-66% | k=1 0% · k=2 0% |", bad)
         # overhead tokens / turns / wall: numbers, not n/a, for both fan-outs of this digest
         self.assertRegex(good, r"\| \d+(\.\d+)? / \d+(\.\d+)? / \d+(\.\d+)? \|")
         codes = next(line for line in text.splitlines() if line.startswith("| reason code |"))
@@ -192,8 +193,8 @@ class ReportTest(unittest.TestCase):
         for index in (1, 2):
             href = f"evidence/{name}/trial-{index}.html"
             self.assertIn(
-                f'<tr class="row-bad"><td class="nw"><a href="{href}">trial {index}</a></td>'
-                '<td class="nw bad">FAILED</td>',
+                f'<tr class="row-bad"><td class="nw" data-label="trial"><a href="{href}">'
+                f'trial {index}</a></td><td class="nw bad" data-label="outcome">FAILED</td>',
                 html,
             )
             page = self.read(os.path.join(out, href))
@@ -202,7 +203,9 @@ class ReportTest(unittest.TestCase):
             self.assertIn('<a href="../../report.html">← the report</a>', page)
         self.assertRegex(html, r'<a href="#set-\d">2 failed</a>')
         good = f"evidence/{os.path.basename(self.fan_out)}"
-        self.assertNotIn(f'<tr class="row-bad"><td class="nw"><a href="{good}', html)
+        self.assertNotIn(
+            f'<tr class="row-bad"><td class="nw" data-label="trial"><a href="{good}', html
+        )
 
     def test_compare_links_both_reports_the_flipped_trials_and_the_codes_that_changed(self):
         self.report(self.fan_out)  # A has a report, B none yet
@@ -211,8 +214,14 @@ class ReportTest(unittest.TestCase):
         text = self.read(written["md"])
         a, b = os.path.basename(self.fan_out), os.path.basename(self.bad)
         self.assertIn(f"[{a} report](../good/{a}/report.html) |", text)
-        # A command that writes B's report as it stands, pasted from the page.
-        self.assertIn(f"no report yet: uv run --locked python report.py {self.bad} |", text)
+        # B has no report of its own: the command that writes it, as it stands, pasted from
+        # the page, and the flipped trials' pages this comparison wrote of it, below.
+        self.assertIn(
+            f"{b} has no report.html of its own (uv run --locked python report.py {self.bad}); "
+            "its flipped trials' evidence pages: [below](#flipped) |",
+            text,
+        )
+        self.assertNotIn("no report yet", text)
         # Both trials resolved in A and failed in B: each side's page, written beside it.
         for index in (1, 2):
             self.assertIn(
@@ -268,9 +277,11 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(check_html(html).errors, [])
         self.assertIn(f"<p>{verdict.replace(chr(39), '&#x27;')}</p>", html)
         self.assertIn('<tr class="row-bad">', html)
-        self.assertIn('<td class="nw bad">FLIP, worse</td>', html)
+        self.assertIn('<td class="nw bad" data-label="flip">FLIP, worse</td>', html)
         back = self.report("--compare", self.bad, self.fan_out, "--out", self.tmp)
-        self.assertIn('<td class="nw good">FLIP, better</td>', self.read(back["html"]))
+        self.assertIn(
+            '<td class="nw good" data-label="flip">FLIP, better</td>', self.read(back["html"])
+        )
 
 
 def span(name: str, reply_ms: int | None) -> ChildSpan:
@@ -300,6 +311,177 @@ class UnusableInputTest(unittest.TestCase):
             said = self.refused("--compare", missing, empty)
             self.assertEqual(said, f"report.py: {missing} does not exist\n")
             self.assertEqual(self.refused(missing), f"report.py: {missing} does not exist\n")
+
+
+# report.py with each evidence page's writer sending SIGNUM to the process once the first
+# page is written: an interrupt in the middle of a report, where it leaves the most behind.
+STOPPED_MIDWAY = """
+import os, sys
+import report
+from reporting import evidence_page
+written = evidence_page.write_page
+def write_then_stop(*args, **kwargs):
+    size = written(*args, **kwargs)
+    os.kill(os.getpid(), int(os.environ["SIGNUM"]))
+    return size
+evidence_page.write_page = write_then_stop
+sys.exit(report.main(sys.argv[1:]))
+"""
+
+
+def tree(root: str) -> dict[str, bytes]:
+    """Every file under `root`, by its path relative to it, and its bytes."""
+    found = {}
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, root)] = handle.read()
+    return found
+
+
+class ReportWritingTest(unittest.TestCase):
+    """report.py writes into a temp dir beside its output and moves it into place at the
+    end: an interrupt leaves nothing half-written; what it prints are absolute paths."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp_dir = tempfile.TemporaryDirectory()
+        cls.tmp = cls.tmp_dir.name
+        cls.runs = os.path.join(cls.tmp, "runs")
+        for model in ("simulated/oracle", "simulated/fabricate"):
+            argv = [sys.executable, RUNNER, "--fixture", JSON_EVENTS, "--agent-bin", SIMULATED]
+            argv += ["--model", model, "--out", cls.runs, "--agent-config", cls.tmp]
+            subprocess.run(
+                [*argv, "--trials", "2", "--jobs", "2"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=120,
+            )
+        found = [os.path.join(cls.runs, name) for name in os.listdir(cls.runs)]
+        assert len(found) == 2, found
+
+        def model(path: str) -> str:
+            with open(os.path.join(path, runsets.RUN_SET_FILE), encoding="utf-8") as handle:
+                return json.load(handle)["model"]
+
+        # The oracle's set, then fabricate's.
+        cls.sets = sorted(found, key=lambda path: model(path) != "simulated/oracle")
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.tmp_dir.cleanup()
+
+    def out_dir(self) -> str:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        return tmp.name
+
+    def stopped(self, signum: int, *argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", STOPPED_MIDWAY, *argv],
+            cwd=ROOT,
+            env=dict(os.environ, SIGNUM=str(int(signum))),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def test_ctrl_c_or_sigterm_midway_leaves_nothing_says_one_line_and_exits_130_or_143(self):
+        for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+            with self.subTest(signal=signum.name):
+                out = os.path.join(self.out_dir(), "new", "report")
+                done = self.stopped(signum, self.sets[0], "--out", out)
+                self.assertEqual(done.returncode, code, done.stderr)
+                self.assertEqual(
+                    done.stderr, f"report.py: {signum.name}: stopped; nothing was written\n"
+                )
+                self.assertEqual(json.loads(done.stdout)["error"], "interrupted")
+                self.assertFalse(os.path.exists(os.path.dirname(out)))
+
+    def test_an_interrupted_rewrite_leaves_the_report_that_was_there_whole(self):
+        out = self.out_dir()
+        written = self.report(self.sets[0], "--out", out)
+        before = tree(out)
+        self.assertIn("report.html", before)
+        self.assertEqual(len(written["evidence"]), 2)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            done = self.stopped(signum, self.sets[1], "--out", out)
+            self.assertEqual(done.returncode, 128 + signum, done.stderr)
+            self.assertEqual(tree(out), before)
+            self.assertEqual(sorted(os.listdir(out)), ["evidence", "report.html", "report.md"])
+        # A rewrite that ends replaces the pages whole: the old set's evidence pages go.
+        self.report(self.sets[1], "--out", out)
+        pages = os.listdir(os.path.join(out, "evidence"))
+        self.assertEqual(pages, [os.path.basename(self.sets[1])])
+
+    def test_a_compare_or_an_evidence_page_interrupted_leaves_nothing(self):
+        out = self.out_dir()
+        done = self.stopped(signal.SIGINT, "--compare", *self.sets, "--out", out)
+        self.assertEqual(done.returncode, 130, done.stderr)
+        self.assertEqual(os.listdir(out), [])
+        trial = os.path.join(self.sets[1], "trial-1")
+        done = self.stopped(signal.SIGTERM, trial, "--out", out)
+        self.assertEqual(done.returncode, 143, done.stderr)
+        self.assertEqual(os.listdir(out), [])
+
+    def report(self, *argv: str, cwd: str = ROOT) -> dict:
+        done = subprocess.run(
+            [sys.executable, REPORT, *argv], cwd=cwd, capture_output=True, text=True, timeout=120
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return json.loads(done.stdout)
+
+    def test_a_dir_of_run_sets_is_reported_as_compare_takes_it(self):
+        out = self.out_dir()
+        written = self.report(self.runs, "--out", out)
+        with open(written["html"], encoding="utf-8") as handle:
+            page = handle.read()
+        for path in self.sets:
+            self.assertIn(f">{os.path.basename(path)}</a>", page)
+        self.assertEqual(len(written["evidence"]), 4)
+
+    def test_a_failed_trials_timeline_marks_the_child_the_verdict_failed(self):
+        # fabricate's index has a wrong answer for the first shard: its child replied, and
+        # its bar says the verdict failed it; the oracle's timelines have no such bar.
+        for path, flagged in ((self.sets[0], False), (self.sets[1], True)):
+            written = self.report(path, "--out", self.out_dir())
+            with open(written["html"], encoding="utf-8") as handle:
+                page = handle.read()
+            self.assertEqual(f'fill="{render.FLAGGED_COLOUR}"' in page, flagged, path)
+            if flagged:
+                self.assertIn(f"worker-events-01: replied; {render.FLAGGED_WORD}: ", page)
+
+    def test_a_dir_that_is_no_run_set_nor_a_run_says_both(self):
+        out = self.out_dir()
+        done = subprocess.run(
+            [sys.executable, REPORT, out], capture_output=True, text=True, timeout=60
+        )
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(
+            done.stderr,
+            f"report.py: {out} holds no run set: no run-set.json in it or in a dir directly in "
+            "it, nor one run's dir (no result.json or sessions/ in it)\n",
+        )
+
+    def test_every_path_printed_is_absolute_and_there(self):
+        # Relative arguments and a relative --out.
+        runs = os.path.relpath(self.runs, self.tmp)
+        name = os.path.basename(self.sets[0])
+        out = os.path.relpath(self.out_dir(), self.tmp)
+        for argv in (
+            (os.path.join(runs, name), "--out", out),
+            ("--compare", *(os.path.join(runs, os.path.basename(s)) for s in self.sets),
+             "--out", out),
+            (os.path.join(runs, name, "trial-1"), "--out", out),
+        ):  # fmt: skip
+            written = self.report(*argv, cwd=self.tmp)
+            paths = [written[key] for key in ("md", "html") if key in written]
+            paths += written.get("evidence", [])
+            self.assertTrue(paths, written)
+            for path in paths:
+                self.assertTrue(os.path.isabs(path), path)
+                self.assertTrue(os.path.isfile(path), path)
 
 
 class TrialsSectionTest(unittest.TestCase):
@@ -376,6 +558,32 @@ class CostTest(unittest.TestCase):
         self.assertIn("| simulated |", compared)
 
 
+class FiftyTrialsTest(unittest.TestCase):
+    """At 50 trials a row of the Results table stays one short line: pass^k at k = 1, 2,
+    4, 8 and n, not at all 50."""
+
+    def test_pass_hat_k_is_shown_at_1_2_4_8_and_n(self):
+        config = {
+            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
+            "baseline": False, "trials": 50, "fixture_digest": "d",
+        }  # fmt: skip
+        records = [
+            TrialRecord(n, f"trial-{n}", 1, {"status": "scored", "resolved": n <= 45})
+            for n in range(1, 51)
+        ]
+        summary = summarize(config, records)
+        self.assertEqual(len(summary["pass_hat_k"]), 50)  # summary.json keeps every k
+        views = tuple(TrialView(r["index"], r["dir"], r, None) for r in summary["trials"])
+        text = render_markdown(build_report([RunSetView("/r/set", config, summary, views)], "/r"))
+        (row,) = [line for line in text.splitlines() if line.startswith("| small |")]
+        self.assertIn(
+            "| 45/50 | 90% | 79%-96% | k=1 90% · k=2 81% · k=4 65% · k=8 40% · k=50 0% |", row
+        )
+        self.assertEqual(report_page.shown_k(3), [1, 2, 3])
+        self.assertEqual(report_page.shown_k(8), [1, 2, 4, 8])
+        self.assertEqual(report_page.shown_k(1), [1])
+
+
 class DollarsTest(unittest.TestCase):
     def test_no_cost_says_why_instead_of_zero_dollars(self):
         self.assertEqual(dollars(None, "anthropic/claude"), "no cost reported")
@@ -405,16 +613,19 @@ class AgentErrorTest(unittest.TestCase):
         blocks = build_report([RunSetView("/r/set", config, summary, views)], "/r")
         html = render_html(blocks, "t")
         self.assertIn("1/2 of 3 planned; 1 errored (not counted)", html)
-        self.assertIn('<tr class="row-error"><td class="nw"><a href="evidence/set/trial-3.html">'
-                      'trial 3</a></td><td class="nw error">agent error</td>', html)  # fmt: skip
-        self.assertIn('<tr class="row-bad"><td class="nw"><a href="evidence/set/trial-2.html">'
-                      'trial 2</a></td><td class="nw bad">FAILED</td>', html)  # fmt: skip
+        self.assertIn('<tr class="row-error"><td class="nw" data-label="trial"><a href='
+                      '"evidence/set/trial-3.html">trial 3</a></td><td class="nw error" '
+                      'data-label="outcome">agent error</td>', html)  # fmt: skip
+        self.assertIn('<tr class="row-bad"><td class="nw" data-label="trial"><a href='
+                      '"evidence/set/trial-2.html">trial 2</a></td><td class="nw bad" '
+                      'data-label="outcome">FAILED</td>', html)  # fmt: skip
         self.assertIn('<a href="#set-1">1 failed, 1 errored</a>', html)
         errors = dict(summary, errors={"agent_exited": 1})
         view = RunSetView("/r/set", config, errors, views)
         html = render_html(build_report([view], "/r"), "t")
         self.assertIn("Errored trials by code", html)
-        self.assertIn('<td class="nw">agent_exited</td><td class="n nw error">1</td>', html)
+        self.assertIn('<td class="nw" data-label="reason code">agent_exited</td>'
+                      '<td class="n nw error" data-label="set">1</td>', html)  # fmt: skip
 
 
 class FailureAccountingTest(unittest.TestCase):
@@ -555,6 +766,25 @@ class RenderTest(unittest.TestCase):
         self.assertIn("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; co", html)
         self.assertIn('href="x&quot; onclick=&quot;y"', html)
         self.assertEqual(check_html(html).errors, [])
+
+    def test_a_table_of_seven_columns_stacks_on_a_narrow_screen_each_cell_labelled(self):
+        headers = ("trial", "outcome", "reasons", "tokens", "turns", "wall s", "cost")
+        row = tuple(Cell(f"v{i}") for i in range(7))
+        html = render_html([Table(headers, (row,)), Table(headers[:4], (row[:4],))], "t")
+        self.assertIn('<table class="wide stack"><thead>', html)
+        self.assertIn('<td class="nw" data-label="wall s">v5</td>', html)
+        # A narrow table neither wraps its short values nor stacks.
+        self.assertIn("<table><thead><tr><th>trial</th>", html)
+        narrow = re.search(r"@media \(max-width:(\d+)px\)\{(.*?\})\}", html)
+        self.assertGreaterEqual(int(narrow.group(1)), 800)
+        for rule in ("table.stack thead{display:none}", "content:attr(data-label)"):
+            self.assertIn(rule, narrow.group(2))
+        self.assertEqual(check_html(html).errors, [])
+
+    def test_the_timeline_fits_an_800_px_screen(self):
+        # Its narrowest width, beside the page's margins at 800 px: its reply ticks stay on it.
+        least = int(re.search(r"svg\.timeline\{[^}]*min-width:(\d+)px", render.STYLE).group(1))
+        self.assertLessEqual(least + 2 * 16, 800)
 
     def test_markdown_escapes_table_pipes(self):
         text = render_markdown([Table(("h",), ((Cell("a|b"),),))])

@@ -9,6 +9,7 @@ import glob
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,6 +75,17 @@ class AgentErrorTest(RunnerTestCase):
         self.assertEqual(out.getvalue(), json.dumps(result["verdict"], indent=2) + "\n")
         self.assertIn("agent error (exit 3): agent_exited: ", err.getvalue())
         self.assertIn(NO_KEY, err.getvalue())
+
+    def test_the_stand_ins_agent_error_in_the_results_page_is_what_a_run_says(self):
+        # docs/results.md's example of an agent that exits before calling the model.
+        with open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8") as handle:
+            page = " ".join(handle.read().split())
+        (model,) = set(re.findall(r'`unknown model "([^"]+)"', page))
+        done = self.run_argv(self.runner_argv(model), self.env)
+        self.assertEqual(done.returncode, 3, done.stderr.decode()[-2000:])
+        result = json.loads(done.stdout)
+        self.assertEqual(self.codes(result), ["agent_exited"])
+        self.assertIn(f'unknown model "{model}"; behaviours', result["reasons"][0]["message"])
 
 
 class ScriptedShardLimitTest(RunnerTestCase):
@@ -292,6 +304,28 @@ class InvalidInputTest(RunnerTestCase):
         self.assertIn(b"invalid fixture", done.stderr)
         self.assertFalse(os.path.exists(self.out))
 
+    def test_an_expected_answer_off_by_one_is_refused_before_a_run_not_scored(self):
+        # The oracle would answer right and be failed with wrong_answer: the fixture is
+        # wrong, not the model.
+        self.assert_invalid(
+            lambda data: data["shards"][0].update(expected=data["shards"][0]["expected"] + 1),
+            "fixture_answer_wrong",
+        )
+
+    def test_a_worker_renamed_in_task_txt_is_refused_before_a_run(self):
+        path = self.broken_fixture(lambda data: None)
+        task = os.path.join(path, "task.txt")
+        with open(task, encoding="utf-8") as handle:
+            text = handle.read()
+        with open(task, "w", encoding="utf-8") as handle:
+            handle.write(text.replace("`worker-events-02`", "`worker-events-2`"))
+        done, result = self.run_runner("simulated/oracle", path)
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(result["status"], "invalid_fixture")
+        self.assertEqual(result["reasons"][0]["detail"], "fixture_prompt_mismatch")
+        self.assertIn("worker-events-2", result["reasons"][0]["message"])
+        self.assertFalse(os.path.exists(self.out))
+
     def test_malformed_fixture_json_exits_2(self):
         self.assert_invalid(lambda data: "{not json", "fixture_json_invalid")
 
@@ -341,23 +375,43 @@ class InvalidInputTest(RunnerTestCase):
         for flag in (*flags, "--drive", "--grace", "--upstream", "--inject-failure"):
             self.assertIn(flag, done.stdout)
 
-    def test_a_provider_the_proxy_cannot_reach_is_named_exit_3(self):
-        # No upstream for it in models.json or the product's catalog: a typo in the
-        # provider is caught before the agent starts, not scored as a model failure.
-        done = self.run_argv(self.runner_argv("anthropc/claude-sonnet-4-5"), self.env)
-        self.assertEqual(done.returncode, 3)
-        result = json.loads(done.stdout)
-        self.assertEqual(self.codes(result), ["model_proxy_unavailable"])
-        self.assertIn("anthropc", result["reasons"][0]["message"])
-        self.assertIn("did you mean anthropic?", result["reasons"][0]["message"])
+    def test_a_misspelt_provider_is_refused_before_a_run_dir_or_trial_exit_2(self):
+        # Not built in, not the harness's, not in models.json, no --upstream: a typo in the
+        # provider is refused as a misspelt behaviour is, with nothing left on disk.
+        for extra in ((), ("--trials", "2")):
+            done = self.run_argv(self.runner_argv("anthropc/m", JSON_EVENTS, *extra), self.env)
+            self.assertEqual(done.returncode, 2, extra)
+            result = json.loads(done.stdout)
+            self.assertEqual(self.codes(result), ["unknown_provider"])
+            message = result["reasons"][0]["message"]
+            self.assertIn("'anthropc'", message)
+            self.assertIn("did you mean anthropic?", message)
+            self.assertIn(b"did you mean anthropic?", done.stderr)
+            self.assertFalse(os.path.exists(self.out))
 
     def test_a_typo_of_the_simulated_provider_suggests_it_and_names_upstream(self):
         done = self.run_argv(self.runner_argv("simulatd/oracle"), self.env)
-        self.assertEqual(done.returncode, 3)
+        self.assertEqual(done.returncode, 2)
         message = json.loads(done.stdout)["reasons"][0]["message"]
         self.assertIn("did you mean simulated?", message)
         self.assertIn("--upstream URL", message)
         self.assertIn("scripted, simulated", message)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_a_provider_of_the_users_models_json_is_not_refused_as_a_typo(self):
+        # A provider of one's own, with its endpoint in models.json: the run goes on to
+        # launch the agent (here, one that is not there: the refusal after the provider).
+        config = os.path.join(self.tmp, "own-config")
+        os.makedirs(config)
+        with open(os.path.join(config, "models.json"), "w", encoding="utf-8") as handle:
+            json.dump({"providers": {"my-llm": {"baseUrl": "http://127.0.0.1:9/v1"}}}, handle)
+        argv = self.runner_argv("my-llm/some-model")
+        argv[argv.index("--agent-config") + 1] = config
+        argv[argv.index("--agent-bin") + 1] = os.path.join(self.tmp, "no-such-agent")
+        done = self.run_argv(argv, self.env)
+        result = json.loads(done.stdout)
+        self.assertNotIn("unknown_provider", self.codes(result))
+        self.assertEqual(self.codes(result), ["agent_not_found"])
 
     def test_a_malformed_inject_failure_is_a_usage_error(self):
         for bad in ("worker-events-01:0", "worker-events-01:x", ":2"):

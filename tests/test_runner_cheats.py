@@ -5,14 +5,26 @@ criterion it cheats, and the honest variants of the provenance rules resolve.
 from __future__ import annotations
 
 import os
+import re
 import unittest
 
 from scripted import check as scripted
 from scripted.model import SCRIPTS
 from tests.runner_case import (
     JSON_EVENTS,
+    ROOT,
     RunnerTestCase,
 )
+
+
+def documented_codes(behaviour: str) -> set[str]:
+    """The reason codes docs/simulated-agent.md's table gives a behaviour's verdict."""
+    with open(os.path.join(ROOT, "docs", "simulated-agent.md"), encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith(f"| `{behaviour}` |"):
+                verdict = line.rstrip().rstrip("|").rsplit("|", 1)[1]
+                return set(re.findall(r"`([a-z_]+)`", verdict))
+    raise AssertionError(f"no row for {behaviour} in docs/simulated-agent.md")
 
 
 class CheatTest(RunnerTestCase):
@@ -22,6 +34,9 @@ class CheatTest(RunnerTestCase):
         self.assertFalse(result["resolved"])
         self.assertEqual(result["status"], "scored")
         self.assertEqual(sorted(set(self.codes(result))), sorted(expected_codes))
+        # The behaviour's row in docs/simulated-agent.md says the same.
+        behaviour = model.partition("/")[2]
+        self.assertEqual(documented_codes(behaviour), set(expected_codes), behaviour)
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
         *_, summary, hint = done.stderr.decode().splitlines()
         self.assertIn("NOT resolved (exit 1)", summary)

@@ -554,6 +554,23 @@ class ParentScriptTest(unittest.TestCase):
     def test_socket_answers_serves_each_child_its_answer_from_the_parents_kernel(self):
         self.assert_every_child_sent_its_answer(self.channel_round_trip("socket-answers"))
 
+    def test_the_answer_server_ends_quietly_when_its_socket_is_shut(self):
+        # A kernel that shuts the socket (or exits) must not leave a thread's OSError
+        # traceback on the test runners' stderr.
+        raised = []
+        namespace = {"answers": {"a.jsonl": 1234}}
+        with mock.patch.object(threading, "excepthook", raised.append):
+            exec(scripted_model.SERVE_ANSWERS, namespace)
+            (serving,) = [t for t in threading.enumerate() if t.name.endswith("(serve_answers)")]
+            with socket.create_connection(("127.0.0.1", namespace["ANSWER_PORT"])) as conn:
+                conn.sendall(b"a.jsonl")
+                self.assertEqual(conn.recv(64), b"1234")
+            namespace["answer_server"].shutdown(socket.SHUT_RDWR)
+            serving.join(60)  # a guard against a hang, not a measure
+            namespace["answer_server"].close()
+        self.assertFalse(serving.is_alive())
+        self.assertEqual(raised, [])
+
     def test_joined_path_leaves_the_counts_where_each_child_builds_the_same_name(self):
         with tempfile.TemporaryDirectory() as tmp, mock.patch.object(tempfile, "tempdir", tmp):
             self.assert_every_child_sent_its_answer(self.channel_round_trip("joined-path"))

@@ -19,6 +19,7 @@ from tests.runner_case import (
     SIMULATED,
     RunSetCase,
     StderrLines,
+    past_the_same_interrupt,
     without_timings,
 )
 
@@ -202,6 +203,7 @@ class BatchSchedulerTest(RunSetCase):
         )
         for n in (1, 2):
             self.assertTrue(any(f"processes of trial {n}/2 " in line for line in said), said)
+        past_the_same_interrupt(time.monotonic())
         os.killpg(runner.pid, signal.SIGINT)
         out, err = runner.communicate(timeout=120)
         summary = json.loads(out)
