@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -36,6 +37,7 @@ from scorer import score
 from scripted import check as scripted
 from scripted import model as scripted_model
 from scripted.model import ScriptedModelServer, decide, read_request
+from shell import replay
 from shell.agent_config import set_provider
 from shell.replay_kernel import PlainKernel
 from tests.test_real_runs import materialize
@@ -626,33 +628,33 @@ class ChildScriptTest(unittest.TestCase):
         self.assertEqual(read_request(parent_body("fanout", [])).kind, "parent")
 
 
-def run_kernel_cell(code: str, namespace: dict, cwd: str | None = None) -> dict:
-    """Runs a cell as the replay's plain kernel does (shell/replay_kernel.py): `!` lines and
-    `%cd` too, top-level await allowed; in `cwd`, which leads `sys.path` as in ipykernel (a
-    module written there imports). The working dir, `sys.path` and `sys.modules` are put back
-    afterwards."""
-    kernel, where, path, modules = (
-        PlainKernel(namespace),
-        os.getcwd(),
-        sys.path[:],
-        set(sys.modules),
-    )
+def run_kernel_cell(code: str, namespace: dict) -> dict:
+    """Runs a cell in this process as the replay's plain kernel does (shell/replay_kernel.py):
+    `!` lines and `%cd` too, top-level await allowed."""
+    kernel, where = PlainKernel(namespace), os.getcwd()
     try:
-        if cwd is not None:
-            os.chdir(cwd)
-            sys.path.insert(0, cwd)
         with contextlib.redirect_stdout(io.StringIO()):
             error = kernel.run(code)
     finally:
         os.chdir(where)
-        sys.path[:] = path
-        for name in set(sys.modules) - modules:
-            del sys.modules[name]
         kernel.loop.close()
         asyncio.set_event_loop(None)
     if error is not None:
         raise error
     return namespace
+
+
+def replay_kernel(cells: list[str], cwd: str, tmp: str) -> list[dict]:
+    """Runs cells in a kernel process of their own, started in `cwd` as the replay starts
+    one (its `sys.path` leads with the working dir, as ipykernel's does; no sandbox here):
+    what each cell sent and how it ended."""
+    spec = {"cells": [{"code": code, "failed_in_run": False} for code in cells], "run_root": ""}
+    argv = [sys.executable, "-s", "-E", "-B", "-c", replay.BOOTSTRAP, replay.KERNEL_SCRIPT]
+    done = subprocess.run(
+        argv, input=json.dumps(spec), cwd=cwd, env={**os.environ, "TMPDIR": tmp},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout)["cells"]
 
 
 class VariantScriptTest(unittest.TestCase):
@@ -697,7 +699,11 @@ class VariantScriptTest(unittest.TestCase):
             turn = decide(read_request(body(script, [system, user(task_text(fixture)), *later])))
             if turn.decision == "spawn_children":
                 kernel["rlm"] = rlm
-            run_kernel_cell(turn.code, kernel, repo)
+            if turn.decision == "write_loader":  # it imports the module it wrote
+                [cell] = replay_kernel([turn.code], repo, self.tmp)
+                self.assertIsNone(cell["error"])
+            else:
+                run_kernel_cell(turn.code, kernel)
             if "answer_server" in kernel and not later:  # it ends when accept() fails
                 self.addCleanup(self.stop, kernel["answer_server"])
             if turn.decision == "spawn_children":
@@ -716,12 +722,13 @@ class VariantScriptTest(unittest.TestCase):
         return cells, kernel
 
     def sent(self, cells: list[str], repo: str) -> list[str]:
+        """What each child's cell sent, run in a kernel of its own in the repo."""
         sent = []
         for code in cells:
-            agent_message = FakeAgentMessage()
-            run_kernel_cell(code, {"agent_message": agent_message}, repo)
-            self.assertEqual([role for _, role in agent_message.sent], ["parent"])
-            sent += [text for text, _ in agent_message.sent]
+            [cell] = replay_kernel([code], repo, self.tmp)
+            self.assertIsNone(cell["error"])
+            self.assertEqual([item["receiver_role"] for item in cell["sent"]], ["parent"])
+            sent += [item["message"] for item in cell["sent"]]
         return sent
 
     def twin_answers(self, repo: str) -> list[str]:
