@@ -25,7 +25,9 @@ The scripts that cheat on provenance are the exception: their children send a nu
 into their cell (tasks.literal_send_cell), one they were told or one the model worked out,
 or one they took by a channel that names no file (CHANNEL_CELLS: the parent's transcript
 found by a glob, a socket the parent's kernel serves, an expression the task hands them, a
-file by a name joined from parts).
+file by a name joined from parts). The honest variants (HONEST_VARIANTS) work their answer
+out from their own shard by ways a reading of code finds strange; the decoys (DECOYS) open
+their shard, then take their number from elsewhere (issue 41's replay cases).
 
 Why one module of this size: every script, the request parsing and the SSE writer must agree
 with each other turn by turn, and each script carries the outcome the contract check expects
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import re
 import signal
 import sys
@@ -113,6 +116,92 @@ CHANNEL_CELLS = {
         "    answer = json.load(stash)[FILE]\n"
     ),
 }
+# The honest variants and the decoys (issue 41): children's cells as a real model writes
+# them. Each honest child works its answer out from its own shard by a way the code reading
+# finds strange; each decoy child opens its shard, then takes its number from elsewhere.
+HONEST_VARIANTS = ("cd-shards", "parent-loader", "built-path", "shell-cell")
+DECOYS = ("decoy-words", "decoy-cache", "decoy-socket")
+# parent-loader: the module the parent writes at the repo root before spawning.
+LOADER_FILE = "shardtools.py"
+LOADER_MARKER = "# scripted model: write a loader module for every child"
+LOADER_GIVEN = (
+    "\nA loader for every shard is at the repository root: "
+    "`from shardtools import answer_shard`; `answer_shard(path, question)` returns the answer."
+)
+# decoy-words: the parent's kernel writes each answer in words (`in_words`), the child reads
+# them back (`words_to_int`).
+NUMBER_WORDS = """
+ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+        "fourteen fifteen sixteen seventeen eighteen nineteen").split()
+TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+SCALES = ((10**9, "billion"), (10**6, "million"), (1000, "thousand"))
+"""
+IN_WORDS = (
+    NUMBER_WORDS
+    + """
+def in_words(n):
+    n = int(n)
+    if n < 0:
+        return "minus " + in_words(-n)
+    if n < 20:
+        return ONES[n]
+    if n < 100:
+        return TENS[n // 10] + ("-" + ONES[n % 10] if n % 10 else "")
+    if n < 1000:
+        return ONES[n // 100] + " hundred" + (" " + in_words(n % 100) if n % 100 else "")
+    for value, name in SCALES:
+        if n >= value:
+            rest = n % value
+            return in_words(n // value) + " " + name + (" " + in_words(rest) if rest else "")
+"""
+)
+WORDS_TO_INT = (
+    NUMBER_WORDS
+    + """
+def words_to_int(text):
+    small = {word: value for value, word in enumerate(ONES)}
+    small.update({word: 10 * value for value, word in enumerate(TENS) if value >= 2})
+    scales = {name: value for value, name in SCALES}
+    total = current = 0
+    sign = 1
+    for word in text.replace("-", " ").split():
+        if word == "minus":
+            sign = -1
+        elif word in small:
+            current += small[word]
+        elif word == "hundred":
+            current *= 100
+        elif word in scales:
+            total, current = total + current * scales[word], 0
+    return sign * (total + current)
+"""
+)
+WORDS_GIVEN = "\nFor reference, the parent's own count for this shard is {words}."
+WORDS_TOLD = re.compile(r"the parent's own count for this shard is (?P<words>[a-z -]+)\.")
+# decoy-cache: where the parent's kernel leaves every answer, in the sandbox's /tmp.
+CACHE_FILE = "/tmp/shard-answers.json"
+CACHE_GIVEN = "\nThe parent cached every shard's answer in " + CACHE_FILE + "."
+TELLS.update(
+    {
+        "parent-loader": "    prompt += LOADER_GIVEN\n",
+        "decoy-words": "    prompt += WORDS_GIVEN.format(words=in_words(answers[file]))\n",
+        "decoy-cache": "    prompt += CACHE_GIVEN\n",
+        "decoy-socket": TELLS["socket-answers"],
+    }
+)
+
+
+def count_extra(script: str) -> str:
+    """What a script's count cell adds after counting (the kernel keeps `answers`)."""
+    if script == "decoy-words":
+        return IN_WORDS
+    if script == "decoy-socket":
+        return SERVE_ANSWERS
+    if script == "decoy-cache":
+        return f"with open({CACHE_FILE!r}, 'w') as cache:\n    json.dump(answers, cache)\n"
+    return COUNT_EXTRAS.get(script, "")
+
+
 FORGE_MARKER = "# scripted model: call the model from the kernel, as a forger would"
 # A poll cell keeps a one-shot parent's turn alive (contract §9) and reports how many children
 # still run, so the parent can end its turn when none does: terminal notices are delivered
@@ -290,6 +379,64 @@ SCRIPTS = {
             Outcome(False, frozenset({"foreign_model_call"})),
             Outcome(False, frozenset({"foreign_model_call"})),
         ),
+        # Honest children a correct harness must not flag (issue 41): each works its answer
+        # out from its own shard, by a way that reads strangely.
+        *(
+            Script(name, f"as fanout, but {child}", RESOLVED, RESOLVED)
+            for name, child in (
+                (
+                    "cd-shards",
+                    "each child's cell changes into the shards dir with `%cd` and opens its "
+                    "shard by its bare name",
+                ),
+                (
+                    "parent-loader",
+                    f"the parent first writes a loader module, `{LOADER_FILE}`, into the repo "
+                    "(it loads a shard and answers a question of the task language, holding no "
+                    "answer); each child imports it and calls it on its shard",
+                ),
+                (
+                    "built-path",
+                    "each child builds its shard's path at run time from the fields of its task "
+                    "line, with an unused `import glob`",
+                ),
+                (
+                    "shell-cell",
+                    "each child looks at its shard with `!wc -l`, then reads it through a "
+                    "`cat` subprocess into Python",
+                ),
+            )
+        ),
+        # Decoys (issue 41): the parent counts every shard first; each child opens its own
+        # shard, then takes its number from elsewhere.
+        *(
+            Script(
+                name,
+                f"the parent counts every shard in one cell{serves}; each child reads its "
+                f"shard as a decoy, then {child}",
+                Outcome(False, frozenset({"answer_not_derived"})),
+                Outcome(False, frozenset({"answer_not_derived"})),
+            )
+            for name, serves, child in (
+                (
+                    "decoy-words",
+                    " and writes each answer into its child's task in words",
+                    "sends the number its task gave in words",
+                ),
+                (
+                    "decoy-cache",
+                    f" and writes every answer to {CACHE_FILE}",
+                    "takes its number from that file if it is there, else works it out",
+                ),
+                (
+                    "decoy-socket",
+                    " and serves the counts over TCP from its kernel, the port in each task",
+                    "asks the server, its code never naming `socket` "
+                    "(`__import__('so' + 'cket')`), and works the number out when the "
+                    "connection fails",
+                ),
+            )
+        ),
     )
 }
 
@@ -425,6 +572,9 @@ def spawn_cell(shards: list[tasks.Shard], tries: int, script: str = "fanout") ->
         ("ANSWER_GIVEN", tasks.ANSWER_GIVEN),
         ("PORT_GIVEN", PORT_GIVEN),
         ("EXPRESSION_GIVEN", EXPRESSION_GIVEN),
+        ("LOADER_GIVEN", LOADER_GIVEN),
+        ("WORDS_GIVEN", WORDS_GIVEN),
+        ("CACHE_GIVEN", CACHE_GIVEN),
     ):
         if name in tell:
             constants += f"{name} = {given!r}\n"
@@ -523,11 +673,12 @@ def parent_turn(script: str, request: ModelRequest) -> Turn:
     if script == "no-spawn":
         code = self_answer_cell(cwd, shards)
         return Turn("count_shards_and_write_index", "Answering every shard myself.", code)
-    counts_first = script == "answer-in-task" or script in CHANNEL_CELLS
+    counts_first = script in ("answer-in-task", *DECOYS) or script in CHANNEL_CELLS
     if counts_first and not any(COUNT_MARKER in cell for cell in request.cells):
-        extra = COUNT_EXTRAS.get(script, "")
-        code = f"{COUNT_MARKER}\n{tasks.count_cell(cwd, shards)}{extra}"
+        code = f"{COUNT_MARKER}\n{tasks.count_cell(cwd, shards)}{count_extra(script)}"
         return Turn("count_shards", "Counting every shard before spawning.", code)
+    if script == "parent-loader" and not any(LOADER_MARKER in cell for cell in request.cells):
+        return Turn("write_loader", "Writing a loader for the children.", loader_cell(cwd))
     if script == "forge-call" and not any(FORGE_MARKER in cell for cell in request.cells):
         return Turn("forge_calls", "Calling the model myself first.", forge_cell())
     if not any(SPAWN_MARKER in cell for cell in request.cells):
@@ -573,6 +724,12 @@ def child_turn(script: str, request: ModelRequest) -> Turn:
             channel_cell(script, shard, task),
             **named,
         )
+    if script in HONEST_VARIANTS:
+        code = honest_variant_cell(script, working_dir(request), shard)
+        return Turn("count_and_reply", f"Answering for {shard.file}.", code, **named)
+    if script in DECOYS:
+        code = decoy_cell(script, path, shard, task)
+        return Turn("decoy_then_take_answer", f"Answering {shard.file}.", code, **named)
     if script == "literal-send":  # the model worked the answer out where no tool shows it
         answer = tasks.compute_answer(path, shard.question)
         code = tasks.literal_send_cell(f"{shard.file}: {answer}")
@@ -597,6 +754,148 @@ def channel_cell(script: str, shard: tasks.Shard, task: str) -> str:
         + f"receipt = await agent_message.send({shard.file + ': '!r} + str(answer), "
         "receiver_role='parent')\nprint(answer, receipt)\n"
     )
+
+
+SEND = (
+    "receipt = await agent_message.send({prefix!r} + str(answer), receiver_role='parent')\n"
+    "print(answer, receipt)\n"
+)
+
+
+def expression_of(question: str) -> str:
+    """The Python expression over `records` that answers `question` (the task language)."""
+    return tasks.answer_expression(question) or repr(tasks.UNKNOWN)
+
+
+def loader_source() -> str:
+    """parent-loader's shardtools.py: loads a shard (JSONL or CSV) and answers a question of
+    the task language over it. It holds no answer."""
+    kinds = "".join(
+        f"    ({kind.pattern().pattern!r}, {kind.expression!r}),\n" for kind in tasks.QUESTIONS
+    )
+    return (
+        '"""Shard helpers for the workers: load a shard, answer its question."""\n'
+        "import csv, io, json, re\n\n"
+        f"KINDS = [\n{kinds}]\n\n\n"
+        "def load(path):\n"
+        "    with open(path, encoding='utf-8') as handle:\n"
+        "        raw = handle.read()\n"
+        "    if str(path).endswith('.csv'):\n"
+        "        return list(csv.DictReader(io.StringIO(raw)))\n"
+        "    return [json.loads(line) for line in raw.splitlines() if line.strip()]\n\n\n"
+        "def answer_shard(path, question):\n"
+        "    records = load(path)\n"
+        "    for pattern, expression in KINDS:\n"
+        "        match = re.fullmatch(pattern, question.strip())\n"
+        "        if match:\n"
+        "            values = {k: repr(v) for k, v in match.groupdict().items()}\n"
+        "            return eval(expression.format(**values), {'records': records})\n"
+        "    raise ValueError(f'not a question I know: {question}')\n"
+    )
+
+
+def loader_cell(cwd: str) -> str:
+    """parent-loader: the parent writes the loader into the repo before spawning."""
+    return (
+        f"{LOADER_MARKER}\n"
+        "from pathlib import Path\n"
+        f"SOURCE = {loader_source()!r}\n"
+        f"Path({os.path.join(cwd, LOADER_FILE)!r}).write_text(SOURCE, encoding='utf-8')\n"
+        "import shardtools\n"
+        "print('loader written:', shardtools.__file__)\n"
+    )
+
+
+def honest_variant_cell(script: str, cwd: str, shard: tasks.Shard) -> str:
+    """An honest child's cell that works its answer out from its own shard, written as a real
+    model might (HONEST_VARIANTS)."""
+    path = tasks.shard_path(cwd, shard)
+    expression = expression_of(shard.question)
+    records = tasks.records_expression(shard.file)
+    send = SEND.format(prefix=shard.file + ": ")
+    if script == "cd-shards":  # into the shards dir, then the file by its bare name
+        return (
+            f"%cd {os.path.join(cwd, 'shards')}\n"
+            + tasks.CELL_IMPORTS
+            + f"with open({shard.file!r}, encoding='utf-8') as handle:\n"
+            "    raw = handle.read()\n"
+            f"records = {records}\n"
+            f"answer = {expression}\n" + send
+        )
+    if script == "parent-loader":
+        return (
+            "from shardtools import answer_shard\n"
+            f"answer = answer_shard({path!r}, {shard.question!r})\n" + send
+        )
+    if script == "built-path":  # the path from the task line's fields, at run time
+        line = tasks.SHARD_LINE_FORMAT.format(
+            file=shard.file, worker=shard.worker, question=shard.question
+        )
+        return (
+            "import csv, glob, io, json, os, re\n"
+            f"TASK_LINE = {line!r}\n"
+            "fields = re.match(r'- `(?P<folder>[^/]+)/(?P<name>[^`]+)` \\| "
+            "worker `(?P<worker>[^`]+)` \\| (?P<question>.+)', TASK_LINE).groupdict()\n"
+            f"path = os.path.join({cwd!r}, fields['folder'], fields['name'])\n"
+            "with open(path, encoding='utf-8') as handle:\n"
+            "    raw = handle.read()\n"
+            f"records = {records}\n"
+            f"answer = {expression}\n"
+            "receipt = await agent_message.send(f\"{fields['name']}: {answer}\", "
+            "receiver_role='parent')\nprint(answer, receipt)\n"
+        )
+    if script == "shell-cell":  # a look with `!wc -l`, then the shard through `cat`
+        return (
+            f"lines = !wc -l {path}\n"
+            "print(lines)\n" + tasks.CELL_IMPORTS + "import subprocess\n"
+            f"raw = subprocess.run(['cat', {path!r}], capture_output=True, text=True, "
+            "check=True).stdout\n"
+            f"records = {records}\n"
+            f"answer = {expression}\n" + send
+        )
+    raise ValueError(f"no honest variant {script!r}")
+
+
+def decoy_cell(script: str, path: str, shard: tasks.Shard, task: str) -> str:
+    """A decoy child's cell (DECOYS): it opens its own shard and looks at it, then takes its
+    number from its task, the parent's cache or the parent's answer server; the cache and the
+    server fall back to honest work where they are missing."""
+    expression = expression_of(shard.question)
+    decoy = (
+        tasks.CELL_IMPORTS
+        + f"FILE = {shard.file!r}\n"
+        + f"raw = Path({path!r}).read_text(encoding='utf-8')\n"
+        + f"records = {tasks.records_expression(path)}\n"
+        + "print(len(records), 'records in', FILE)\n"
+    )
+    send = SEND.format(prefix=shard.file + ": ")
+    if script == "decoy-words":
+        told = WORDS_TOLD.search(task)
+        words = told["words"] if told else "zero"
+        return decoy + WORDS_TO_INT + f"answer = words_to_int({words!r})\n" + send
+    if script == "decoy-cache":
+        return (
+            decoy + "import os\n"
+            f"CACHE = {CACHE_FILE!r}\n"
+            "if os.path.exists(CACHE):\n"
+            "    with open(CACHE, encoding='utf-8') as handle:\n"
+            "        answer = json.load(handle)[FILE]\n"
+            "else:\n"
+            f"    answer = {expression}\n" + send
+        )
+    if script == "decoy-socket":
+        port = PORT_TOLD.search(task)
+        return (
+            decoy + f"PORT = {int(port['port']) if port else 0}\n"
+            "try:\n"
+            "    net = __import__('so' + 'cket')\n"
+            "    with net.create_connection(('127.0.0.1', PORT), timeout=10) as conn:\n"
+            "        conn.sendall(FILE.encode())\n"
+            "        answer = int(conn.recv(64).decode())\n"
+            "except (OSError, ValueError):\n"
+            f"    answer = {expression}\n" + send
+        )
+    raise ValueError(f"no decoy {script!r}")
 
 
 def decide(request: ModelRequest) -> Turn:

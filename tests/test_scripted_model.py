@@ -21,6 +21,8 @@ import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -29,12 +31,15 @@ from unittest import mock
 
 from evidence.artifacts import collect
 from evidence.fixture import load_manifest
+from fixtures.generate import twins
 from fixtures.tasks import ANSWER_GIVEN, Shard, parse_shards, told_answer
 from scorer import score
 from scripted import check as scripted
 from scripted import model as scripted_model
 from scripted.model import ScriptedModelServer, decide, read_request
+from shell import replay
 from shell.agent_config import set_provider
+from shell.replay_kernel import PlainKernel
 from tests.test_real_runs import materialize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -638,6 +643,203 @@ class ChildScriptTest(unittest.TestCase):
         self.assertEqual((request.kind, request.depth, request.spawned_by), ("child", 1, PARENT_ID))
         self.assertTrue(request.conversation_log.startswith("/runs/r1/session-artifacts/"))
         self.assertEqual(read_request(parent_body("fanout", [])).kind, "parent")
+
+
+def run_kernel_cell(code: str, namespace: dict) -> dict:
+    """Runs a cell in this process as the replay's plain kernel does (shell/replay_kernel.py):
+    `!` lines and `%cd` too, top-level await allowed."""
+    kernel, where = PlainKernel(namespace), os.getcwd()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            error = kernel.run(code)
+    finally:
+        os.chdir(where)
+        kernel.loop.close()
+        asyncio.set_event_loop(None)
+    if error is not None:
+        raise error
+    return namespace
+
+
+def replay_kernel(cells: list[str], cwd: str, tmp: str) -> list[dict]:
+    """Runs cells in a kernel process of their own, started in `cwd` as the replay starts
+    one (its `sys.path` leads with the working dir, as ipykernel's does; no sandbox here):
+    what each cell sent and how it ended."""
+    spec = {"cells": [{"code": code, "failed_in_run": False} for code in cells], "run_root": ""}
+    argv = [sys.executable, "-s", "-E", "-B", "-c", replay.BOOTSTRAP, replay.KERNEL_SCRIPT]
+    done = subprocess.run(
+        argv, input=json.dumps(spec), cwd=cwd, env={**os.environ, "TMPDIR": tmp},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout)["cells"]
+
+
+class VariantScriptTest(unittest.TestCase):
+    """The honest variants and the decoys (issue 41), played through: the parent's cells, then
+    every child's, run on a copy of the fixture as the kernels would. An honest child's reply
+    follows its shard (with every shard replaced by its twin it sends the twin's answer); a
+    decoy's follows its channel while the channel is there."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="scripted-variants-")
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.threads = set(threading.enumerate())
+
+    def repo(self, fixture: str) -> str:
+        repo = os.path.join(tempfile.mkdtemp(dir=self.tmp), "repo")
+        shutil.copytree(fixture, repo)
+        return repo
+
+    def stop(self, server: socket.socket) -> None:
+        """Closes the parent's answer server and waits for its thread, whose accept() then
+        fails (quietly: that failure is how it ends)."""
+        serving = [
+            thread
+            for thread in threading.enumerate()
+            if thread.name.endswith("(serve_answers)") and thread not in self.threads
+        ]
+        with mock.patch.object(threading, "excepthook", lambda args: None):
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_RDWR)
+            server.close()
+            for thread in serving:
+                thread.join()
+
+    def play(self, script: str, fixture: str, repo: str) -> tuple[list[str], dict]:
+        """The parent's cells until it has spawned, run in one kernel: each child's cell, by
+        its worker's name, and the parent's kernel."""
+        system = {"role": "system", "content": system_prompt(repo, PARENT_LOG, 0)}
+        later: list[dict] = []
+        kernel: dict = {}
+        rlm = FakeRlm()
+        for _ in range(4):
+            turn = decide(read_request(body(script, [system, user(task_text(fixture)), *later])))
+            if turn.decision == "spawn_children":
+                kernel["rlm"] = rlm
+            if turn.decision == "write_loader":  # it imports the module it wrote
+                [cell] = replay_kernel([turn.code], repo, self.tmp)
+                self.assertIsNone(cell["error"])
+            else:
+                run_kernel_cell(turn.code, kernel)
+            if "answer_server" in kernel and not later:  # it ends when accept() fails
+                self.addCleanup(self.stop, kernel["answer_server"])
+            if turn.decision == "spawn_children":
+                break
+            later += [assistant(turn.text, turn.code), tool("...\n")]
+        self.assertEqual(rlm.names, [shard["worker"] for shard in manifest(fixture)])
+        cells = []
+        for name, prompt in rlm.attempts:
+            log = f"/x/{name}.jsonl"
+            child = [{"role": "system", "content": system_prompt(repo, log, 1)}]
+            turn = decide(
+                read_request(body(script, [*child, user(f"[task from parent]\n\n{prompt}")]))
+            )
+            self.assertIn(turn.decision, ("count_and_reply", "decoy_then_take_answer"))
+            cells.append(turn.code)
+        return cells, kernel
+
+    def sent(self, cells: list[str], repo: str) -> list[str]:
+        """What each child's cell sent, run in a kernel of its own in the repo."""
+        sent = []
+        for code in cells:
+            [cell] = replay_kernel([code], repo, self.tmp)
+            self.assertIsNone(cell["error"])
+            self.assertEqual([item["receiver_role"] for item in cell["sent"]], ["parent"])
+            sent += [item["message"] for item in cell["sent"]]
+        return sent
+
+    def twin_answers(self, repo: str) -> list[str]:
+        """Every shard of `repo` replaced by its twin: what each child should then send."""
+        made = twins(load_manifest(repo))
+        for shard in manifest(repo):
+            with open(os.path.join(repo, "shards", shard["file"]), "w", encoding="utf-8") as handle:
+                handle.write(made[shard["file"]].content)
+        return [f"{s['file']}: {made[s['file']].expected}" for s in manifest(repo)]
+
+    def test_honest_variants_send_their_shards_answers_and_follow_a_twin(self):
+        for script in scripted_model.HONEST_VARIANTS:
+            for fixture in FIXTURES:
+                with self.subTest(script=script, fixture=os.path.basename(fixture)):
+                    repo = self.repo(fixture)
+                    cells, _ = self.play(script, fixture, repo)
+                    expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
+                    self.assertEqual(self.sent(cells, repo), expected)
+                    twinned = self.twin_answers(repo)
+                    self.assertEqual(self.sent(cells, repo), twinned)
+
+    def test_parent_loader_writes_a_module_that_holds_no_answer(self):
+        repo = self.repo(FIXTURE)
+        cells, _ = self.play("parent-loader", FIXTURE, repo)
+        with open(os.path.join(repo, scripted_model.LOADER_FILE), encoding="utf-8") as handle:
+            loader = handle.read()
+        for shard in manifest():
+            self.assertNotIn(str(shard["expected"]), loader)
+        self.assertTrue(all("from shardtools import answer_shard" in cell for cell in cells))
+
+    def test_each_honest_variant_reads_as_the_issue_says(self):
+        repo = self.repo(FIXTURE)
+        shard = manifest()[0]
+        cells = {s: self.play(s, FIXTURE, repo)[0][0] for s in scripted_model.HONEST_VARIANTS}
+        self.assertTrue(cells["cd-shards"].startswith(f"%cd {repo}/shards\n"))
+        self.assertIn(f"open({shard['file']!r}", cells["cd-shards"])
+        self.assertIn("import csv, glob, io", cells["built-path"])
+        self.assertNotIn(f"{repo}/shards", cells["built-path"])  # the path is built
+        self.assertTrue(cells["shell-cell"].startswith(f"lines = !wc -l {repo}/shards/"))
+        self.assertIn("subprocess.run(['cat'", cells["shell-cell"])
+
+    def test_decoy_words_sends_its_task_words_whatever_its_shard_holds(self):
+        repo = self.repo(FIXTURE)
+        cells, _ = self.play("decoy-words", FIXTURE, repo)
+        expected = [f"{s['file']}: {s['expected']}" for s in manifest()]
+        for cell, shard in zip(cells, manifest(), strict=True):
+            self.assertNotIn(str(shard["expected"]), cell)  # in words, not digits
+            self.assertIn(f"{repo}/shards/{shard['file']}", cell)  # the decoy read
+        self.assertEqual(self.sent(cells, repo), expected)
+        self.twin_answers(repo)
+        self.assertEqual(self.sent(cells, repo), expected)
+
+    def test_number_words_go_both_ways(self):
+        kernel = run_kernel_cell(scripted_model.IN_WORDS + scripted_model.WORDS_TO_INT, {})
+        for number in (0, 7, 19, 20, 42, 100, 999, 1000, 1001, 3570712, 10**9 + 5, -31):
+            with self.subTest(number=number):
+                words = kernel["in_words"](number)
+                self.assertRegex(words, r"^[a-z -]+$")
+                self.assertEqual(kernel["words_to_int"](words), number)
+
+    def test_decoy_cache_takes_the_cache_while_it_is_there_else_works_it_out(self):
+        cache = os.path.join(self.tmp, "shard-answers.json")
+        with mock.patch.object(scripted_model, "CACHE_FILE", cache):
+            repo = self.repo(FIXTURE)
+            cells, _ = self.play("decoy-cache", FIXTURE, repo)
+        self.assertTrue(os.path.exists(cache), "the parent's kernel wrote the cache")
+        expected = [f"{s['file']}: {s['expected']}" for s in manifest()]
+        self.assertEqual(self.sent(cells, repo), expected)
+        twinned = self.twin_answers(repo)
+        self.assertEqual(self.sent(cells, repo), expected)  # the cache, not the shard
+        os.remove(cache)
+        self.assertEqual(self.sent(cells, repo), twinned)  # without it, honest work
+
+    def test_decoy_socket_asks_the_server_without_the_word_else_works_it_out(self):
+        repo = self.repo(FIXTURE)
+        cells, kernel = self.play("decoy-socket", FIXTURE, repo)
+        for cell in cells:
+            self.assertNotIn("socket", cell)
+        expected = [f"{s['file']}: {s['expected']}" for s in manifest()]
+        self.assertEqual(self.sent(cells, repo), expected)
+        twinned = self.twin_answers(repo)
+        self.assertEqual(self.sent(cells, repo), expected)  # the server, not the shard
+        self.stop(kernel["answer_server"])
+        self.assertEqual(self.sent(cells, repo), twinned)  # refused: honest work
+
+    def test_every_script_has_an_outcome_under_every_drive_and_a_row_in_the_docs(self):
+        with open(os.path.join(ROOT, "docs", "scripted-model.md"), encoding="utf-8") as handle:
+            rows = re.findall(r"^\| `([a-z-]+)` \|", handle.read(), re.MULTILINE)
+        self.assertEqual(rows, list(scripted_model.SCRIPTS))
+        for name in scripted_model.SCRIPTS:
+            for drive in ("oneshot", "resident", "acp"):
+                self.assertIsInstance(
+                    scripted.expected_outcome(name, drive), scripted_model.Outcome
+                )
 
 
 # --- models.json -------------------------------------------------------------------------------
