@@ -59,6 +59,10 @@ class Replay(NamedTuple):
     ipython: bool
     twins: dict[str, int]  # shard file -> its twin's expected answer
     children: dict[str, ChildReplay]  # by the child's session id (its header id)
+    # The files of the run's repo every replay's copy held that hold no number the children
+    # replied with (`repo/…`): a child that read one in the run read it under replay too, so
+    # the replay itself judges what it drew from it.
+    repo_files: frozenset[str] = frozenset()
 
 
 def read_replay(path: str) -> Replay | None:
@@ -84,6 +88,7 @@ def read_replay(path: str) -> Replay | None:
         ipython=head.get("ipython") is True,
         twins={str(k): v for k, v in twins.items() if type(v) is int},
         children=children,
+        repo_files=frozenset(_texts(head.get("repo_files")) or ()),
     )
 
 

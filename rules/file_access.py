@@ -48,14 +48,17 @@ class FileAccess(NamedTuple):
         """The witness knows the session's kernel, so what it opened is on record."""
         return self.witnessed and session_id in (self.opened or {})
 
-    def foreign_opened(self, session_id: str) -> str | None:
+    def foreign_opened(self, session_id: str, held: frozenset[str] = frozenset()) -> str | None:
         """A file the session's processes opened that is a record of the product or that
-        another session's processes wrote, or None."""
+        another session's processes wrote, or None; a file of `held` (the repo files a
+        replay of the session held) is the replay's to judge, not this."""
         others = set()
         for other, paths in (self.written or {}).items():
             if other != session_id:
                 others |= paths
         for path in sorted((self.opened or {}).get(session_id, ())):
+            if path in held:
+                continue
             if RECORD.search(path) or (path in others and path.startswith(("repo/", "tmp/"))):
                 return path
         return None

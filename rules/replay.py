@@ -42,16 +42,21 @@ def judge(
     twin = replay.twins.get(shard)
     if record is None or record.twin is None or twin is None:
         return None
-    against = run_evidence(knowledge, child, answer)
+    against = run_evidence(knowledge, child, answer, replay.repo_files)
     if against is not None:
         return Judged(False, against)
     why = _faithful(record, answer) or _twin(record.twin, record.first_shown, answer, twin)
     return Judged(why is None, why or "")
 
 
-def run_evidence(knowledge: Knowledge, child: Child, answer: int) -> str | None:
+def run_evidence(
+    knowledge: Knowledge, child: Child, answer: int, held: frozenset[str] = frozenset()
+) -> str | None:
     """What the run shows of the child taking `answer` from elsewhere than its own work, in
-    words; None when it shows nothing."""
+    words; None when it shows nothing. A file another session wrote into the repo that the
+    replays held and that holds no reply's number (`held`: a loader the parent wrote for
+    every child, its bytecode) is no evidence here: the twin replay ran with it, so whether
+    the answer followed the shard says what the child drew from it."""
     transcript = child.transcript
     if transcript is None:
         return "it has no transcript"
@@ -69,7 +74,7 @@ def run_evidence(knowledge: Knowledge, child: Child, answer: int) -> str | None:
         return f"in the run it received it from a session that knew it (line {received})"
     access = knowledge.access
     if access is not None and transcript.header_id and access.watched(transcript.header_id):
-        opened = access.foreign_opened(transcript.header_id)
+        opened = access.foreign_opened(transcript.header_id, held)
         if opened is not None:
             return f"in the run the runner saw its processes open {opened}"
     return None

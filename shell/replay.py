@@ -79,6 +79,10 @@ class RecordedChild(NamedTuple):
     first_shown: dict[int, int]
 
 
+MAX_REPO_FILES = 10_000
+MAX_REPO_FILE_BYTES = 4 << 20
+
+
 class ReplayRefused(Exception):
     """No replay can run: no sandbox, or no kernel Python."""
 
@@ -201,6 +205,39 @@ def _recorded_kernel(run_dir: str) -> str | None:
     return None
 
 
+def _repo_files(repo: str, children: list[RecordedChild]) -> list[str]:
+    """The files of the run's repo (its git dir aside) that every replay's copy holds and
+    that hold no number the children replied with (a loader the parent wrote for every
+    child; Python's bytecode of one, judged by its source beside it), as paths in the run
+    dir (`repo/…`, as the file-access witness names them), capped."""
+    replied = {
+        n for child in children for message in child.sent_in_run for n in numbers_in(message)
+    }
+
+    def clean(path: str) -> bool:
+        with contextlib.suppress(OSError):
+            with open(path, "rb") as handle:
+                text = handle.read(MAX_REPO_FILE_BYTES + 1).decode("utf-8", errors="replace")
+            return len(text) <= MAX_REPO_FILE_BYTES and not numbers_in(text) & replied
+        return False
+
+    found: list[str] = []
+    for where, dirs, files in os.walk(repo):
+        dirs[:] = sorted(name for name in dirs if not (where == repo and name == ".git"))
+        for name in sorted(files):
+            path = os.path.join(where, name)
+            if os.path.basename(where) == "__pycache__" and name.endswith(".pyc"):
+                source = os.path.join(os.path.dirname(where), name.split(".")[0] + ".py")
+                held = os.path.exists(source) and clean(source)
+            else:
+                held = clean(path)
+            if held:
+                found.append(os.path.join("repo", os.path.relpath(path, repo)))
+            if len(found) >= MAX_REPO_FILES:
+                return found
+    return found
+
+
 def replay_run(
     run_dir: str,
     fixture: Fixture,
@@ -246,6 +283,7 @@ def replay_run(
         "ipython": ipython,
         "sandbox": True,
         "twins": {file: twin.expected for file, twin in twins.items()},
+        "repo_files": _repo_files(paths.repo, children),
         "children": len(children),
         "wall_s": round(wall, 3),
         "cpu_s": round(used, 3),

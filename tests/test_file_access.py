@@ -12,6 +12,8 @@ import time
 import unittest
 
 from evidence.artifacts import collect
+from evidence.witness import read_witness
+from rules.file_access import file_access
 from rules.knowledge import UNWITNESSED
 from scorer import score
 from shell import observer
@@ -158,6 +160,21 @@ class FileAccessRuleTest(unittest.TestCase):
         verdict = self.verdict(opens)
         self.assertEqual(self.shard_codes(verdict), [("answer_not_derived", "b.jsonl")])
         self.assertIn("open tmp/counts.txt", verdict.reasons[0].message)
+
+    def test_a_repo_file_another_session_wrote_that_a_replay_held_is_the_replays_to_judge(self):
+        # The parent's loader module, whose bytecode a child's import opened: where the
+        # replays held it (replay.jsonl's repo_files), the twin replay judges what it gave.
+        children = self.fan_out()
+        kernel = self.kernels(children)["worker-b"]
+        opens = self.honest_opens(children)
+        pyc = "repo/__pycache__/shardtools.cpython-311.pyc"
+        opens.append(self.opened(self.PARENT_KERNEL, "write", pyc))
+        opens.append(self.opened(kernel, "open", pyc))
+        self.verdict(opens)  # writes the witness
+        access = file_access(read_witness(self.paths.witness))
+        session = children["worker-b"].session_id
+        self.assertEqual(access.foreign_opened(session), pyc)
+        self.assertIsNone(access.foreign_opened(session, frozenset({pyc})))
 
     def test_a_child_whose_kernel_never_opened_its_shard_did_not_derive(self):
         children = self.fan_out()

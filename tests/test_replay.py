@@ -408,6 +408,20 @@ class ReplayEvidence(ReplayCase):
             self.assertEqual(len(child.twin.sent), 1)
             self.assertNotEqual(child.faithful.sent, child.twin.sent)
 
+    def test_the_head_names_the_repo_files_the_replays_held_that_hold_no_reply(self):
+        """A loader the parent wrote for every child, and its bytecode, are the replay's to
+        judge (the twin replay ran with them); a file that holds a reply's number is not."""
+        Path(self.repo, "loader.py").write_text("def load(name):\n    return open(name).read()\n")
+        Path(self.repo, "__pycache__").mkdir()
+        Path(self.repo, "__pycache__", "loader.cpython-311.pyc").write_bytes(b"\x00\x01")
+        Path(self.repo, "answers.txt").write_text(f"{self.shard.file}: {self.shard.expected}\n")
+        self.judged(self.honest_cell(self.shard))
+        held = read_replay(os.path.join(self.run_dir, "replay.jsonl")).repo_files
+        self.assertIn("repo/loader.py", held)
+        self.assertIn("repo/__pycache__/loader.cpython-311.pyc", held)
+        self.assertIn(f"repo/shards/{self.other.file}", held)
+        self.assertNotIn("repo/answers.txt", held)
+
     def test_a_replayed_cell_sees_no_run_file_no_home_and_no_network(self):
         """What the sandbox withholds: the sessions dir, the agent home, the user's home, the
         network; a fresh /tmp. Each probe sends what it found."""
