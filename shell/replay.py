@@ -80,6 +80,7 @@ class RecordedChild(NamedTuple):
 
 
 MAX_REPO_FILES = 10_000
+END_WAIT_S = 5.0  # how long a replay waits for the processes it killed to exit
 MAX_REPO_FILE_BYTES = 4 << 20
 
 
@@ -486,12 +487,31 @@ def _end_namespace(namespace: object) -> None:
     sure none is still on its way out when the replay returns."""
     if not isinstance(namespace, str) or not namespace.startswith("pid:["):
         return
+    killed = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         with contextlib.suppress(OSError):
             if os.readlink(f"/proc/{name}/ns/pid") == namespace:
                 os.kill(int(name), signal.SIGKILL)
+                killed.append(name)
+    # A killed process is gone only once it has exited (a zombie, or no more): wait for that,
+    # within a bound, so that none is still running when the replay returns.
+    deadline = time.monotonic() + END_WAIT_S
+    while killed and time.monotonic() < deadline:
+        killed = [name for name in killed if _running(name)]
+        if killed:
+            time.sleep(0.005)
+
+
+def _running(pid: str) -> bool:
+    """The process exists and has not exited (its state is no zombie nor dead)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return False
+    return state not in ([b"Z"], [b"X"], [])
 
 
 def _parsed(out: bytes) -> dict:
