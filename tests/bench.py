@@ -57,9 +57,9 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from evidence.fixture import MANIFEST
-from evidence.runpaths import RunPaths, display_file
-from shell.observer import POLL_S, Observer
+from swarm_fanout.evidence.fixture import MANIFEST
+from swarm_fanout.evidence.runpaths import RunPaths, display_file
+from swarm_fanout.shell.observer import POLL_S, Observer
 from tests import builders
 
 # The product rejects a ledger of more than 32 MiB or 100 000 records (§4 "Strictness");
@@ -329,8 +329,8 @@ class PacedStream(BaseHTTPRequestHandler):
 def serve_main(argv: list[str]) -> int:
     """`--serve upstream` or `--serve proxy ROUTES`: prints its addresses and CPU seconds so
     far as one JSON line, serves until stdin closes, then prints its CPU seconds again."""
-    from scripted.model import ScriptedModelHandler, ScriptedModelServer
-    from shell.proxy import RecordingProxy
+    from swarm_fanout.scripted.model import ScriptedModelHandler, ScriptedModelServer
+    from swarm_fanout.shell.proxy import RecordingProxy
 
     # The scripted model writes a reply's headers and body in two sends on a socket that
     # keeps Nagle's algorithm: a client that delays its ACK then gets the body 40 ms late,
@@ -612,8 +612,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--replay",
         action="store_true",
-        help="measure the replay instead of scoring (shell/replay.py): wall time and CPU of "
-        "replaying an honest run of each --scales size, every child twice",
+        help="measure the replay instead of scoring (swarm_fanout/shell/replay.py): wall time "
+        "and CPU of replaying an honest run of each --scales size, every child twice",
     )
     parser.add_argument(
         "--kernel-python",
@@ -661,10 +661,10 @@ def replay_main(children: int, python: str) -> dict:
     its twin."""
     from pathlib import Path
 
-    from evidence.fixture import load_fixture
-    from evidence.replays import read_replay
-    from fixtures import generate, tasks
-    from shell import replay
+    from swarm_fanout import generate, tasks
+    from swarm_fanout.evidence.fixture import load_fixture
+    from swarm_fanout.evidence.replays import read_replay
+    from swarm_fanout.shell import replay
 
     with tempfile.TemporaryDirectory() as tmp:
         kind = generate.KINDS_BY_NAME["json-events"]

@@ -20,9 +20,9 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from evidence.fixture import Fixture, Shard
-from evidence.runpaths import RunPaths, display_file
-from ledger import ledger_path
+from swarm_fanout.evidence.fixture import Fixture, Shard
+from swarm_fanout.evidence.runpaths import RunPaths, display_file
+from swarm_fanout.ledger import ledger_path
 
 EPOCH_MS = 1_796_209_200_000  # 2026-12-02T11:00:00.000Z
 
@@ -809,7 +809,7 @@ def ask_only_what_was_searched() -> None:
     when the parent first had a number (its results hold first showings alone)."""
     from unittest import addModuleCleanup, mock
 
-    from rules.knowledge import Knowledge
+    from swarm_fanout.rules.knowledge import Knowledge
 
     showing_calls = Knowledge._showing_calls
 

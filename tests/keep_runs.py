@@ -33,8 +33,8 @@ import stat
 import sys
 import unittest
 
-from evidence.fixture import MANIFEST, Fixture, manifest_path
-from evidence.runpaths import RunPaths
+from swarm_fanout.evidence.fixture import MANIFEST, Fixture, manifest_path
+from swarm_fanout.evidence.runpaths import RunPaths
 
 KEPT = "kept.json"
 NOT_KEPT = "not-kept.txt"  # in DIR: a line for each run dir that could not be copied
@@ -168,7 +168,7 @@ _rmtree = shutil.rmtree
 
 def install(dest: str) -> Keeper:
     """Hook the suite's process so that every run dir a test removes is kept in `dest`."""
-    import scorer
+    from swarm_fanout import scorer
 
     keeper = Keeper(dest)
     os.makedirs(keeper.dest, exist_ok=True)

@@ -20,13 +20,13 @@ import time
 import unittest
 from dataclasses import dataclass
 
-from shell import procs, sandbox
-from shell.watch import SAME_INTERRUPT_S
+from swarm_fanout.shell import procs, sandbox
+from swarm_fanout.shell.watch import SAME_INTERRUPT_S
 from tests import runner_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
-SIMULATED = os.path.join(ROOT, "simulated", "agent.py")
+SIMULATED = os.path.join(ROOT, "swarm_fanout", "simulated", "agent.py")
 JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
 CSV_METRICS = os.path.join(ROOT, "fixtures", "csv-metrics")
 # What the simulated agent logs its daemon's pid as, per drive: the one-shot CLI's detached
@@ -355,7 +355,9 @@ class SameVerdictsCase(RunnerTestCase):
         return done.returncode, result["resolved"], self.codes(result)
 
     def assert_every_behaviour_gets_the_same_verdict_sandboxed_and_not(self) -> None:
-        from simulated.run import BEHAVIOURS  # here: the other runner tests need none of it
+        from swarm_fanout.simulated.run import (
+            BEHAVIOURS,  # here: the other runner tests need none of it
+        )
 
         two_shard_fixture()  # made once, before the runs that share it
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:

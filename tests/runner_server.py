@@ -135,7 +135,7 @@ def stop() -> None:
 
 
 def serve(control_fd: int) -> None:
-    import runner  # the point of the server: once, here
+    from swarm_fanout import runner  # the point of the server: once, here
 
     control = socket.socket(fileno=control_fd)
     wake_read, wake_write = os.pipe()

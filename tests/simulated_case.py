@@ -22,10 +22,10 @@ import unittest
 from dataclasses import dataclass
 from pathlib import Path
 
-from shell import rundir
+from swarm_fanout.shell import rundir
 
 REPO = Path(__file__).resolve().parents[1]
-AGENT = REPO / "simulated" / "agent.py"
+AGENT = REPO / "swarm_fanout" / "simulated" / "agent.py"
 REAL_RUNS = REPO / "tests" / "data" / "real-runs"
 MAIN_CAPTURE = REAL_RUNS / "main"
 ENDTURN_CAPTURE = REAL_RUNS / "endturn-oneshot"

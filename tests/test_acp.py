@@ -12,12 +12,12 @@ import os
 import tempfile
 import unittest
 
-from evidence.acp_stream import read_acp_stream
-from evidence.artifacts import collect
-from reporting.summary import summarize
-from scorer import score
-from shell.acp import AcpError, parse_message
-from shell.acp_drive import Turn
+from swarm_fanout.evidence.acp_stream import read_acp_stream
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.reporting.summary import summarize
+from swarm_fanout.scorer import score
+from swarm_fanout.shell.acp import AcpError, parse_message
+from swarm_fanout.shell.acp_drive import Turn
 from tests.builders import RunBuilder, small_fixture
 from tests.test_trials import errored, record, scored
 

@@ -18,7 +18,7 @@ import tempfile
 import unittest
 from typing import ClassVar
 
-from shell import regrade as regrade_shell
+from swarm_fanout.shell import regrade as regrade_shell
 from tests import runner_server
 from tests.test_real_runs import materialize
 

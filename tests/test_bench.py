@@ -9,9 +9,9 @@ import os
 import tempfile
 import unittest
 
-from evidence.artifacts import collect
-from evidence.fixture import load_manifest
-from scorer import score
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.fixture import load_manifest
+from swarm_fanout.scorer import score
 from tests import bench
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")

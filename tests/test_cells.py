@@ -9,9 +9,9 @@ import random
 import tempfile
 import unittest
 
-from evidence.artifacts import collect
-from evidence.cells import Session
-from scorer import score
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.cells import Session
+from swarm_fanout.scorer import score
 from tests.builders import RunBuilder, ask_only_what_was_searched, small_fixture
 
 FIXTURE = small_fixture()

@@ -16,12 +16,12 @@ import tempfile
 import threading
 import unittest
 
-from evidence import witness
-from evidence.artifacts import collect
-from evidence.fixture import load_manifest
-from scorer import score
-from shell import daemon, observer, resident, rundir
-from shell.watch import Interrupt, Watch
+from swarm_fanout.evidence import witness
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.fixture import load_manifest
+from swarm_fanout.scorer import score
+from swarm_fanout.shell import daemon, observer, resident, rundir
+from swarm_fanout.shell.watch import Interrupt, Watch
 from tests.test_real_runs import materialize
 
 CAPTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs", "resident")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import unittest
 
-from reporting.difference import (
+from swarm_fanout.reporting.difference import (
     FISHER,
     NotTested,
     RateDifference,

@@ -32,7 +32,7 @@ MODULE_MAP = "## Layout"
 # A layout row: `| layer | `path.py` | what it owns |`.
 MAP_ROW = re.compile(r"^\|[^|]*\|\s*`([^`]+\.py)`\s*\|")
 # The optional verifiers taskset keeps its module map in docs/verifiers.md (its own tests check it).
-OPTIONAL_PACKAGE = "verifiers-taskset/"
+OPTIONAL_PACKAGE = "swarm_fanout/vf/"
 
 
 def tracked_python_files() -> list[str]:
@@ -268,7 +268,7 @@ class DriftTest(unittest.TestCase):
     """What the docs say of the code, held to the code."""
 
     def test_the_docs_start_bwrap_with_die_with_parent_as_the_code_does(self):
-        from shell import sandbox
+        from swarm_fanout.shell import sandbox
 
         self.assertIn("--die-with-parent", sandbox.PROBED)
         for name in ("drives.md", "witness.md"):
@@ -278,7 +278,7 @@ class DriftTest(unittest.TestCase):
                 self.assertNotRegex(text, r"not started with `--die-with-parent`")
 
     def test_the_scripted_pairs_a_check_names_are_the_scripts_it_ran(self):
-        from scripted.model import SCRIPTS
+        from swarm_fanout.scripted.model import SCRIPTS
 
         text = " ".join(read(os.path.join("docs", "scripted-model.md")).split())
         # The loop may go on over lines (a backslash before each break).
@@ -315,7 +315,7 @@ class ReasonCodesAreDocumented(unittest.TestCase):
     docs/rubric.md."""
 
     def test_every_reason_code_and_warning_is_in_the_rubric(self):
-        import scorer
+        from swarm_fanout import scorer
 
         with open(os.path.join(ROOT, "docs", "rubric.md"), encoding="utf-8") as handle:
             rubric = handle.read()

@@ -15,13 +15,13 @@ import unittest
 from html import escape
 from html.parser import HTMLParser
 
-from evidence.artifacts import collect
-from evidence.runpaths import RunPaths
-from reporting import evidence_page, render
-from reporting.grounds import quoted
-from reporting.render import Cell
-from rules import integrity, witness_checks
-from scorer import score
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.runpaths import RunPaths
+from swarm_fanout.reporting import evidence_page, render
+from swarm_fanout.reporting.grounds import quoted
+from swarm_fanout.reporting.render import Cell
+from swarm_fanout.rules import integrity, witness_checks
+from swarm_fanout.scorer import score
 from tests.builders import RunBuilder, small_fixture
 from tests.test_real_runs import materialize
 from tests.test_report import check_html

@@ -11,13 +11,13 @@ import tempfile
 import time
 import unittest
 
-from evidence.artifacts import collect
-from evidence.witness import read_witness
-from rules.file_access import file_access
-from rules.knowledge import UNWITNESSED
-from scorer import score
-from shell import observer
-from shell.file_access import FileAccessWitness
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.witness import read_witness
+from swarm_fanout.rules.file_access import file_access
+from swarm_fanout.rules.knowledge import UNWITNESSED
+from swarm_fanout.scorer import score
+from swarm_fanout.shell import observer
+from swarm_fanout.shell.file_access import FileAccessWitness
 from tests import test_witness
 from tests.builders import small_fixture
 

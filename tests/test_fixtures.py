@@ -20,9 +20,9 @@ import unittest
 from collections.abc import Callable
 from pathlib import Path
 
-from evidence import fixture
-from evidence.number_tokens import numbers_in
-from shell import trials
+from swarm_fanout.evidence import fixture
+from swarm_fanout.evidence.number_tokens import numbers_in
+from swarm_fanout.shell import trials
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -504,7 +504,9 @@ class DistinctiveAnswerTest(unittest.TestCase):
         for answer in range(-50, 70_000):
             expected = plain_reason(answer, printed) is None
             if (fixture.why_not_distinctive(answer, printed) is None) != expected:
-                self.fail(f"{answer}: distinctive by evidence/fixture.py is not {expected}")
+                self.fail(
+                    f"{answer}: distinctive by swarm_fanout/evidence/fixture.py is not {expected}"
+                )
 
     def test_undistinctive_answers_names_the_shards_and_why(self):
         drawn = fixture.Fixture(

@@ -13,9 +13,9 @@ import random
 import tempfile
 import unittest
 
-import scorer
-from evidence.artifacts import collect
-from evidence.fixture import load_manifest
+from swarm_fanout import scorer
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.fixture import load_manifest
 from tests.test_real_runs import RUNS, materialize
 
 FUZZ_SEED = 20261202

@@ -17,12 +17,16 @@ import shutil
 import tempfile
 import unittest
 
-from evidence.artifacts import collect
-from evidence.fixture import load_manifest
-from evidence.jsonl import iso_to_ms
-from evidence.transcripts import MAX_KEPT_PER_TRANSCRIPT
-from rules.integrity import HEADER_BEFORE_SPAWN_MS, INTEGRITY_CHECKS, META_AFTER_SPAWN_MS
-from scorer import score
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.fixture import load_manifest
+from swarm_fanout.evidence.jsonl import iso_to_ms
+from swarm_fanout.evidence.transcripts import MAX_KEPT_PER_TRANSCRIPT
+from swarm_fanout.rules.integrity import (
+    HEADER_BEFORE_SPAWN_MS,
+    INTEGRITY_CHECKS,
+    META_AFTER_SPAWN_MS,
+)
+from swarm_fanout.scorer import score
 from tests import test_real_runs as captures
 from tests.builders import (
     EPOCH_MS,

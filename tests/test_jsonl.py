@@ -7,7 +7,7 @@ import tempfile
 import unittest
 from unittest import mock
 
-from evidence import jsonl
+from swarm_fanout.evidence import jsonl
 
 
 class LineReaderTest(unittest.TestCase):

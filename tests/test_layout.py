@@ -31,7 +31,7 @@ from tests import __main__ as suite
 from tests import runner_server
 
 REPO = Path(__file__).resolve().parents[1]
-AGENT = REPO / "simulated" / "agent.py"
+AGENT = REPO / "swarm_fanout" / "simulated" / "agent.py"
 
 ENTRY_POINTS = {"runner.py", "scorer.py", "report.py", "ledger.py"}
 # Which layers each layer may import, besides the standard library.
@@ -45,7 +45,7 @@ MAY_IMPORT = {
     "scripted": {"task", "scripted"},
     "simulated": {"task", "simulated"},
     "tests": {"task", "evidence", "rules", "reporting", "shell", "entry", "scripted", "simulated",
-              "tests"},
+              "tests", "taskset"},
     "taskset": {"task", "evidence", "rules", "reporting", "shell", "entry", "taskset"},
 }  # fmt: skip
 TASKSET_DIR = "verifiers-taskset"
@@ -56,6 +56,43 @@ WIRED_DOUBLES = {
     ("runner", "scripted.model"),
     ("runner", "simulated.behaviours"),
 }
+
+
+# The layers moved under one package; the layer map reads each module by the name it had
+# before (`swarm_fanout.shell.launch` is `shell.launch`, `swarm_fanout.tasks` is
+# `fixtures.tasks`, `swarm_fanout.vf` the verifiers taskset). The package itself, named by
+# every `from swarm_fanout import ...`, is the taskset's export and in no layer's way.
+PACKAGE = "swarm_fanout"
+BEFORE_THE_PACKAGE = {
+    "swarm_fanout.evidence": "evidence",
+    "swarm_fanout.reporting": "reporting",
+    "swarm_fanout.rules": "rules",
+    "swarm_fanout.scripted": "scripted",
+    "swarm_fanout.shell": "shell",
+    "swarm_fanout.simulated": "simulated",
+    "swarm_fanout.ledger": "ledger",
+    "swarm_fanout.report": "report",
+    "swarm_fanout.runner": "runner",
+    "swarm_fanout.scorer": "scorer",
+    "swarm_fanout.generate": "fixtures.generate",
+    "swarm_fanout.tasks": "fixtures.tasks",
+    "swarm_fanout.vf": "verifiers-taskset.swarm_fanout",
+}
+LAYER_DIRS = {
+    "evidence": "swarm_fanout/evidence",
+    "reporting": "swarm_fanout/reporting",
+    "rules": "swarm_fanout/rules",
+    "scripted": "swarm_fanout/scripted",
+    "shell": "swarm_fanout/shell",
+    "simulated": "swarm_fanout/simulated",
+}
+
+
+def unpackaged(module: str) -> str:
+    for new, old in sorted(BEFORE_THE_PACKAGE.items(), key=lambda item: -len(item[0])):
+        if module == new or module.startswith(new + "."):
+            return old + module[len(new) :]
+    return "verifiers-taskset.swarm_fanout" if module == PACKAGE else module
 
 
 def layer_of(module: str) -> str | None:
@@ -78,7 +115,7 @@ def layer_of(module: str) -> str | None:
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(REPO).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return unpackaged(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
 
 
 def tracked_modules() -> list[Path]:
@@ -111,7 +148,8 @@ def imported_modules(source: str, *, program: bool = False) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
+    found.discard(PACKAGE)
+    return {unpackaged(module) for module in found}
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -125,7 +163,9 @@ def import_graph() -> dict[str, set[str]]:
         named = imported_modules(source, program=path.name in ENTRY_POINTS and "." not in name)
         named = {module for module in named if module in ours and module != name}
         # `from shell import launch` names the package too; its __init__ holds only a docstring.
-        graph[name] = {m for m in named if not any(o.startswith(m + ".") for o in named)}
+        graph[name] = graph.get(name, set()) | {
+            m for m in named if not any(o.startswith(m + ".") for o in named)
+        }
     return graph
 
 
@@ -198,7 +238,11 @@ class LayerTest(unittest.TestCase):
                        "fixtures", "tests"):  # fmt: skip
             with self.subTest(folder=folder):
                 docstring = ast.get_docstring(
-                    ast.parse((REPO / folder / "__init__.py").read_text(encoding="utf-8"))
+                    ast.parse(
+                        (REPO / LAYER_DIRS.get(folder, folder) / "__init__.py").read_text(
+                            encoding="utf-8"
+                        )
+                    )
                 )
                 self.assertTrue(docstring)
 
@@ -215,17 +259,17 @@ class LayerTest(unittest.TestCase):
         """Code is read as code (evidence/cells.py, `ast`): a module of evidence/ or rules/
         may use `re` only for what is no code, each named here with what its patterns read."""
         no_code = {
-            "evidence/artifacts.py": "ids and child dir names",
-            "evidence/number_tokens.py": "number tokens in text",
-            "evidence/runsets.py": "trial dir names",
-            "rules/answers.py": "the answer file's lines",
-            "rules/file_access.py": "paths the witness saw opened",
-            "rules/knowledge.py": "glob patterns and f-string holes of a path",
+            "swarm_fanout/evidence/artifacts.py": "ids and child dir names",
+            "swarm_fanout/evidence/number_tokens.py": "number tokens in text",
+            "swarm_fanout/evidence/runsets.py": "trial dir names",
+            "swarm_fanout/rules/answers.py": "the answer file's lines",
+            "swarm_fanout/rules/file_access.py": "paths the witness saw opened",
+            "swarm_fanout/rules/knowledge.py": "glob patterns and f-string holes of a path",
         }
         using = set()
         for path in tracked_modules():
             relative = path.relative_to(REPO).as_posix()
-            if relative.split("/")[0] not in ("evidence", "rules"):
+            if not relative.startswith(("swarm_fanout/evidence/", "swarm_fanout/rules/")):
                 continue
             imported = {
                 alias.name
@@ -238,12 +282,15 @@ class LayerTest(unittest.TestCase):
             if "re" in imported:
                 using.add(relative)
         self.assertEqual(using, set(no_code))
-        self.assertTrue((REPO / "evidence" / "cells.py").exists())
+        self.assertTrue((REPO / "swarm_fanout" / "evidence" / "cells.py").exists())
 
     def test_the_scorer_does_not_import_dataclasses(self):
         """Scoring is a process per run, so its records are named tuples: `dataclasses` imports
         inspect, ast and tokenize, and its decorator compiles code for every class."""
-        code = "import sys, scorer, shell.regrade; print('dataclasses' in sys.modules)"
+        code = (
+            "import sys, swarm_fanout.scorer, swarm_fanout.shell.regrade; "
+            "print('dataclasses' in sys.modules)"
+        )
         done = subprocess.run(
             [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
         )

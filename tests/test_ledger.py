@@ -9,8 +9,8 @@ import tempfile
 import unittest
 from datetime import datetime
 
-import ledger
-from evidence.jsonl import iso_to_ms
+from swarm_fanout import ledger
+from swarm_fanout.evidence.jsonl import iso_to_ms
 
 CAPTURED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs")
 

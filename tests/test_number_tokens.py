@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import unittest
 
-from evidence.number_tokens import (
+from swarm_fanout.evidence.number_tokens import (
     FEW_NUMBERS,
     MAX_PLACES,
     TOKEN,

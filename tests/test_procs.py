@@ -14,7 +14,7 @@ import time
 import unittest
 from unittest import mock
 
-from shell import procs
+from swarm_fanout.shell import procs
 
 # Each says when SIGTERM reaches it; the obedient one then exits, the stubborn one
 # carries on until SIGKILL.

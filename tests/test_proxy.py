@@ -23,10 +23,10 @@ import unittest
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from scripted.model import ScriptedModelHandler, ScriptedModelServer
-from shell import agent_config, proxy
-from shell.agent_config import models_json_override
-from shell.proxy import RecordingProxy
+from swarm_fanout.scripted.model import ScriptedModelHandler, ScriptedModelServer
+from swarm_fanout.shell import agent_config, proxy
+from swarm_fanout.shell.agent_config import models_json_override
+from swarm_fanout.shell.proxy import RecordingProxy
 
 SECRET = "sk-test-SECRET"
 ROOT_LOG = "/runs/r1/sessions/01a236e9-5025-7768-b8a6-526c5f07cf93.jsonl"

@@ -16,10 +16,10 @@ import shutil
 import tempfile
 import unittest
 
-import ledger
-from evidence.artifacts import collect
-from evidence.fixture import load_manifest
-from scorer import score
+from swarm_fanout import ledger
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.fixture import load_manifest
+from swarm_fanout.scorer import score
 from tests import builders
 from tests.builders import ask_only_what_was_searched
 

@@ -19,12 +19,12 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from evidence.artifacts import collect
-from evidence.fixture import load_fixture
-from evidence.replays import read_replay
-from fixtures import generate, tasks
-from scorer import score
-from shell import regrade, replay, sandbox
+from swarm_fanout import generate, tasks
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.fixture import load_fixture
+from swarm_fanout.evidence.replays import read_replay
+from swarm_fanout.scorer import score
+from swarm_fanout.shell import regrade, replay, sandbox
 from tests.builders import RunBuilder
 from tests.runner_case import RunnerTestCase
 from tests.test_real_runs import RUNS, materialize
@@ -504,7 +504,7 @@ class BreakoutReplayed(ReplayCase):
         port = service.getsockname()[1]
         decoy = os.path.join(self.tmp, "decoy.txt")
         Path(decoy).write_text("the user's own file\n")
-        source = Path(REPO, "simulated", "breakout.py").read_text(encoding="utf-8")
+        source = Path(REPO, "swarm_fanout", "simulated", "breakout.py").read_text(encoding="utf-8")
         source = source.split('\nif __name__ == "__main__":')[0]
         target = {
             "cli_pid": os.getpid(),

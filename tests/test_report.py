@@ -18,11 +18,11 @@ import unittest
 from html.parser import HTMLParser
 from typing import ClassVar
 
-import report
-from evidence import runsets
-from reporting import render, report_page
-from reporting.compare_page import build_compare
-from reporting.render import (
+from swarm_fanout import report
+from swarm_fanout.evidence import runsets
+from swarm_fanout.reporting import render, report_page
+from swarm_fanout.reporting.compare_page import build_compare
+from swarm_fanout.reporting.render import (
     Cell,
     Chart,
     Paragraph,
@@ -34,15 +34,15 @@ from reporting.render import (
     render_svg,
     ticks,
 )
-from reporting.report_page import build_report
-from reporting.run_set_views import RunSetView, TrialView, set_injections
-from reporting.summary import TrialRecord, summarize
-from reporting.timeline import ChildSpan, Timeline
+from swarm_fanout.reporting.report_page import build_report
+from swarm_fanout.reporting.run_set_views import RunSetView, TrialView, set_injections
+from swarm_fanout.reporting.summary import TrialRecord, summarize
+from swarm_fanout.reporting.timeline import ChildSpan, Timeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
 REPORT = os.path.join(ROOT, "report.py")
-SIMULATED = os.path.join(ROOT, "simulated", "agent.py")
+SIMULATED = os.path.join(ROOT, "swarm_fanout", "simulated", "agent.py")
 JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
 VOID = {"meta", "br", "hr", "img", "input", "link"}
 
@@ -317,8 +317,8 @@ class UnusableInputTest(unittest.TestCase):
 # page is written: an interrupt in the middle of a report, where it leaves the most behind.
 STOPPED_MIDWAY = """
 import os, sys
-import report
-from reporting import evidence_page
+from swarm_fanout import report
+from swarm_fanout.reporting import evidence_page
 written = evidence_page.write_page
 def write_then_stop(*args, **kwargs):
     size = written(*args, **kwargs)

@@ -15,9 +15,9 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-import runner
-from evidence.fixture import load_fixture
-from shell.rundir import RunDir, repo_files, write_atomic
+from swarm_fanout import runner
+from swarm_fanout.evidence.fixture import load_fixture
+from swarm_fanout.shell.rundir import RunDir, repo_files, write_atomic
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -40,7 +40,8 @@ class WriteAtomicTest(unittest.TestCase):
         write_atomic(self.path, "old\n")
         with (
             mock.patch(
-                "shell.rundir.os.replace", side_effect=OSError(28, "No space left on device")
+                "swarm_fanout.shell.rundir.os.replace",
+                side_effect=OSError(28, "No space left on device"),
             ),
             self.assertRaises(OSError),
         ):

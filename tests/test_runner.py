@@ -11,15 +11,14 @@ import shutil
 import tempfile
 import unittest
 
-import report
-import runner
-from evidence.artifacts import collect
-from evidence.witness import Witness
-from reporting import terminal
-from rules import triage
-from shell import launch, regrade, rundir
-from shell.run_config import INJECTED_CALLS
-from shell.watch import Progress
+from swarm_fanout import report, runner
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.witness import Witness
+from swarm_fanout.reporting import terminal
+from swarm_fanout.rules import triage
+from swarm_fanout.shell import launch, regrade, rundir
+from swarm_fanout.shell.run_config import INJECTED_CALLS
+from swarm_fanout.shell.watch import Progress
 from tests.builders import RunBuilder
 
 

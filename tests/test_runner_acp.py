@@ -95,8 +95,8 @@ class AcpDriveTest(RunnerTestCase):
         self.assertTrue(result["acp"]["terminal_update"])
 
     def test_the_evidence_page_says_how_many_children_ran_at_the_response(self):
-        from reporting.evidence_page import build_evidence, read_evidence
-        from reporting.render import render_markdown
+        from swarm_fanout.reporting.evidence_page import build_evidence, read_evidence
+        from swarm_fanout.reporting.render import render_markdown
 
         result = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp").result
         page = render_markdown(build_evidence(read_evidence(self.run_dir(result))))
@@ -113,7 +113,7 @@ class AcpDriveTest(RunnerTestCase):
                 self.assertLessEqual(orders, theirs[kind])
 
     def test_every_behaviour_gets_the_resident_drives_verdict(self):
-        from simulated.run import BEHAVIOURS  # here: the other tests need none of it
+        from swarm_fanout.simulated.run import BEHAVIOURS  # here: the other tests need none of it
 
         fixture = two_shard_fixture()
 

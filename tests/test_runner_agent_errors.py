@@ -16,10 +16,10 @@ import sys
 import unittest
 from unittest import mock
 
-import runner
-from scripted.model import SCRIPTS
-from shell import regrade
-from simulated.run import BEHAVIOURS
+from swarm_fanout import runner
+from swarm_fanout.scripted.model import SCRIPTS
+from swarm_fanout.shell import regrade
+from swarm_fanout.simulated.run import BEHAVIOURS
 from tests.runner_case import (
     GRACE,
     JSON_EVENTS,
@@ -219,7 +219,7 @@ class InvalidInputTest(RunnerTestCase):
         self.assertTrue(
             message.startswith("'prime-agent' is not on PATH; to try the harness "), message
         )
-        self.assertIn("simulated/agent.py --model simulated/oracle", message)
+        self.assertIn("swarm_fanout/simulated/agent.py --model simulated/oracle", message)
         self.assertIn(message, err)
         self.assertNotIn("run_dir", result)
         self.assertFalse(os.path.exists(self.out))

@@ -8,8 +8,8 @@ import os
 import re
 import unittest
 
-from scripted import check as scripted
-from scripted.model import SCRIPTS
+from swarm_fanout.scripted import check as scripted
+from swarm_fanout.scripted.model import SCRIPTS
 from tests.runner_case import (
     JSON_EVENTS,
     ROOT,

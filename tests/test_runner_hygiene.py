@@ -15,8 +15,8 @@ import tempfile
 import time
 import unittest
 
-from shell import procs, rundir, sandbox
-from shell.watch import Interrupt
+from swarm_fanout.shell import procs, rundir, sandbox
+from swarm_fanout.shell.watch import Interrupt
 from tests.runner_case import (
     DAEMON_LOGGED_AS,
     GRACE,

@@ -15,7 +15,7 @@ import tempfile
 import unittest
 from unittest import mock
 
-from shell import regrade
+from swarm_fanout.shell import regrade
 from tests.runner_case import (
     CSV_METRICS,
     JSON_EVENTS,

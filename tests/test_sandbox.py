@@ -23,8 +23,8 @@ import tempfile
 import unittest
 from unittest import mock
 
-import runner
-from shell import callers, procs, sandbox
+from swarm_fanout import runner
+from swarm_fanout.shell import callers, procs, sandbox
 from tests.runner_case import JSON_EVENTS, RunnerTestCase
 
 AVAILABLE = sandbox.availability()

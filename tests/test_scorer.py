@@ -7,13 +7,13 @@ import os
 import tempfile
 import unittest
 
-from evidence.artifacts import collect
-from evidence.fixture import Fixture, Shard
-from evidence.number_tokens import numbers_in
-from evidence.transcripts import Usage, usage_from
-from rules.answers import parse_answer_lines
-from rules.knowledge import SHORTCUT
-from scorer import score
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.fixture import Fixture, Shard
+from swarm_fanout.evidence.number_tokens import numbers_in
+from swarm_fanout.evidence.transcripts import Usage, usage_from
+from swarm_fanout.rules.answers import parse_answer_lines
+from swarm_fanout.rules.knowledge import SHORTCUT
+from swarm_fanout.scorer import score
 from tests.builders import RunBuilder, ask_only_what_was_searched, priced, small_fixture
 
 FIXTURE = small_fixture()

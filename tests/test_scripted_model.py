@@ -29,17 +29,17 @@ import unittest
 from types import SimpleNamespace
 from unittest import mock
 
-from evidence.artifacts import collect
-from evidence.fixture import load_manifest
-from fixtures.generate import twins
-from fixtures.tasks import ANSWER_GIVEN, Shard, parse_shards, told_answer
-from scorer import score
-from scripted import check as scripted
-from scripted import model as scripted_model
-from scripted.model import ScriptedModelServer, decide, read_request
-from shell import replay
-from shell.agent_config import set_provider
-from shell.replay_kernel import PlainKernel
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.fixture import load_manifest
+from swarm_fanout.generate import twins
+from swarm_fanout.scorer import score
+from swarm_fanout.scripted import check as scripted
+from swarm_fanout.scripted import model as scripted_model
+from swarm_fanout.scripted.model import ScriptedModelServer, decide, read_request
+from swarm_fanout.shell import replay
+from swarm_fanout.shell.agent_config import set_provider
+from swarm_fanout.shell.replay_kernel import PlainKernel
+from swarm_fanout.tasks import ANSWER_GIVEN, Shard, parse_shards, told_answer
 from tests.test_real_runs import materialize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

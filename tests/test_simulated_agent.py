@@ -20,9 +20,9 @@ import time
 import unittest
 from pathlib import Path
 
-from scripted.model import ScriptedModelServer
-from shell.proxy import RecordingProxy
-from simulated.run import BEHAVIOURS
+from swarm_fanout.scripted.model import ScriptedModelServer
+from swarm_fanout.shell.proxy import RecordingProxy
+from swarm_fanout.simulated.run import BEHAVIOURS
 from tests.simulated_case import (
     AGENT,
     CHILD_FAIL_CAPTURE,

@@ -12,7 +12,7 @@ import math
 import unittest
 from fractions import Fraction
 
-from reporting.stats import (
+from swarm_fanout.reporting.stats import (
     MAX_TRIALS_SIZED,
     distribution,
     fisher_exact_p,

@@ -7,9 +7,9 @@ import tempfile
 import unittest
 from datetime import datetime, timezone
 
-from evidence.artifacts import collect
-from ledger import Edge
-from reporting.timeline import (
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.ledger import Edge
+from swarm_fanout.reporting.timeline import (
     ChildTrace,
     build_timeline,
     max_concurrent,

@@ -15,14 +15,14 @@ import unittest
 from typing import ClassVar
 from unittest import mock
 
-import runner
-from evidence.fixture import load_fixture
-from evidence.runsets import Attempt, is_done
-from reporting import terminal
-from reporting.stats import wilson_interval
-from reporting.summary import TrialRecord, summarize
-from shell import rundir
-from shell.trials import baseline_task
+from swarm_fanout import runner
+from swarm_fanout.evidence.fixture import load_fixture
+from swarm_fanout.evidence.runsets import Attempt, is_done
+from swarm_fanout.reporting import terminal
+from swarm_fanout.reporting.stats import wilson_interval
+from swarm_fanout.reporting.summary import TrialRecord, summarize
+from swarm_fanout.shell import rundir
+from swarm_fanout.shell.trials import baseline_task
 from tests.runner_case import JSON_EVENTS, SIMULATED, RunSetCase
 
 
@@ -151,7 +151,7 @@ class TrialsTest(RunSetCase):
         out, err = io.StringIO(), io.StringIO()
         with (
             mock.patch.dict(os.environ, self.env, clear=True),
-            mock.patch("shell.rundir.write_atomic", full_disk),
+            mock.patch("swarm_fanout.shell.rundir.write_atomic", full_disk),
             contextlib.redirect_stdout(out),
             contextlib.redirect_stderr(err),
         ):

@@ -16,11 +16,11 @@ import threading
 import unittest
 from typing import ClassVar
 
-from evidence import witness
-from evidence.artifacts import collect
-from evidence.runpaths import RunPaths
-from scorer import score
-from shell import observer
+from swarm_fanout.evidence import witness
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.runpaths import RunPaths
+from swarm_fanout.scorer import score
+from swarm_fanout.shell import observer
 from tests.builders import RunBuilder, small_fixture
 
 FIXTURE = small_fixture()
@@ -750,14 +750,14 @@ class ForgeryTheWitnessAloneCatchesTest(unittest.TestCase):
         self.addCleanup(tmp.cleanup)
         argv = [sys.executable, os.path.join(root, "runner.py"), "--fixture"]
         argv += [os.path.join(root, "fixtures", "json-events"), "--drive", drive]
-        argv += ["--agent-bin", os.path.join(root, "simulated", "agent.py")]
+        argv += ["--agent-bin", os.path.join(root, "swarm_fanout", "simulated", "agent.py")]
         argv += ["--model", "simulated/forge-consistent", "--out", tmp.name, "--grace", "0.1"]
         argv += ["--agent-config", tmp.name]
         done = subprocess.run(argv, capture_output=True, timeout=120)
         return json.loads(done.stdout)
 
     def test_only_the_witness_catches_it_and_deleting_the_witness_does_not_help(self):
-        from evidence.fixture import load_fixture
+        from swarm_fanout.evidence.fixture import load_fixture
 
         fixture = load_fixture(
             os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "json-events")

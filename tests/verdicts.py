@@ -44,9 +44,9 @@ import sys
 import tempfile
 import traceback
 
-from evidence.fixture import MANIFEST
-from evidence.runpaths import RunPaths
-from shell import regrade
+from swarm_fanout.evidence.fixture import MANIFEST
+from swarm_fanout.evidence.runpaths import RunPaths
+from swarm_fanout.shell import regrade
 from tests import keep_runs, test_integrity, test_real_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,0 +1,155 @@
+"""`replay.jsonl` read back: what each child's recorded cells did when the harness ran them
+again (shell/replay.py writes it; docs/results.md "replay.jsonl"). Never raises: a file
+that is missing is None, a line that is not a well-formed record is left out.
+
+Its first line heads it (`"type": "replay"`): the kernel Python, whether it had IPython,
+each shard's twin's expected answer. Then one line per child that sent its parent a reply
+in the run (`"type": "child"`): the messages it sent its parent in the run, and for each of
+the two replays (`faithful`, `twin`) the messages it sent its parent there, each cell's
+error, whether the time limit ended it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from swarm_fanout.evidence.jsonl import Finding, iter_objects
+
+REPLAY_VERSION = 1
+MAX_REPLAY_BYTES = 64 * 1024 * 1024
+
+
+class CellError(NamedTuple):
+    """A replayed cell that raised."""
+
+    cell: int  # its index among the child's cells
+    type: str
+    message: str
+    needs_product: bool  # it called what the stand-in cannot answer (rlm(), a model)
+    failed_in_run: bool  # it raised in the run too (details.status "error")
+
+
+class Pass(NamedTuple):
+    """One replay of a child's cells."""
+
+    sent: tuple[str, ...]  # the messages it sent its parent, in order
+    errors: tuple[CellError, ...]
+    # Per cell, the numbers of interest (its replies', the twins' answers) it printed or sent.
+    shown: tuple[frozenset[int], ...]
+    # What its cells reached for that the replay withholds: a network connection, a file to
+    # read in the run's dir outside its repo or in /tmp, missing here.
+    reached: tuple[str, ...]
+    timed_out: bool
+    failure: str | None  # why the replay itself did not run to the end (None: it did)
+
+
+class ChildReplay(NamedTuple):
+    child_id: str
+    session_id: str
+    cells: int
+    sent_in_run: tuple[str, ...]  # the messages it sent its parent in the run
+    # Each number of its replies -> its first cell whose result showed it in the run.
+    first_shown: dict[int, int]
+    faithful: Pass
+    twin: Pass | None  # None: no shard of the fixture has a twin
+
+
+class Replay(NamedTuple):
+    kernel_python: str
+    ipython: bool
+    twins: dict[str, int]  # shard file -> its twin's expected answer
+    children: dict[str, ChildReplay]  # by the child's session id (its header id)
+    # The files of the run's repo every replay's copy held that hold no number the children
+    # replied with (`repo/…`): a child that read one in the run read it under replay too, so
+    # the replay itself judges what it drew from it.
+    repo_files: frozenset[str] = frozenset()
+
+
+def read_replay(path: str) -> Replay | None:
+    """The replay record at `path`, or None when there is none or its head is unreadable."""
+    findings: list[Finding] = []
+    head = None
+    children: dict[str, ChildReplay] = {}
+    for line in iter_objects(path, findings, max_bytes=MAX_REPLAY_BYTES):
+        record = line.record
+        if head is None:
+            if record.get("type") != "replay" or record.get("version") != REPLAY_VERSION:
+                return None
+            head = record
+            continue
+        child = _child(record)
+        if child is not None:
+            children[child.session_id] = child
+    if head is None:
+        return None
+    twins = head.get("twins") if isinstance(head.get("twins"), dict) else {}
+    return Replay(
+        kernel_python=str(head.get("kernel_python") or ""),
+        ipython=head.get("ipython") is True,
+        twins={str(k): v for k, v in twins.items() if type(v) is int},
+        children=children,
+        repo_files=frozenset(_texts(head.get("repo_files")) or ()),
+    )
+
+
+def _texts(value: object) -> tuple[str, ...] | None:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return None
+    return tuple(value)
+
+
+def _pass(value: object) -> Pass | None:
+    if not isinstance(value, dict):
+        return None
+    sent = _texts(value.get("sent"))
+    errors = value.get("errors")
+    if sent is None or not isinstance(errors, list):
+        return None
+    cells = []
+    for item in errors:
+        if not isinstance(item, dict) or type(item.get("cell")) is not int:
+            return None
+        cells.append(
+            CellError(
+                item["cell"],
+                str(item.get("type") or ""),
+                str(item.get("message") or ""),
+                item.get("needs_product") is True,
+                item.get("failed_in_run") is True,
+            )
+        )
+    failure = value.get("failure")
+    shown = value.get("shown")
+    if not isinstance(shown, list) or not all(isinstance(cell, list) for cell in shown):
+        return None
+    return Pass(
+        sent,
+        tuple(cells),
+        tuple(frozenset(n for n in cell if type(n) is int) for cell in shown),
+        _texts(value.get("reached")) or (),
+        value.get("timed_out") is True,
+        failure if isinstance(failure, str) else None,
+    )
+
+
+def _child(record: dict) -> ChildReplay | None:
+    if record.get("type") != "child":
+        return None
+    session_id, child_id = record.get("session_id"), record.get("child_id")
+    sent = _texts(record.get("sent_in_run"))
+    faithful = _pass(record.get("faithful"))
+    twin = _pass(record.get("twin")) if record.get("twin") is not None else None
+    if not isinstance(session_id, str) or not isinstance(child_id, str):
+        return None
+    if sent is None or faithful is None or (record.get("twin") is not None and twin is None):
+        return None
+    cells = record.get("cells")
+    first = record.get("first_shown") if isinstance(record.get("first_shown"), dict) else {}
+    first_shown = {
+        int(number): index
+        for number, index in first.items()
+        if str(number).isdigit() and type(index) is int
+    }
+    return ChildReplay(
+        child_id, session_id, cells if type(cells) is int else 0, sent, first_shown, faithful, twin
+    )

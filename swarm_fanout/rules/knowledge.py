@@ -1,0 +1,359 @@
+"""Who knew a number, and from when: the flow of knowledge between the sessions of a run
+(docs/rubric.md "Provenance"). Pure, over the transcripts' records of each tool call (the
+files it named and wrote, the numbers its result showed) and of each message received.
+
+A session *derived* a number when it first showed up in the result of one of its own tool
+calls whose arguments did not hold it (a number typed into a cell is not worked out), and
+that call read no *foreign file*; and it had not *received* it before from a session that
+knew it. A session *knew* a number at a line of its transcript when it had derived it or
+received it by then. It *received* it:
+
+- in a message from a session that knew it when it sent it (found through the receipt the
+  product keeps in the sender's tool result, §5); a child's task comes from the parent, which
+  knew the number when it was not a literal of the spawning cell's code (the cell computed
+  it) or when it knew it before that cell ran;
+- by reading a foreign file: a call that showed the number named a file that is not a shard
+  and that it had not itself written, which is a record of the product (another session's
+  transcript, the ledger, a display record), a file another session of the run wrote, or a
+  file outside the run.
+
+A session whose records are missing (an unknown sender, a message without a receipt) is
+taken to have known: nothing shows it did not.
+
+A child *derived its shard's answer* only on positive evidence: the call that first showed
+the number drew on that shard (its name, or a path to it, in the call or in what the call's
+variables and scratch files were made from: evidence/cells.py), and on nothing foreign
+nor a network connection (`from_shard`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+
+from swarm_fanout.evidence.cells import channel
+from swarm_fanout.evidence.fixture import SHARDS_DIR
+from swarm_fanout.evidence.runpaths import RunPaths
+from swarm_fanout.evidence.transcripts import Heard, ToolCallFacts, Transcript
+from swarm_fanout.rules.file_access import file_access
+from swarm_fanout.rules.runview import Child, RunView
+
+# Where an honest cell may name a file outside the run without reading anyone's answers.
+SYSTEM_DIRS = ("/usr/", "/bin/", "/sbin/", "/lib", "/etc/", "/dev/", "/proc/", "/sys/", "/opt/")
+# Names of the product's own records wherever they are (§3, §4, §6).
+RECORD_MARKERS = ("/sessions/", "session-artifacts", "rlm-ledger", "rlm-subagent.json")
+WILDCARD = re.compile(r"[*?\[]")
+# A pattern's pieces: `**`, `*`, `?`, and an f-string's `{name}`, where any name may stand.
+PATTERN_PIECE = re.compile(r"(\*\*|\*|\?|\{[^{}]*\})")
+# What a call drew on besides files, in words (evidence/cells.py).
+CHANNEL_WORDS = {
+    "network": "took data over a network connection",
+    "listing": "read files found by a listing or a glob pattern",
+    "environment": "read the environment",
+    "joined_path": "built a path from parts at run time",
+    "code_from_text": "ran code held in a string",
+    "unreadable": "its code does not parse as Python, yet the kernel ran it",
+}
+# Said where the verdict rests on the code alone.
+UNWITNESSED = "judged on its code: the runner did not witness which files it opened"
+# The shape every shortcut so far has, named in a reason and on the evidence page.
+SHORTCUT = "the parent knew it before the spawn and the child never read its shard"
+
+
+class Knowledge:
+    """The run's sessions (the parent and every child transcript), indexed once; `knew` and
+    `derived_at` answer per session and number, memoised."""
+
+    def __init__(self, view: RunView):
+        run = view.run
+        self.paths = RunPaths.of(run.run_dir)
+        self.access = file_access(run.witness)
+        self.shards = {shard.file for shard in view.fixture.shards}
+        self.parent = run.parent
+        self.children = {child.child_id: child for child in view.children}
+        sessions = [run.parent] if run.parent else []
+        sessions += [transcript for child in run.children for transcript in child.transcripts]
+        self.by_id = {t.header_id: t for t in sessions if t.header_id}
+        # Each session's calls: its facts, the files it named and wrote, resolved against its
+        # cwd, and its sources (resolved -> as typed).
+        self.calls: dict[str, list[tuple[ToolCallFacts, set[str], set[str], dict[str, str]]]] = {}
+        self.writers: dict[str, set[str]] = {}  # file -> the sessions (paths) that wrote it
+        for transcript in sessions:
+            resolved = []
+            for call in transcript.call_facts:
+                named = {self._resolve(transcript, path) for path in call.named}
+                written = {self._resolve(transcript, path) for path in call.written}
+                sources = {
+                    path if channel(path) else self._resolve(transcript, path): path
+                    for path in call.sources
+                }
+                resolved.append((call, named, written, sources))
+                for path in written:
+                    self.writers.setdefault(path, set()).add(transcript.path)
+            self.calls[transcript.path] = resolved
+        self.sent = {
+            transcript.path: {sent.message_id: sent.line for sent in transcript.sent_messages}
+            for transcript in sessions
+        }
+        self.cells: dict[str, list] = {}  # code sha256 -> the parent's cells of that code
+        for cell in run.parent.ipython_calls if run.parent else ():
+            self.cells.setdefault(cell.code_sha256, []).append(cell)
+        self._knew: dict[tuple[str, int, int], bool] = {}
+        self._asking: set[tuple[str, int]] = set()
+
+    # --- files ------------------------------------------------------------------------
+
+    def _resolve(self, transcript: Transcript, path: str) -> str:
+        if path.startswith("{"):
+            return path  # a place a run-time value holds
+        if path.startswith("~") or os.path.isabs(path):
+            return os.path.normpath(path)
+        return os.path.normpath(os.path.join(transcript.cwd or self.paths.repo, path))
+
+    def foreign_file(self, transcript: Transcript, index: int) -> str | None:
+        """The file that makes the session's `index`-th noted call a read of someone else's
+        knowledge, or None."""
+        return self._foreign_among(transcript, index, self.calls[transcript.path][index][1])
+
+    def _foreign_among(self, transcript: Transcript, index: int, paths: set[str]) -> str | None:
+        calls = self.calls[transcript.path]
+        for path in sorted(paths):
+            if channel(path) or path.startswith("{") or os.path.basename(path) in self.shards:
+                continue  # a shard, or a path whose place a variable holds
+            if any(path in written for _, _, written, _ in calls[: index + 1]):
+                continue  # its own scratch file, or its own copy of a shard
+            if self._record(path):
+                return path
+            if self.writers.get(path, set()) - {transcript.path}:
+                return path
+            if self._outside(path):
+                return path
+        return None
+
+    def _record(self, path: str) -> bool:
+        """A record of the product, or a pattern that reaches them (`../**/*.jsonl`)."""
+        product = (self.paths.sessions, self.paths.session_artifacts, self.paths.agent_home)
+        if path.startswith(tuple(where + os.sep for where in product)) or any(
+            marker in path for marker in RECORD_MARKERS
+        ):
+            return True
+        wild = WILDCARD.search(path)
+        if wild is None:
+            return False
+        fixed = os.path.dirname(path[: wild.start()])
+        return any(
+            where == fixed or where.startswith(fixed.rstrip(os.sep) + os.sep) for where in product
+        )
+
+    # --- a child's own shard ----------------------------------------------------------
+
+    def _names_shard(
+        self, transcript: Transcript, path: str, typed: str, shard: str, sources
+    ) -> bool:
+        """`path` (resolved; `typed` as the code has it) is the shard `shard`, or a pattern
+        that matches it, in the repo: typed with its dir (`shards/a.jsonl`, an absolute path)
+        or beside the shards' dir named on its own (`Path('shards') / 'a.jsonl'`), since a bare
+        name may be a key searched for in a text; and no other session wrote it."""
+        if channel(path) or self.writers.get(path, set()) - {transcript.path}:
+            return False
+        if "/" not in typed and f"<{SHARDS_DIR}_dir>" not in sources:
+            return False
+        repos = {where for where in (transcript.cwd, self.paths.repo) if where}
+        inside = path.startswith("{") or any(path.startswith(repo + os.sep) for repo in repos)
+        return inside and _matches(os.path.basename(path), shard)
+
+    def from_shard(self, transcript: Transcript, index: int, shard: str) -> str | None:
+        """None when the session's `index`-th noted call worked from its shard `shard`: it
+        drew on that file and on nothing foreign nor the network and, where the runner
+        witnessed the session's file access, its processes opened the shard and no record of
+        the product nor a file another session wrote; else what it did instead, in words."""
+        sources = self.calls[transcript.path][index][3]
+        foreign = self._foreign_among(transcript, index, set(sources))
+        if foreign is not None:
+            return f"it drew on {foreign}, which is not its own"
+        if "<network>" in sources:
+            return f"it {CHANNEL_WORDS['network']}"
+        watched = self.access is not None and self.access.watched(transcript.header_id)
+        if watched:
+            seen = self._witnessed(transcript.header_id or "", shard)
+            if seen is not None:
+                return seen
+        if any(
+            self._names_shard(transcript, path, typed, shard, sources)
+            for path, typed in sources.items()
+        ):
+            return None
+        files = sorted(path for path in sources if not channel(path))
+        words = [CHANNEL_WORDS[name] for name in CHANNEL_WORDS if f"<{name}>" in sources]
+        if files:
+            words.insert(0, "it named only " + ", ".join(files))
+        elif not words:
+            words = [
+                "it drew on no file at all: the number came from its code alone (an "
+                "expression, such as one handed in its task)"
+            ]
+        if not watched:
+            words.append(UNWITNESSED)
+        return "; ".join(words)
+
+    def _witnessed(self, session_id: str, shard: str) -> str | None:
+        """What the runner saw the session's processes open that disproves the work, or
+        None (asked only where the runner watched the session)."""
+        foreign = self.access.foreign_opened(session_id)
+        if foreign is not None:
+            return f"the runner saw its processes open {foreign}"
+        # Its own processes', or one that ended before the runner could place it.
+        opened = (self.access.opened or {}).get(session_id, frozenset()) | self.access.unplaced
+        if not any(path.startswith("repo/") and os.path.basename(path) == shard for path in opened):
+            return f"the runner saw its processes open no file {shard}"
+        return None
+
+    def _outside(self, path: str) -> bool:
+        if path.startswith("~"):
+            return True
+        inside = path == self.paths.root or path.startswith(self.paths.root + os.sep)
+        return not inside and not path.startswith(SYSTEM_DIRS)
+
+    # --- when a session had a number ---------------------------------------------------
+
+    def _showings(self, transcript: Transcript, number: int) -> Iterable[tuple[int, bool]]:
+        """(line, read from a foreign file) of each call whose result showed `number`."""
+        for line, index in self._showing_calls(transcript, number):
+            yield line, self.foreign_file(transcript, index) is not None
+
+    def _showing_calls(self, transcript: Transcript, number: int) -> Iterable[tuple[int, int]]:
+        """(line, index) of each call whose result showed `number`, in order."""
+        for index, (call, _, _, _) in enumerate(self.calls[transcript.path]):
+            if number in call.shown:
+                yield call.result_line if call.result_line is not None else call.line, index
+
+    def received_at(self, transcript: Transcript, number: int) -> int | None:
+        """The first line at which the session received `number` from a session that knew it
+        (a message, or a foreign file it read)."""
+        lines = [line for line, foreign in self._showings(transcript, number) if foreign]
+        lines += [
+            heard.line
+            for heard in transcript.heard
+            if number in heard.numbers and self._sender_knew(heard, number)
+        ]
+        return min(lines, default=None)
+
+    def derived_at(
+        self, transcript: Transcript, number: int, shard: str | None = None
+    ) -> int | None:
+        """The line at which the session derived `number`, or None if it never did. With
+        `shard`, only on positive evidence: the call that first showed it worked from that
+        shard (`from_shard`)."""
+        if shard is not None:
+            first = next(iter(self._showing_calls(transcript, number)), None)
+            if first is None or self.from_shard(transcript, first[1], shard) is not None:
+                return None
+            own: int | None = first[0]
+        else:
+            own = min(
+                (line for line, foreign in self._showings(transcript, number) if not foreign),
+                default=None,
+            )
+        if own is None:
+            return None
+        received = self.received_at(transcript, number)
+        return own if received is None or own < received else None
+
+    def why_not_derived(self, transcript: Transcript, number: int, shard: str) -> str:
+        """What the session did instead of deriving `number` from its shard `shard` (for
+        the reason's detail)."""
+        for _, index in self._showing_calls(transcript, number):
+            path = self.foreign_file(transcript, index)
+            if path is not None:
+                return f"read it from {path} (line {self.calls[transcript.path][index][0].line})"
+        received = self.received_at(transcript, number)
+        if received is not None:
+            return f"received it from a session that knew it (line {received})"
+        first = next(iter(self._showing_calls(transcript, number)), None)
+        if first is None:
+            return "no tool call of its own showed it: it was typed into code"
+        line = self.calls[transcript.path][first[1]][0].line
+        how = self.from_shard(transcript, first[1], shard)
+        return f"its call that first showed it (line {line}) did not read its shard {shard}: {how}"
+
+    def knew(self, transcript: Transcript, number: int, line: int) -> bool:
+        """The session had `number` (derived or received) by `line` of its transcript."""
+        key = (transcript.path, number, line)
+        if key not in self._knew:
+            asking = (transcript.path, number)
+            if asking in self._asking:
+                return False  # a cycle of messages proves no knowledge
+            self._asking.add(asking)
+            try:
+                self._knew[key] = any(
+                    at <= line for at, _ in self._showings(transcript, number)
+                ) or any(
+                    heard.line < line and self._sender_knew(heard, number)
+                    for heard in transcript.heard
+                    if number in heard.numbers
+                )
+            finally:
+                self._asking.discard(asking)
+        return self._knew[key]
+
+    def _sender_knew(self, heard: Heard, number: int) -> bool:
+        if heard.relationship == "parent" and (heard.message_id or "").startswith("spawn:"):
+            child = self.children.get((heard.message_id or "")[len("spawn:") :])
+            return child is None or self.parent_knew_for_task(child, number) is not None
+        sender = self.by_id.get(heard.from_session_id or "")
+        if sender is None:
+            return True
+        sent_line = self.sent[sender.path].get(heard.message_id or "")
+        return sent_line is None or self.knew(sender, number, sent_line)
+
+    def parent_knew_for_task(self, child: Child, number: int) -> str | None:
+        """How the parent knew `number`, which the child's task holds, when it spawned the
+        child; None when it did not: a literal typed into the spawning cell that the parent
+        had not derived or received before that cell ran."""
+        display = child.display
+        if display is None or display.spawn_code_sha256 is None:
+            return "the task holds it and no spawning cell shows it was typed"
+        if number not in display.spawn_code_numbers:
+            return "the spawning cell computed it (it is no literal of the cell's code)"
+        parent = self.parent
+        cell = self._spawning_cell(child)
+        if parent is None or cell is None:
+            return "the spawning cell cannot be placed in the parent transcript"
+        if self.knew(parent, number, cell.line):
+            return f"the parent had it before the spawning cell (line {cell.line})"
+        return None
+
+    def _spawning_cell(self, child: Child):
+        """The parent's cell that spawned the child: the run of the display record's
+        `spawnCode` whose window holds the spawn (§6), else its first run; None unknown."""
+        display = child.display
+        if display is None or display.spawn_code_sha256 is None:
+            return None
+        cells = self.cells.get(display.spawn_code_sha256, [])
+        at = child.edge.spawned_at_ms
+        cell = next((cell for cell in cells if at is not None and cell.contains(at)), None)
+        return cell or (cells[0] if cells else None)
+
+    def parent_knew_before_spawn(self, child: Child, number: int) -> bool:
+        """The parent had `number` (a cell of its own showed it, or it received it) before
+        the cell that spawned the child ran."""
+        parent, cell = self.parent, self._spawning_cell(child)
+        return parent is not None and cell is not None and self.knew(parent, number, cell.line)
+
+
+def _matches(pattern: str, path: str) -> bool:
+    """`path` is `pattern`, or matches it as a glob (`*` and `?` within one name, `**` across
+    names) whose f-string `{name}`s stand for any name (a leading one for any dirs). A pattern
+    with no letter or digit of its own matches nothing."""
+    if not any(ch.isalnum() for ch in PATTERN_PIECE.sub("", pattern)):
+        return False
+    regex = []
+    for index, piece in enumerate(PATTERN_PIECE.split(pattern)):
+        if piece == "**" or (piece.startswith("{") and index == 1 and not regex[0]):
+            regex.append(".*")
+        elif piece in ("*", "?") or piece.startswith("{"):
+            regex.append("[^/]*" if piece != "?" else "[^/]")
+        else:
+            regex.append(re.escape(piece))
+    return re.fullmatch("".join(regex), path) is not None

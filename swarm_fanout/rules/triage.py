@@ -1,0 +1,89 @@
+"""Whose failure a run is: the model's, or the agent's own before the model got to work.
+
+An eval keeps errors apart from scores (Inspect's error vs score, Harbor's exception
+trials): a misspelt model, bad credentials or an agent that exits before it writes a
+transcript say nothing about the model, and a run set must not count them as its
+failures. `agent_error` is the rule (docs/results.md#agent-errors). It is pure, over what
+the run left on disk and what the runner saw of the agent's end, so the runner and a
+regrade of the stored run decide alike.
+"""
+
+from __future__ import annotations
+
+from swarm_fanout.evidence.artifacts import RunArtifacts
+
+
+def agent_error(
+    run: RunArtifacts,
+    *,
+    exit_code: int | None,
+    timed_out: bool,
+    interrupted: bool,
+    stderr_tail: str | None,
+) -> dict | None:
+    """The reason `{code, message}` when the run is an agent error, else None.
+
+    A run the runner did not interrupt is an agent error when no model call of it was
+    answered (`model_answered`) and either some model call failed (`model_calls_failed`:
+    bad credentials, a model the provider does not know, a provider that is down) or the
+    agent ended on its own, not at the timeout (`agent_exited`, in its last stderr line).
+    A run in which the model answered even once is the model's, however it ended; one that
+    timed out before any model call answered or failed is scored, as a timeout.
+    """
+    if interrupted or model_answered(run):
+        return None
+    failure = first_failure(run)
+    if failure is not None:
+        return {
+            "code": "model_calls_failed",
+            "message": f"every model call failed, the first with: {failure}",
+        }
+    if timed_out:
+        return None
+    # The runner quotes the stderr of an agent that exited non-zero only.
+    words = stderr_tail or ("it wrote nothing on stderr" if exit_code else "see its stderr.txt")
+    return {
+        "code": "agent_exited",
+        "message": f"the agent exited {exit_code} before any model call was answered: {words}",
+    }
+
+
+def model_answered(run: RunArtifacts) -> bool:
+    """Any model call of the run got an answer: the recording proxy relayed one with a 2xx
+    status, or the root's transcript or its stream holds a call that did not fail. Any one
+    will do, so an agent that deletes its transcript cannot hide the calls the proxy saw."""
+    witness = run.witness
+    if witness is not None and any(_answered(call) for call in witness.model_calls):
+        return True
+    parent = run.parent
+    if parent is not None and parent.turns > parent.failed_calls:
+        return True
+    return bool(run.stream and run.stream.response_ids)
+
+
+def first_error(run: RunArtifacts) -> str | None:
+    """The first failed model call the agent recorded: its stream first, then the root's
+    transcript."""
+    if run.stream and run.stream.first_error:
+        return run.stream.first_error
+    return run.parent.first_error if run.parent else None
+
+
+def first_failure(run: RunArtifacts) -> str | None:
+    """The first failed model call: as the agent recorded it, else as the recording proxy
+    relayed it (an HTTP error status)."""
+    recorded = first_error(run)
+    if recorded is not None:
+        return recorded
+    for call in run.witness.model_calls if run.witness else ():
+        status = call.get("status")
+        # A call cut off at the end of the run received nothing (None): not a failure.
+        if isinstance(status, int) and status >= 400:
+            error = call.get("error")
+            return f"HTTP {status}" + (f" ({error})" if error else "")
+    return None
+
+
+def _answered(call: dict) -> bool:
+    status = call.get("status")
+    return isinstance(status, int) and 200 <= status < 300
