@@ -249,5 +249,11 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def console() -> None:
+    """The installed command `swarm-fanout-simulated-agent` (a wheel keeps no executable bit,
+    so this file is no `--agent-bin` once installed)."""
+    sys.exit(main(sys.argv[1:]))
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
