@@ -425,8 +425,17 @@ class ReplayEvidence(ReplayCase):
     def test_a_replayed_cell_sees_no_run_file_no_home_and_no_network(self):
         """What the sandbox withholds: the sessions dir, the agent home, the user's home, the
         network; a fresh /tmp. Each probe sends what it found."""
-        repo = os.path.realpath(self.repo)
-        way = repo.split("/")[2] if repo.startswith("/tmp/") else "home"
+        # The ways the sandbox makes through its own /tmp: to the repo's copy and to the
+        # kernel Python's install (this checkout's venv), where either lies under /tmp.
+        ways = {"home", "replay-output.txt"} | {
+            path.split("/")[2]
+            for path in (
+                os.path.realpath(self.repo),
+                sys.executable,
+                os.path.realpath(sys.executable),
+            )
+            if path.startswith("/tmp/")
+        }
         probes = {
             "sessions": f"import os; found = os.path.exists({self.build.paths.sessions!r})",
             "agent_home": f"import os; found = os.path.exists({self.build.paths.agent_home!r})",
@@ -435,9 +444,8 @@ class ReplayEvidence(ReplayCase):
             "found = os.path.isdir(home) and any(not os.path.realpath(sys.executable).startswith("
             "os.path.join(home, entry) + '/') for entry in os.listdir(home))",
             # The sandbox's own /tmp: the home dir it makes, the kernel's output file and
-            # the way to the repo's copy when the run lies under /tmp.
-            "tmp": "import os\n"
-            f"found = bool(set(os.listdir('/tmp')) - {{'home', 'replay-output.txt', {way!r}}})",
+            # the ways above.
+            "tmp": f"import os\nfound = bool(set(os.listdir('/tmp')) - set({sorted(ways)!r}))",
             "network": "import socket\ntry:\n"
             "    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
             "    found = True\nexcept OSError:\n    found = False",
