@@ -4,17 +4,13 @@ both ways. And the reader itself is total: any text gives a reading."""
 
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 import unittest
 
-from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.cells import Session
-from swarm_fanout.scorer import score
-from tests.builders import RunBuilder, ask_only_what_was_searched, small_fixture
+from tests.builders import ask_only_what_was_searched
+from tests.test_scorer import FIXTURE, RunTestCase
 
-FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards
 INDEX_LINES = [f"- {s.file}: {s.expected}" for s in FIXTURE.shards]
 
@@ -29,18 +25,8 @@ def send(shard) -> str:
     )
 
 
-class CellsTestCase(unittest.TestCase):
-    def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self._tmp.cleanup)
-        self.run_dir = os.path.join(self._tmp.name, "run")
-        self.build = RunBuilder(self.run_dir)
-        self.build.shard_files.update({shard.worker: shard.file for shard in FIXTURE.shards})
-
-    def verdict(self):
-        return score(FIXTURE, collect(self.run_dir, FIXTURE.artifact))
-
-    def codes(self) -> list[tuple[str, str | None]]:
+class CellsTestCase(RunTestCase):
+    def shard_codes(self) -> list[tuple[str, str | None]]:
         return [(reason.code, reason.shard) for reason in self.verdict().reasons]
 
     def fan_out(self, **per_worker) -> dict:
@@ -79,7 +65,9 @@ class CellsTestCase(unittest.TestCase):
         self.reply_all(self.fan_out())
 
     def assert_written_before_reply(self) -> None:
-        self.assertEqual([code for code, _ in self.codes()], ["answer_written_before_reply"] * 3)
+        self.assertEqual(
+            [code for code, _ in self.shard_codes()], ["answer_written_before_reply"] * 3
+        )
 
 
 class HonestChildrenTest(CellsTestCase):
