@@ -1,9 +1,10 @@
 """Launching the agent headless, watching it, and ending every process a run started.
 
 The agent runs in its own session and process group, with the runner as its
-child subreaper (shell/procs.py); a timeout or a SIGINT/SIGTERM to the runner ends the
-run's whole tree, and the product's daemon is shut down over its own socket
-(contract §2) before anything left is signalled.
+child subreaper (shell/procs.py), started, watched and ended through the run's plan
+whatever its kind (shell/sandbox.py's seam: plain, or in bubblewrap); a timeout or a
+SIGINT/SIGTERM to the runner ends the run's whole tree, and the product's daemon is shut
+down over its own socket (contract §2) before anything left is signalled.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from swarm_fanout.shell.file_access import FileAccessWitness
 from swarm_fanout.shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
 from swarm_fanout.shell.resident import drive_resident
 from swarm_fanout.shell.rundir import RunDir
-from swarm_fanout.shell.sandbox import Detached, Plan, Started
+from swarm_fanout.shell.sandbox import Plan, Started
 from swarm_fanout.shell.watch import ENDING, ENDING_NOW, Interrupt, Watch
 
 # How long the agent's processes get to act on their own when a run ends, before the
@@ -366,12 +367,6 @@ def end_run(agent: Started, socket: str, grace: float | None = None) -> dict:
         "leaked_pids": leaked,
         **agent.record(),
     }
-
-
-def end_detached(socket: str, agent_home: str, grace: float | None = None) -> dict:
-    """End a run none of whose processes is the caller's child (a verifiers rollout's) as
-    `end_run` ends one, its processes found by its agent dir alone."""
-    return end_run(Detached(agent_home), socket, grace)
 
 
 STDERR_TAIL_CHARS = 500  # what a result keeps of the agent's last words
