@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from swarm_fanout.evidence.number_tokens import numbers_in
 from swarm_fanout.evidence.replays import ChildReplay, Pass, Replay
+from swarm_fanout.rules.kernels import session_of
 from swarm_fanout.rules.knowledge import Knowledge
 from swarm_fanout.rules.runview import Child
 
@@ -72,11 +73,9 @@ def run_evidence(
     received = knowledge.received_at(transcript, answer)
     if received is not None:
         return f"in the run it received it from a session that knew it (line {received})"
-    access = knowledge.access
-    if access is not None and transcript.header_id and access.watched(transcript.header_id):
-        opened = access.foreign_opened(transcript.header_id, held)
-        if opened is not None:
-            return f"in the run the runner saw its processes open {opened}"
+    session = session_of(transcript)
+    if knowledge.access.watched(session):
+        return knowledge.access.against(session or "", held)
     return None
 
 

@@ -1,0 +1,89 @@
+"""What each session's kernel did, by its own record (evidence/kernel_records.py), read
+against the run's other sessions: what it touched that was not its own to work from
+(docs/witness.md "What each kernel did"). Pure.
+
+A session's own files are the ones its kernel wrote and the ones the programs it started
+name (a scratch copy `cp` made). It may not have read, nor named to a program, a record of
+the product (another transcript, the ledger, a display record), a file another session
+wrote or named (unless `held`: a repo file every replay held that holds no reply's number,
+such as a loader the parent wrote for every child), a file of /tmp or the run's TMPDIR that
+is not its own, or a file of the run outside its repo (the replay withholds all of these).
+Nor may it have connected anywhere but the product's own sockets in its TMPDIR.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from swarm_fanout.evidence.kernel_records import SessionRecord
+from swarm_fanout.evidence.transcripts import Transcript
+
+# The product's records, as paths in the run dir (contract §3, §4, §6).
+RECORD = re.compile(
+    r"^sessions/|^session-artifacts/.*(?:\.jsonl|rlm-subagent\.json)$|^agent-home/rlm-ledger/"
+)
+# The product's own sockets: the daemon's and its workers' in TMPDIR (contract §2).
+PRODUCT_SOCKET = re.compile(r"^tmp/(?:prime-agent-\d+/)?[\w.-]+\.sock$")
+
+
+def session_of(transcript: Transcript) -> str | None:
+    """The record's key for a transcript's session: a child's `sub-<8 hex>` dir (its kernel's
+    session dir, contract §11), else the header id."""
+    child_dir = os.path.basename(os.path.dirname(transcript.path))
+    return child_dir if child_dir.startswith("sub-") else transcript.header_id
+
+
+class KernelAccess:
+    """The run's kernel records (None: the run has none), by session_of."""
+
+    def __init__(self, records: dict[str, SessionRecord] | None):
+        self.records = records or {}
+
+    def watched(self, session: str | None) -> bool:
+        return session in self.records
+
+    def opened_shard(self, session: str, shard: str) -> bool:
+        record = self.records[session]
+        return any(
+            path.startswith("repo/") and os.path.basename(path) == shard
+            for path in record.read | record.named
+        )
+
+    def against(self, session: str, held: frozenset[str] = frozenset()) -> str | None:
+        """What the session's kernel touched that was not its own, in words; None: nothing."""
+        mine = self.records[session]
+        others: set[str] = set()
+        for key, record in self.records.items():
+            if key != session:
+                others |= record.written | record.named
+        own = mine.written | mine.named
+        for path in sorted(mine.read):
+            why = _foreign(path, own, others, held)
+            if why:
+                return f"in the run its kernel read {path}, {why}"
+        for path in sorted(mine.named - mine.written):
+            why = _foreign(path, own, others, held)
+            if why:
+                command = next((line for line in mine.ran if os.path.basename(path) in line), "")
+                return f"in the run its kernel ran `{command[:120]}`, naming {path}, {why}"
+        for address in mine.connected:
+            if not PRODUCT_SOCKET.match(address):
+                return f"in the run its kernel connected to {address}"
+        return None
+
+
+def _foreign(path: str, own: frozenset[str], others: set[str], held: frozenset[str]) -> str:
+    if RECORD.search(path):
+        return "a record of the product"
+    if path in held:
+        return ""
+    if path in others:
+        return "which another session wrote"
+    if path in own:
+        return ""
+    if path.startswith(("/tmp/", "tmp/")):
+        return "from /tmp, not its own scratch"
+    if not path.startswith(("/", "repo/")):
+        return "outside its repo, which its replay withheld"
+    return ""
