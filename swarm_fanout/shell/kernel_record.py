@@ -14,7 +14,8 @@ session's artifact dir, named by the session's header id (contract §11 "The ker
 session"). The hook reads it at each event, so a process with none (the product's kernel
 template, a process the cell cleared it in) records nothing, and the process id at each
 event, so a process a cell forks writes a record of its own. The Python install's own files
-(imports) are left out.
+and the directories on its `sys.path` at start-up (imports, the product's skills) are left
+out, as are /proc, /sys and /dev.
 """
 
 import json
@@ -28,11 +29,15 @@ LIMIT = 20_000  # entries per record: a cell that opens files in a loop cannot f
 class KernelRecord:
     def __init__(self, directory: str):
         self.directory = os.path.abspath(directory)
-        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+        # The Python install and what its path holds (the product's skills), but for a
+        # place that holds the working dir (the repo, whose modules a cell may import).
+        cwd = os.getcwd().rstrip("/") + "/"
+        installs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+        installs |= {entry for entry in sys.path if os.path.isabs(entry)}
         self.skipped = tuple(
             place.rstrip("/") + "/"
-            for place in (*sorted(prefixes), "/proc", "/sys", "/dev", self.directory)
-            if place not in ("", "/")
+            for place in (*sorted(installs), "/proc", "/sys", "/dev", self.directory)
+            if place not in ("", "/") and not cwd.startswith(place.rstrip("/") + "/")
         )
         self.key = None  # (session dir, pid) the open record is for
         self.fd = -1
@@ -103,6 +108,9 @@ class KernelRecord:
         session, pid = key
         name = f"{os.path.basename(session.rstrip('/'))}-{pid}.jsonl"
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        if self.fd >= 0:
+            os.close(self.fd)  # the previous session's, or the parent process's copy
+            self.fd = -1
         self.fd = os.open(os.path.join(self.directory, name), flags, 0o600)
         self.key, self.seen = key, set()
         head = {
