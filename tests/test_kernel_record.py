@@ -16,8 +16,13 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.fixture import load_fixture
 from swarm_fanout.evidence.kernel_records import read_kernel_records
+from swarm_fanout.evidence.runpaths import RunPaths
+from swarm_fanout.scorer import score
 from swarm_fanout.shell import kernel_record
+from tests.runner_case import JSON_EVENTS, RunnerTestCase
 from tests.test_replay import DECOY, ReplayCase, needs_bwrap, send_code
 
 SESSION = "sub-0a0b0c0d"
@@ -244,6 +249,38 @@ class RecordedRuns(ReplayCase):
             f"raw = load({self.shard.file!r})\n" + self.answer_lines("raw") + send_code(self.shard.file)
         )
         self.assertDerived(self.judged(code))
+
+
+class SimulatedKernels(RunnerTestCase):
+    """The simulated agent's kernel runs the run's startup file and records each session's
+    cells as the product's kernels do."""
+
+    def test_each_simulated_child_records_reading_its_own_shard_only(self):
+        _, result = self.run_runner("simulated/oracle")
+        self.assertTrue(result["resolved"], result["reasons"])
+        self.assertEqual(result["verdict"]["witness"]["kernel_record"], {"sessions": 9})
+        records = read_kernel_records(RunPaths.of(self.run_dir(result)).kernel_record)
+        children = {key: record for key, record in records.items() if key.startswith("sub-")}
+        self.assertEqual(len(children), 8)
+        shards = [
+            sorted(path for path in record.read if path.startswith("repo/"))
+            for record in children.values()
+        ]
+        self.assertTrue(all(len(read) == 1 and "/shards/" in read[0] for read in shards), shards)
+        self.assertEqual(len({read[0] for read in shards}), 8)
+
+    def test_a_simulated_child_whose_kernel_read_the_parents_transcript_is_not_derived(self):
+        _, result = self.run_runner("simulated/oracle")
+        paths = RunPaths.of(self.run_dir(result))
+        child = sorted(name for name in os.listdir(paths.kernel_record) if name.startswith("sub-"))[0]
+        transcript = next(Path(paths.sessions).glob("*.jsonl"))
+        with open(os.path.join(paths.kernel_record, child), "a") as handle:
+            handle.write(json.dumps({"what": "open", "path": str(transcript), "mode": "r"}) + "\n")
+        fixture = load_fixture(JSON_EVENTS)
+        verdict = score(fixture, collect(paths.root, fixture.artifact))
+        messages = [r.message for r in verdict.reasons if r.code == "answer_not_derived"]
+        self.assertEqual(len(messages), 1, verdict.reasons)
+        self.assertIn(f"its kernel read sessions/{transcript.name}, a record of the product", messages[0])
 
 
 if __name__ == "__main__":
