@@ -235,8 +235,10 @@ class RecordedRuns(ReplayCase):
             with self.subTest(name):
                 self.setUp()
                 self.addCleanup(
-                    lambda: os.path.exists(f"/tmp/swarm-fanout-mine-{file}")
-                    and os.remove(f"/tmp/swarm-fanout-mine-{file}")
+                    lambda: (
+                        os.path.exists(f"/tmp/swarm-fanout-mine-{file}")
+                        and os.remove(f"/tmp/swarm-fanout-mine-{file}")
+                    )
                 )
                 code = reading + self.answer_lines("raw") + send_code(file)
                 self.assertDerived(self.judged(code))
@@ -246,7 +248,9 @@ class RecordedRuns(ReplayCase):
         self.parent_cells = (f"open('shardtools.py', 'w').write({loader!r})\n",)
         code = (
             "import json\nfrom shardtools import load\n"
-            f"raw = load({self.shard.file!r})\n" + self.answer_lines("raw") + send_code(self.shard.file)
+            f"raw = load({self.shard.file!r})\n"
+            + self.answer_lines("raw")
+            + send_code(self.shard.file)
         )
         self.assertDerived(self.judged(code))
 
@@ -272,7 +276,9 @@ class SimulatedKernels(RunnerTestCase):
     def test_a_simulated_child_whose_kernel_read_the_parents_transcript_is_not_derived(self):
         _, result = self.run_runner("simulated/oracle")
         paths = RunPaths.of(self.run_dir(result))
-        child = sorted(name for name in os.listdir(paths.kernel_record) if name.startswith("sub-"))[0]
+        child = sorted(name for name in os.listdir(paths.kernel_record) if name.startswith("sub-"))[
+            0
+        ]
         transcript = next(Path(paths.sessions).glob("*.jsonl"))
         with open(os.path.join(paths.kernel_record, child), "a") as handle:
             handle.write(json.dumps({"what": "open", "path": str(transcript), "mode": "r"}) + "\n")
@@ -280,7 +286,9 @@ class SimulatedKernels(RunnerTestCase):
         verdict = score(fixture, collect(paths.root, fixture.artifact))
         messages = [r.message for r in verdict.reasons if r.code == "answer_not_derived"]
         self.assertEqual(len(messages), 1, verdict.reasons)
-        self.assertIn(f"its kernel read sessions/{transcript.name}, a record of the product", messages[0])
+        self.assertIn(
+            f"its kernel read sessions/{transcript.name}, a record of the product", messages[0]
+        )
 
 
 if __name__ == "__main__":

@@ -60,7 +60,9 @@ def run_recorded(build: RunBuilder, session_dir: str, cells) -> None:
     paths = build.paths
     os.makedirs(paths.tmp, exist_ok=True)
     startup = os.path.join(paths.tmp, "startup.py")
-    Path(startup).write_text(kernel_record.startup_file(kernel_record.__file__, paths.kernel_record))
+    Path(startup).write_text(
+        kernel_record.startup_file(kernel_record.__file__, paths.kernel_record)
+    )
     script = (
         f"import runpy; runpy.run_path({startup!r}); "
         f"runpy.run_path({replay.KERNEL_SCRIPT!r}, run_name='__main__')"

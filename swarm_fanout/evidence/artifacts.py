@@ -24,8 +24,8 @@ from swarm_fanout.evidence.jsonl import (
     read_text,
     text_field,
 )
-from swarm_fanout.evidence.number_tokens import numbers_among, numbers_in
 from swarm_fanout.evidence.kernel_records import SessionRecord, read_kernel_records
+from swarm_fanout.evidence.number_tokens import numbers_among, numbers_in
 from swarm_fanout.evidence.replays import Replay, read_replay
 from swarm_fanout.evidence.runpaths import DISPLAY_FILE, RunPaths
 from swarm_fanout.evidence.transcripts import (

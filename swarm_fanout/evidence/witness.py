@@ -98,4 +98,3 @@ def read_witness(path: str) -> Witness | None:
         channels=tuple(kept["channel"]),
         findings=tuple(findings),
     )
-

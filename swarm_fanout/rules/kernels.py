@@ -41,6 +41,7 @@ class KernelAccess:
         self.records = records or {}
 
     def watched(self, session: str | None) -> bool:
+        """The session's kernel kept a record."""
         return session in self.records
 
     def opened_shard(self, session: str, shard: str) -> bool:
@@ -50,9 +51,9 @@ class KernelAccess:
             for path in record.read | record.named
         )
 
-    def against(self, session: str, held: frozenset[str] = frozenset()) -> str | None:
+    def against(self, session: str | None, held: frozenset[str] = frozenset()) -> str | None:
         """What the session's kernel touched that was not its own, in words; None: nothing."""
-        mine = self.records[session]
+        mine = self.records[session or ""]
         others: set[str] = set()
         for key, record in self.records.items():
             if key != session:

@@ -53,7 +53,7 @@ class KernelRecord:
             entry = EVENTS[event](self, args)
             if entry is not None:
                 self._write(session, entry)
-        except Exception:  # noqa: BLE001 - a record must never break the cell it watches
+        except Exception:
             pass
 
     def _path(self, path) -> str | None:

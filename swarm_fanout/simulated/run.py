@@ -799,8 +799,9 @@ class Run:
             code = cache_cell(self.cwd, shards, cache)
         else:
             code = count_cell(self.cwd, shards)
-        with self.cell_turn([self.user], "Counting every shard first.", code) as cell, cell_of(
-            self.artifacts_dir
+        with (
+            self.cell_turn([self.user], "Counting every shard first.", code) as cell,
+            cell_of(self.artifacts_dir),
         ):
             self.counted = {
                 s.file: compute_answer(shard_path(self.cwd, s), s.question) for s in shards
