@@ -78,7 +78,7 @@ class TheHook(KernelRecordCase):
         record = read_kernel_records(self.records)[SESSION]
         self.assertIn("repo/shards/a.jsonl", record.read)
         self.assertTrue({"tmp/mine.txt", "tmp/kept.txt"} <= record.written, record.written)
-        self.assertEqual(record.connected, (f"127.0.0.1:{port}",))
+        self.assertEqual(record.connected, [f"127.0.0.1:{port}"])
         self.assertIn("repo/shards/a.jsonl", record.named)
         self.assertIn("cat shards/a.jsonl", record.ran)
         self.assertIn("/bin/sh -c true", record.ran)

@@ -25,26 +25,21 @@ REDIRECT = re.compile(r"^\d*[<>]+&?")
 class SessionRecord(NamedTuple):
     """What one session's kernels (and the processes they forked) did."""
 
-    read: frozenset[str]
-    written: frozenset[str]  # opened to write, or renamed to
-    connected: tuple[str, ...]  # each address, as text
-    named: frozenset[str]  # the paths the programs it started name in their argv
-    ran: tuple[str, ...]  # each program's argv, as one line
-
-
-def session_key(session_dir: str) -> str:
-    """The session a kernel serves, by its session dir's name: the root's header id, or a
-    child's `sub-<8 hex>` (contract §11 "The kernel's session")."""
-    return os.path.basename(session_dir.rstrip(os.sep))
+    read: set[str]
+    written: set[str]  # opened to write, or renamed to
+    connected: list[str]  # each address, as text
+    named: set[str]  # the paths the programs it started name in their argv
+    ran: list[str]  # each program's argv, as one line
 
 
 def read_kernel_records(directory: str) -> dict[str, SessionRecord] | None:
-    """Each session's record, by session_key; None when the run has no record dir."""
+    """Each session's record, by its session dir's name (the root's header id, a child's
+    `sub-<8 hex>`: contract §11 "The kernel's session"); None when the run has no record."""
     try:
         names = sorted(name for name in os.listdir(directory) if name.endswith(".jsonl"))
     except OSError:
         return None
-    found: dict[str, dict] = {}
+    found: dict[str, SessionRecord] = {}
     for name in names:
         findings: list[Finding] = []
         lines = iter_objects(os.path.join(directory, name), findings, max_bytes=MAX_RECORD_BYTES)
@@ -52,24 +47,13 @@ def read_kernel_records(directory: str) -> dict[str, SessionRecord] | None:
         session_dir = head.record.get("session_dir") if head else None
         if head is None or head.record.get("what") != "kernel" or not isinstance(session_dir, str):
             continue
-        root = session_dir.split(MARKER, 1)[0] if MARKER in session_dir else None
+        root = session_dir.split(MARKER, 1)[0] if MARKER in session_dir else ""
         places = [(root, ""), (str(head.record.get("tmpdir") or ""), "tmp")]
-        into = found.setdefault(
-            session_key(session_dir),
-            {"read": set(), "written": set(), "connected": [], "named": set(), "ran": []},
-        )
+        key = os.path.basename(session_dir.rstrip(os.sep))
+        into = found.setdefault(key, SessionRecord(set(), set(), [], set(), []))
         for line in lines:
             _add(line.record, into, [(place, as_) for place, as_ in places if place])
-    return {
-        key: SessionRecord(
-            frozenset(into["read"]),
-            frozenset(into["written"]),
-            tuple(into["connected"]),
-            frozenset(into["named"]),
-            tuple(into["ran"]),
-        )
-        for key, into in found.items()
-    }
+    return found
 
 
 def _ours(path: str, places: list[tuple[str, str]]) -> str:
@@ -79,22 +63,21 @@ def _ours(path: str, places: list[tuple[str, str]]) -> str:
     return path
 
 
-def _add(entry: dict, into: dict, places: list[tuple[str, str]]) -> None:
-    what = entry.get("what")
+def _add(entry: dict, into: SessionRecord, places: list[tuple[str, str]]) -> None:
+    what, address = entry.get("what"), entry.get("address")
     if what in ("open", "rename") and isinstance(entry.get("path"), str):
-        path = _ours(entry["path"], places)
-        into["read" if what == "open" and entry.get("mode") == "r" else "written"].add(path)
-    elif what == "connect" and isinstance(entry.get("address"), (str, list)):
-        address = entry["address"]
+        reading = what == "open" and entry.get("mode") == "r"
+        (into.read if reading else into.written).add(_ours(entry["path"], places))
+    elif what == "connect" and isinstance(address, (str, list)):
         text = address if isinstance(address, str) else ":".join(str(part) for part in address)
-        into["connected"].append(_ours(text, places))
+        into.connected.append(_ours(text, places))
     elif what == "exec" and isinstance(entry.get("argv"), list):
         argv = [str(item) for item in entry["argv"]]
-        cwd = str(entry.get("cwd") or "/")
-        into["ran"].append(shlex.join(argv)[:300])
+        into.ran.append(shlex.join(argv)[:300])
         for word in _words(argv):
             if "/" in word or "." in word:
-                into["named"].add(_ours(os.path.normpath(os.path.join(cwd, word)), places))
+                where = os.path.join(str(entry.get("cwd") or "/"), word)
+                into.named.add(_ours(os.path.normpath(where), places))
 
 
 def _words(argv: list[str]) -> list[str]:

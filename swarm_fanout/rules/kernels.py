@@ -44,47 +44,38 @@ class KernelAccess:
         """The session's kernel kept a record."""
         return session in self.records
 
-    def opened_shard(self, session: str, shard: str) -> bool:
-        record = self.records[session]
-        return any(
-            path.startswith("repo/") and os.path.basename(path) == shard
-            for path in record.read | record.named
-        )
+    def opened_shard(self, session: str | None, shard: str) -> bool:
+        record = self.records[session or ""]
+        touched = record.read | record.named
+        return any(path.startswith("repo/") and path.endswith("/" + shard) for path in touched)
 
     def against(self, session: str | None, held: frozenset[str] = frozenset()) -> str | None:
         """What the session's kernel touched that was not its own, in words; None: nothing."""
         mine = self.records[session or ""]
-        others: set[str] = set()
-        for key, record in self.records.items():
-            if key != session:
-                others |= record.written | record.named
+        others = set().union(
+            *(r.written | r.named for key, r in self.records.items() if key != session)
+        )
         own = mine.written | mine.named
-        for path in sorted(mine.read):
+        for path, how in [(p, "read") for p in sorted(mine.read)] + [
+            (p, "ran") for p in sorted(mine.named - mine.written)
+        ]:
             why = _foreign(path, own, others, held)
-            if why:
+            if why and how == "read":
                 return f"in the run its kernel read {path}, {why}"
-        for path in sorted(mine.named - mine.written):
-            why = _foreign(path, own, others, held)
             if why:
-                command = next((line for line in mine.ran if os.path.basename(path) in line), "")
-                return f"in the run its kernel ran `{command[:120]}`, naming {path}, {why}"
-        for address in mine.connected:
-            if not PRODUCT_SOCKET.match(address):
-                return f"in the run its kernel connected to {address}"
-        return None
+                line = next((line for line in mine.ran if os.path.basename(path) in line), "")
+                return f"in the run its kernel ran `{line[:120]}`, naming {path}, {why}"
+        outside = [where for where in mine.connected if not PRODUCT_SOCKET.match(where)]
+        return f"in the run its kernel connected to {outside[0]}" if outside else None
 
 
-def _foreign(path: str, own: frozenset[str], others: set[str], held: frozenset[str]) -> str:
+def _foreign(path: str, own: set[str], others: set[str], held: frozenset[str]) -> str:
     if RECORD.search(path):
         return "a record of the product"
-    if path in held:
+    if path in held or (path in own and path not in others):
         return ""
     if path in others:
         return "which another session wrote"
-    if path in own:
-        return ""
     if path.startswith(("/tmp/", "tmp/")):
         return "from /tmp, not its own scratch"
-    if not path.startswith(("/", "repo/")):
-        return "outside its repo, which its replay withheld"
-    return ""
+    return "" if path.startswith(("/", "repo/")) else "outside its repo, which its replay withheld"
