@@ -29,7 +29,7 @@ class RunPaths(NamedTuple):
           agent-home/                 PRIME_AGENT_CODING_AGENT_DIR: auth.json, models.json,
                                       rlm-ledger/<key>.jsonl (ledger.ledger_path, §4)
           home/                       HOME
-            .kernel-record/           what each kernel did, by itself: <session id>-<pid>.jsonl
+            .kernel-record/           what each kernel did, by itself: <session>-<pid>.jsonl
                                       (shell/kernel_record.py)
           tmp/                        TMPDIR, unless too long for the product's sockets
           daemon.sock                 the daemon socket, likewise (rundir.RunDir.fit_sockets)

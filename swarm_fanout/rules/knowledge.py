@@ -165,8 +165,8 @@ class Knowledge:
 
     def from_shard(self, transcript: Transcript, index: int, shard: str) -> str | None:
         """None when the session's `index`-th noted call worked from its shard `shard`: it
-        drew on that file and on nothing foreign nor the network and, where the runner
-        session's kernel recorded what it did, it opened (or had a program name) the shard and
+        drew on that file and on nothing foreign nor the network and, where the session's
+        kernel recorded what it did, it opened (or had a program name) the shard and
         touched nothing that is not its own (rules/kernels.py); else what it did instead."""
         sources = self.calls[transcript.path][index][3]
         foreign = self._foreign_among(transcript, index, set(sources))

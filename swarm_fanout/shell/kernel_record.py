@@ -1,6 +1,6 @@
 """The kernel's own record of what it did (docs/witness.md "What each kernel did"): a PEP 578
 audit hook that each of the run's kernels installs before its first cell, and that appends
-to `<record dir>/<session id>-<pid>.jsonl` every file it opens (path, read or write), every
+to `<record dir>/<session>-<pid>.jsonl` every file it opens (path, read or write), every
 rename, every connection (address) and every program it starts (argv), once each.
 
 Standard library only: it runs in the product's kernel Python. The runner puts it in the
@@ -9,13 +9,13 @@ so every IPython kernel the product starts, forked from its template or started 
 runs it at start-up (the product applies the session's environment before, contract §11).
 The simulated agent runs the same startup file.
 
-A kernel tells which session it serves by `RLM_SESSION_DIR` in its environment: the
-session's artifact dir, named by the session's header id (contract §11 "The kernel's
-session"). The hook reads it at each event, so a process with none (the product's kernel
-template, a process the cell cleared it in) records nothing, and the process id at each
-event, so a process a cell forks writes a record of its own. The Python install's own files
-and the directories on its `sys.path` at start-up (imports, the product's skills) are left
-out, as are /proc, /sys and /dev.
+A kernel tells which session it serves by `RLM_SESSION_DIR` in its environment: the root's
+artifact dir, named by its header id, or a child's `sub-<8 hex>` dir (contract §11 "The
+kernel's session"); `<session>` is that dir's name. The hook reads it at each event, so a
+process with none (the product's kernel template, a process the cell cleared it in) records
+nothing, and the process id at each event, so a process a cell forks writes a record of its
+own. The Python install's own files and the directories on its `sys.path` at start-up
+(imports, the product's skills) are left out, as are /proc, /sys and /dev.
 """
 
 import json
