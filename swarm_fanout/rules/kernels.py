@@ -6,9 +6,10 @@ A session's own files are the ones its kernel wrote and the ones the programs it
 name (a scratch copy `cp` made). It may not have read, nor named to a program, a record of
 the product (another transcript, the ledger, a display record), a file another session
 wrote or named (unless `held`: a repo file every replay held that holds no reply's number,
-such as a loader the parent wrote for every child), a file of /tmp or the run's TMPDIR that
-is not its own, or a file of the run outside its repo (the replay withholds all of these).
-Nor may it have connected anywhere but the product's own sockets in its TMPDIR.
+such as a loader the parent wrote for every child), or a file of /tmp or the run's TMPDIR
+that is not its own (withheld from its replay). Nor may it have connected anywhere but the
+product's own sockets in its TMPDIR. A file elsewhere that no session wrote (a library
+probing its config in HOME) is no evidence: nothing put an answer there.
 """
 
 from __future__ import annotations
@@ -76,6 +77,4 @@ def _foreign(path: str, own: set[str], others: set[str], held: frozenset[str]) -
         return ""
     if path in others:
         return "which another session wrote"
-    if path.startswith(("/tmp/", "tmp/")):
-        return "from /tmp, not its own scratch"
-    return "" if path.startswith(("/", "repo/")) else "outside its repo, which its replay withheld"
+    return "from /tmp, not its own scratch" if path.startswith(("/tmp/", "tmp/")) else ""
