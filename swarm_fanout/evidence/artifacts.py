@@ -24,6 +24,7 @@ from swarm_fanout.evidence.jsonl import (
     read_text,
     text_field,
 )
+from swarm_fanout.evidence.kernel_records import SessionRecord, read_kernel_records
 from swarm_fanout.evidence.number_tokens import numbers_among, numbers_in
 from swarm_fanout.evidence.replays import Replay, read_replay
 from swarm_fanout.evidence.runpaths import DISPLAY_FILE, RunPaths
@@ -110,6 +111,8 @@ class RunArtifacts(NamedTuple):
     # What each replying child's cells did when run again (evidence/replays.py); None: the
     # run was not replayed.
     cell_replay: Replay | None = None
+    # What each session's kernel recorded of itself (evidence/kernel_records.py), by session.
+    kernel_records: dict[str, SessionRecord] | None = None
 
 
 def relative(root: str, path: str) -> str:
@@ -195,6 +198,7 @@ def collect(
         witness_expected=witness_expected,
         acp_stream=read_acp_stream(paths.acp_stream),
         cell_replay=read_replay(paths.replay),
+        kernel_records=read_kernel_records(paths.kernel_record),
         artifact_sha256=file_digest(paths.artifact(artifact)) if witness and artifact else None,
         ledger_line_digests=(
             {os.path.basename(item.path): line_digests(item.path) for item in ledgers}

@@ -36,7 +36,7 @@ from swarm_fanout.evidence.cells import channel
 from swarm_fanout.evidence.fixture import SHARDS_DIR
 from swarm_fanout.evidence.runpaths import RunPaths
 from swarm_fanout.evidence.transcripts import Heard, ToolCallFacts, Transcript
-from swarm_fanout.rules.file_access import file_access
+from swarm_fanout.rules.kernels import KernelAccess, session_of
 from swarm_fanout.rules.runview import Child, RunView
 
 # Where an honest cell may name a file outside the run without reading anyone's answers.
@@ -56,7 +56,7 @@ CHANNEL_WORDS = {
     "unreadable": "its code does not parse as Python, yet the kernel ran it",
 }
 # Said where the verdict rests on the code alone.
-UNWITNESSED = "judged on its code: the runner did not witness which files it opened"
+UNWITNESSED = "judged on its code: its kernel kept no record of what it opened"
 # The shape every shortcut so far has, named in a reason and on the evidence page.
 SHORTCUT = "the parent knew it before the spawn and the child never read its shard"
 
@@ -68,7 +68,7 @@ class Knowledge:
     def __init__(self, view: RunView):
         run = view.run
         self.paths = RunPaths.of(run.run_dir)
-        self.access = file_access(run.witness)
+        self.access = KernelAccess(run.kernel_records)
         self.shards = {shard.file for shard in view.fixture.shards}
         self.parent = run.parent
         self.children = {child.child_id: child for child in view.children}
@@ -165,20 +165,23 @@ class Knowledge:
 
     def from_shard(self, transcript: Transcript, index: int, shard: str) -> str | None:
         """None when the session's `index`-th noted call worked from its shard `shard`: it
-        drew on that file and on nothing foreign nor the network and, where the runner
-        witnessed the session's file access, its processes opened the shard and no record of
-        the product nor a file another session wrote; else what it did instead, in words."""
+        drew on that file and on nothing foreign nor the network and, where the session's
+        kernel recorded what it did, it opened (or had a program name) the shard and
+        touched nothing that is not its own (rules/kernels.py); else what it did instead."""
         sources = self.calls[transcript.path][index][3]
         foreign = self._foreign_among(transcript, index, set(sources))
         if foreign is not None:
             return f"it drew on {foreign}, which is not its own"
         if "<network>" in sources:
             return f"it {CHANNEL_WORDS['network']}"
-        watched = self.access is not None and self.access.watched(transcript.header_id)
+        session = session_of(transcript)
+        watched = self.access.watched(session)
         if watched:
-            seen = self._witnessed(transcript.header_id or "", shard)
-            if seen is not None:
-                return seen
+            against = self.access.against(session or "")
+            if against is not None:
+                return against
+            if not self.access.opened_shard(session or "", shard):
+                return f"in the run its kernel opened no file {shard}"
         if any(
             self._names_shard(transcript, path, typed, shard, sources)
             for path, typed in sources.items()
@@ -196,18 +199,6 @@ class Knowledge:
         if not watched:
             words.append(UNWITNESSED)
         return "; ".join(words)
-
-    def _witnessed(self, session_id: str, shard: str) -> str | None:
-        """What the runner saw the session's processes open that disproves the work, or
-        None (asked only where the runner watched the session)."""
-        foreign = self.access.foreign_opened(session_id)
-        if foreign is not None:
-            return f"the runner saw its processes open {foreign}"
-        # Its own processes', or one that ended before the runner could place it.
-        opened = (self.access.opened or {}).get(session_id, frozenset()) | self.access.unplaced
-        if not any(path.startswith("repo/") and os.path.basename(path) == shard for path in opened):
-            return f"the runner saw its processes open no file {shard}"
-        return None
 
     def _outside(self, path: str) -> bool:
         if path.startswith("~"):

@@ -22,7 +22,6 @@ from swarm_fanout.rules.result import AgentEnd
 from swarm_fanout.shell import procs
 from swarm_fanout.shell.acp import AcpClient, AcpSink, stdin_socket
 from swarm_fanout.shell.acp_drive import drive_acp
-from swarm_fanout.shell.file_access import FileAccessWitness
 from swarm_fanout.shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
 from swarm_fanout.shell.resident import drive_resident
 from swarm_fanout.shell.rundir import RunDir
@@ -94,8 +93,6 @@ class Launched:
     channels: list  # the channels published into the run dir (swarm_fanout/shell/observer.py)
     sightings: list  # the observer's
     observer: dict  # {poll_s, polls}
-    file_access: dict  # the file-access witness's status (swarm_fanout/shell/file_access.py)
-    file_opens: list  # its records
     processes: dict  # the run's process tree, as swarm_fanout/shell/callers.py judged it
     exit_code: int | None  # the agent's own (negative: ended by that signal)
     timed_out: bool
@@ -180,7 +177,6 @@ def launch_and_wait(
     wire = Channel(private, "daemon-wire.jsonl")
     acp_stream = Channel(private, "acp-stream.jsonl")
     observer = Observer(run.paths, launch.artifact).start()
-    opened = FileAccessWitness(run.root, run.tmp).start()
     # The agent's stdout (one-shot: the stream; resident: the daemon's, to a file) and its
     # stderr are socket pairs the runner drains (observer.stream_socket): a socket cannot be
     # opened through /proc/<pid>/fd, as a pipe or a file of the run dir could.
@@ -202,7 +198,6 @@ def launch_and_wait(
         )
     except BaseException:
         observer.stop()
-        opened.stop()
         shutil.rmtree(private, ignore_errors=True)
         out_end.close()
         err_end.close()
@@ -243,7 +238,6 @@ def launch_and_wait(
         for drained in drains:
             drained.join(timeout=10.0)
         observer.stop()
-        opened.stop()
         processes.stop()
         exit_code = agent.exit_code()
         streams = drive.stdout == "stream"
@@ -259,8 +253,6 @@ def launch_and_wait(
         channels=channels,
         sightings=observer.sightings(),
         observer={"poll_s": observer.interval, "polls": observer.polls},
-        file_access=opened.status(),
-        file_opens=opened.records(),
         processes=processes.summary(),
         exit_code=exit_code,
         timed_out=watch.timed_out,
