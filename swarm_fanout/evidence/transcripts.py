@@ -65,7 +65,6 @@ class Reply(NamedTuple):
 
     reply_id: str | None
     from_session_id: str | None
-    from_session_name: str | None
     message: str
     at_ms: int | None
     line: int
@@ -98,12 +97,9 @@ class UsageAttribution(NamedTuple):
 
 
 class IpythonCall(NamedTuple):
-    """An `ipython` tool call: its code's digest and when the cell ran.
-
-    The cell runs between its assistant message's entry timestamp and its
-    toolResult's; `ended_ms` is None for a cell that never returned (a run ended
-    mid-cell).
-    """
+    """An `ipython` tool call: its code's digest and when the cell ran, from its assistant
+    message's entry timestamp to its toolResult's (None: it never returned, a run ended
+    mid-cell)."""
 
     line: int
     code_sha256: str
@@ -138,8 +134,7 @@ class ToolCallFacts(NamedTuple):
     shown: frozenset[int]
     named: frozenset[str]
     written: frozenset[str]
-    # What its result may have been worked out from (evidence/cells.py).
-    sources: frozenset[str] = frozenset()
+    sources: frozenset[str]  # what its result may have been worked out from
 
 
 class Heard(NamedTuple):
@@ -183,7 +178,6 @@ class Transcript(NamedTuple):
     # The product's own failure to start the IPython kernel, as an ipython call's error
     # result: the environment failed, not the model (first line, capped).
     kernel_error: str | None = None
-    last_stop_reason: str | None = None
     replies: tuple[Reply, ...] = ()
     notices: tuple[Notice, ...] = ()
     assistant_calls: tuple[AssistantCall, ...] = ()
@@ -292,12 +286,9 @@ class _TranscriptAccumulator:
         # The parent's results: searched for each number's first showing alone.
         self.first = FirstShowings(interest) if artifact else None
         self.artifact = os.path.basename(artifact) if artifact else None
-        # toolCall id -> (its line, numbers sought in its arguments, files it names and writes,
-        # what it drew on)
+        # toolCall id -> (its line, the numbers sought that its arguments typed, its reading)
         self.typed: dict[str, tuple[int, frozenset[int], Cell]] = {}
-        self.session = (
-            Session()
-        )  # what the kernel holds between cells (swarm_fanout/evidence/cells.py)
+        self.session = Session()  # what the kernel holds between cells
         self.call_facts: list[ToolCallFacts] = []
         self.heard: list[Heard] = []
         self.task_numbers: frozenset[int] = frozenset()
@@ -311,7 +302,6 @@ class _TranscriptAccumulator:
         self.cost: float | None = None
         self.first_error = None
         self.kernel_error = None
-        self.last_stop = None
         self.replies: list[Reply] = []
         self.notices: list[Notice] = []
         self.calls: list[AssistantCall] = []
@@ -374,7 +364,6 @@ class _TranscriptAccumulator:
             self.first_response_stamp = record.get("timestamp")
         usage = usage_from(dict_field(message, "usage"))
         stop = text_field(message, "stopReason")
-        self.last_stop = stop
         # A turn aborted by a teardown is persisted too, with no response id and
         # no usage; it is counted as aborted, not as a call.
         response_id = text_field(message, "responseId")
@@ -418,7 +407,7 @@ class _TranscriptAccumulator:
         if call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
             self.typed[call_id] = (number, numbers_among(text, self.sought), cell)
         elif cell.named:
-            self._note_call(ToolCallFacts(number, None, frozenset(), *cell[:3]))
+            self._note_call(number, None, frozenset(), cell)
 
     def _note_result(self, number: int, message: dict, sent: list) -> None:
         """Numbers a call's own result showed: what it printed, and the messages it sent
@@ -442,19 +431,19 @@ class _TranscriptAccumulator:
                 found = [numbers_among(text, self.sought) for text in texts + printed]
                 shown = frozenset().union(*found) - typed
         if shown or cell.named:
-            self._note_call(ToolCallFacts(line, number, shown, *cell[:3]))
+            self._note_call(line, number, shown, cell)
 
     def _calls_in_order(self) -> tuple[ToolCallFacts, ...]:
         """Every noted call, with those that never returned (a run ended mid-cell) too: what
         they named they may still have written."""
-        calls = list(self.call_facts)
         for line, _, cell in self.typed.values():
-            if cell.named and len(calls) < MAX_KEPT_PER_TRANSCRIPT:
-                calls.append(ToolCallFacts(line, None, frozenset(), *cell[:3]))
-        return tuple(sorted(calls, key=lambda call: call.line))
+            if cell.named:
+                self._note_call(line, None, frozenset(), cell)
+        return tuple(sorted(self.call_facts, key=lambda call: call.line))
 
-    def _note_call(self, facts: ToolCallFacts) -> None:
+    def _note_call(self, line: int, result_line: int | None, shown: frozenset[int], cell: Cell):
         if len(self.call_facts) < MAX_KEPT_PER_TRANSCRIPT:
+            facts = ToolCallFacts(line, result_line, shown, cell.named, cell.written, cell.sources)
             self.call_facts.append(facts)
 
     def _tool_result(
@@ -502,8 +491,7 @@ class _TranscriptAccumulator:
             elif relationship == "child":
                 # Trimmed and capped as the product caps a message (§9).
                 message = text.strip()[:MAX_REPLY_CHARS]
-                name = text_field(sender, "sessionName")
-                reply = Reply(message_id, from_id, name, message, at_ms, number)
+                reply = Reply(message_id, from_id, message, at_ms, number)
                 self._keep(self.replies, reply, number, findings)
         elif custom_type in NOTICE_TYPES:
             kind = text_field(details, "kind") or "unknown"
@@ -535,7 +523,6 @@ class _TranscriptAccumulator:
             cost_usd=self.cost,
             first_error=self.first_error,
             kernel_error=self.kernel_error,
-            last_stop_reason=self.last_stop,
             replies=tuple(self.replies),
             notices=tuple(self.notices),
             assistant_calls=tuple(self.calls),
