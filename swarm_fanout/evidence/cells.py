@@ -196,6 +196,7 @@ class _Reader:
         except ValueError:
             words = command.split()[:256]
         segment: list[str] = []
+        piped = EMPTY  # what the command before a `|` drew on
         for word in [*words[words[:1] in (["system"], ["sx"]) :], ";"]:
             if word not in SHELL_OPS:
                 segment.append(word)
@@ -207,32 +208,35 @@ class _Reader:
                 )
                 segment = []
             elif segment:
-                self.command(segment, depth)
-                segment = []
+                drawn = self.command(segment, depth, piped)
+                piped, segment = drawn if word == "|" else EMPTY, []
 
-    def command(self, words: list[str], depth: int) -> None:
-        """One simple command: what it reads and writes (`>`, `>>`, `tee`, `cp`, `mv`)."""
+    def command(self, words: list[str], depth: int, piped: frozenset[str]) -> frozenset[str]:
+        """One simple command: what it reads and writes (`>`, `>>`, `tee`, `cp`, `mv`), and
+        what it drew on, its input from a pipe included."""
         while "=" in words[0] and words[0].split("=")[0].isidentifier() and len(words) > 1:
             words = words[1:]
         name = os.path.basename(words[0])
         if name in ("bash", "sh") and "-c" in words[1:-1] and depth < 2:
             self.shell(words[words.index("-c") + 1], keep=True, depth=depth + 1)
         marks = {f"<{COMMANDS[name]}>"} if name in COMMANDS else set()
-        files: tuple[list[str], list[str]] = ([], [])  # read, written
+        # The paths it names: its arguments, and those it reads (`<`) and writes (`>`) by redirect.
+        files: dict[str | None, list[str]] = {None: [], "<": [], ">": []}
         redirect = None
         for word in words[1:]:
             marks |= {"<environment>"} if "$" in word else set()
             marks |= {"<network>"} if "/dev/tcp/" in word else set()
             if not word.startswith("-") and is_path(word):
-                where = os.path.normpath(os.path.join(self.shell_cwd, word))
-                files[redirect not in (None, "<")].append(where)
-            redirect = word if word in (">", ">>", "<", ">|") else None
-        reads, writes = files
-        if name in ("cp", "mv", "tee") and reads:
-            writes += reads if name == "tee" else reads[-1:]
-            del reads[0 if name == "tee" else -1 :]
+                files[redirect].append(os.path.normpath(os.path.join(self.shell_cwd, word)))
+            redirect = {"<": "<", ">": ">", ">>": ">", ">|": ">"}.get(word)
+        arguments, reads, writes = files.values()
+        written = {"tee": len(arguments), "cp": 1, "mv": 1}.get(name, 0)  # its last arguments
+        reads += arguments[: len(arguments) - written]
+        writes += arguments[len(arguments) - written :]
         self.drawn |= marks
-        self.use(V(frozenset(writes), self.use(V(frozenset(reads))) | marks), write=True)
+        drawn = self.use(V(frozenset(reads))) | marks | piped
+        self.use(V(frozenset(writes), drawn), write=True)
+        return drawn
 
     # --- files -----------------------------------------------------------------------
 
@@ -453,7 +457,7 @@ class _Reader:
         texts = EMPTY
         if name in SHELL_CALLS and args:
             if isinstance(node.args[0], (ast.List, ast.Tuple)):  # an argv
-                argv = [str(getattr(item, "value", "")) for item in node.args[0].elts]
+                argv = [min(self.expr(item).texts, default="") for item in node.args[0].elts]
                 args[0] = V(frozenset({shlex.join(argv)}))
             before = set(self.drawn)
             for text in sorted(args[0].texts)[:4]:
