@@ -49,7 +49,6 @@ class Display(NamedTuple):
     session_name: str | None
     session_file: str | None
     spawn_code_sha256: str | None
-    status: str | None
     spawn_code_numbers: frozenset[int] = frozenset()  # of interest, as Transcript's
 
 
@@ -253,20 +252,16 @@ def pick_parent(
     interest: frozenset[int] = frozenset(),
     artifact: str | None = None,
 ) -> Transcript | None:
-    """The parent is the root whose header id the stream announced; else the only root."""
-    depth0 = [(path, header) for path, header in roots if not header.get("parentSession")]
-    chosen = None
-    if stream_header_id:
-        chosen = next((path for path, h in depth0 if h.get("id") == stream_header_id), None)
-    if chosen is None and len(depth0) == 1:
-        chosen = depth0[0][0]
+    """The parent is the root whose header id the stream announced; else the only root; else
+    the earliest, a finding."""
+    depth0 = {path: header for path, header in roots if not header.get("parentSession")}
+    announced = [path for path, header in depth0.items() if header.get("id") == stream_header_id]
+    chosen = announced[0] if stream_header_id and announced else None
     if chosen is None and depth0:
-        chosen = min(depth0, key=lambda item: (str(item[1].get("timestamp")), item[0]))[0]
-        findings.append(
-            Finding(
-                chosen, 1, "ambiguous_parent", f"{len(depth0)} root transcripts; took the first"
-            )
-        )
+        chosen = min(depth0, key=lambda path: (str(depth0[path].get("timestamp")), path))
+        if len(depth0) > 1:
+            detail = f"{len(depth0)} root transcripts; took the first"
+            findings.append(Finding(chosen, 1, "ambiguous_parent", detail))
     return read_transcript(chosen, canon, interest, artifact) if chosen else None
 
 
@@ -360,7 +355,6 @@ def read_display(
         # Display files are not realpath'd, the ledger is: compare canonical forms (§4).
         session_file=(canon or ledger.Canon()).file(session_file) if session_file else None,
         spawn_code_sha256=digest(code) if code is not None else None,
-        status=text_field(record, "status"),
         spawn_code_numbers=numbers_among(code, interest) if code is not None else frozenset(),
     )
 

@@ -189,12 +189,8 @@ def check_fixture(fixture: Fixture) -> None:
                 f"{task_file} has {len(listed)} shard lines; fixture.json has "
                 f"{len(fixture.shards)} shards: shard {number}, {shard.file}, has no line",
             )
-        line = listed[number - 1]
-        for field, said in (
-            ("file", line.file),
-            ("worker", line.worker),
-            ("question", line.question),
-        ):
+        for field in ("file", "worker", "question"):
+            said = getattr(listed[number - 1], field)
             if said != getattr(shard, field):
                 raise FixtureError(
                     "fixture_prompt_mismatch",

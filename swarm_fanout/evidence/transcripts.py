@@ -51,15 +51,6 @@ def usage_from(raw: dict) -> Usage:
     return Usage(*(count if count.__class__ is int and count > 0 else 0 for count in counts))
 
 
-def cost_of(message: dict) -> float | None:
-    """The dollars an assistant message cost, as the product prices it from its own model
-    catalog (`usage.cost.total`, §5); None when the message carries no such number."""
-    total = dict_field(dict_field(message, "usage"), "cost").get("total")
-    if total.__class__ not in (int, float) or not 0 <= total < float("inf"):
-        return None
-    return float(total)
-
-
 class Reply(NamedTuple):
     """A child's `agent_message` as it landed in the parent transcript (§6)."""
 
@@ -75,7 +66,6 @@ class Notice(NamedTuple):
 
     kind: str
     child_id: str | None
-    session_name: str | None
     at_ms: int | None
     line: int
 
@@ -162,7 +152,6 @@ class Transcript(NamedTuple):
     # entry's (heartbeats aside: the product keeps writing them to an idle session).
     first_response_ms: int | None = None
     end_ms: int | None = None
-    session_name: str | None = None
     task_id: str | None = None
     task_from_session_id: str | None = None
     turns: int = 0
@@ -294,7 +283,6 @@ class _TranscriptAccumulator:
         self.task_numbers: frozenset[int] = frozenset()
         self.tool_call_ids: list[str] = []
         self.header: dict = {}
-        self.session_name = None
         self.task_id = None
         self.task_from = None
         self.turns = self.failed = self.aborted = self.tool_calls = 0
@@ -331,8 +319,6 @@ class _TranscriptAccumulator:
             self._message(number, record, findings)
         elif kind == "custom_message":
             self._custom(number, record, findings)
-        elif kind == "session_info" and self.session_name is None:
-            self.session_name = text_field(record, "name")
         elif kind == "child_usage_attributed":
             usage = usage_from(dict_field(record, "childUsage"))
             self._keep(self.attributions, UsageAttribution(number, usage), number, findings)
@@ -372,8 +358,9 @@ class _TranscriptAccumulator:
         elif stop == "aborted":
             self.aborted += 1
         self.usage = self.usage.plus(usage)
-        cost = cost_of(message)
-        if cost is not None:
+        # The dollars it cost, as the product prices it from its own model catalog (§5).
+        cost = dict_field(dict_field(message, "usage"), "cost").get("total")
+        if cost.__class__ in (int, float) and 0 <= cost < float("inf"):
             self.cost = (self.cost or 0.0) + cost
         call = AssistantCall(number, stop, response_id or None, usage)
         self._keep(self.calls, call, number, findings)
@@ -496,8 +483,8 @@ class _TranscriptAccumulator:
         elif custom_type in NOTICE_TYPES:
             kind = text_field(details, "kind") or "unknown"
             kind = "failure" if custom_type == "rlm_child_failure" else kind
-            child_id, name = text_field(details, "childId"), text_field(details, "sessionName")
-            self._keep(self.notices, Notice(kind, child_id, name, at_ms, number), number, findings)
+            notice = Notice(kind, text_field(details, "childId"), at_ms, number)
+            self._keep(self.notices, notice, number, findings)
 
     def result(self, findings: list[Finding]) -> Transcript:
         header = self.header
@@ -512,7 +499,6 @@ class _TranscriptAccumulator:
             header_at_ms=iso_to_ms(header.get("timestamp")),
             first_response_ms=iso_to_ms(self.first_response_stamp),
             end_ms=iso_to_ms(self.last_stamp),
-            session_name=self.session_name,
             task_id=self.task_id,
             task_from_session_id=self.task_from,
             turns=self.turns,

@@ -7,12 +7,8 @@ transcript and display file, usage entries and replies in the parent transcript.
 A forger who writes some of them by hand rarely writes all of them consistently;
 these checks compare exactly those records (§10 "Checks per live edge").
 
-Every check is a pure function of the collected artifacts with one stable reason
-code; `check` runs them all in a fixed order.
-
-Why one module of this size: the fourteen checks share one context (`_Family`) and one
-table (`_CHECKS`), and a reader comparing two checks wants them side by side; each
-check is a small function, so the table reads as the rubric's integrity section.
+Every check is a small pure function of the collected artifacts with one stable reason
+code; `_CHECKS` lists them in a fixed order, and reads as the rubric's integrity section.
 """
 
 from __future__ import annotations
@@ -107,8 +103,8 @@ class _Family(NamedTuple):
         return known
 
     def transcript(self, edge: Edge) -> Transcript | None:
-        where = self.located.get(edge.child)
-        return where[1] if where and where[0] == edge.child_id else None
+        child_id, transcript = self.located.get(edge.child, (None, None))
+        return transcript if child_id == edge.child_id else None
 
 
 # --- the checks -------------------------------------------------------------
@@ -125,18 +121,17 @@ def _ledger(f: _Family) -> Iterator[Failure]:
         previous = None
         floor = None  # the time no later record may be before
         for record in ledger_file.records:
-            # Unpacked: a ledger holds up to 100 000 records.
-            _, line, op, at, at_ms, child_id, _, _, _, _, _, _, after_fatal = record
-            if after_fatal and op == "spawn":
+            child_id, line, at_ms = record.child_id, record.line, record.at_ms
+            if record.after_fatal and record.op == "spawn":
                 detail = "spawn after a line the product rejects: the product never wrote it"
                 yield Failure(detail, child_id, name, line)
             if at_ms is None:
-                yield Failure(f"at {at!r} is no ISO-8601 time", child_id, name, line)
+                yield Failure(f"at {record.at!r} is no ISO-8601 time", child_id, name, line)
                 continue
             if floor is not None and at_ms < floor:
-                detail = f"at {at} is before line {previous.line}'s {previous.at}"
+                detail = f"at {record.at} is before line {previous.line}'s {previous.at}"
                 yield Failure(detail, child_id, name, line)
-            slack = META_AFTER_SPAWN_MS if op == "meta" and line == 1 else 0
+            slack = META_AFTER_SPAWN_MS if record.op == "meta" and line == 1 else 0
             previous, floor = record, at_ms - slack
     seen: dict[str, tuple[str, int]] = {}
     for spawn in f.run.replay.spawns:
