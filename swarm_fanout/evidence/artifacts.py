@@ -433,13 +433,15 @@ def read_stream(path: str) -> Stream | None:
             if child_id and len(child_ids) < MAX_KEPT_PER_TRANSCRIPT:
                 child_ids.add(child_id)
             continue
+        if kind not in ("turn_end", "message_end"):
+            continue
+        message = record.get("message")
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        response_id = text_field(message, "responseId")
         if kind == "turn_end":
             # The turn's assistant message again (§7): the call and its cells are taken from
             # here when the stream left out its message_end and tool_execution_start.
-            message = record.get("message")
-            if not isinstance(message, dict) or message.get("role") != "assistant":
-                continue
-            response_id = text_field(message, "responseId")
             if not response_id or response_id in response_ids[-1:]:
                 continue
             for part in message.get("content") or ():
@@ -451,14 +453,8 @@ def read_stream(path: str) -> Stream | None:
                     and len(tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT
                 ):
                     tool_call_ids.append(call_id)
-        elif kind != "message_end":
-            continue
-        message = record.get("message")
-        if not isinstance(message, dict) or message.get("role") != "assistant":
-            continue
         turns += 1
         usage = usage.plus(usage_from(dict_field(message, "usage")))
-        response_id = text_field(message, "responseId")
         if response_id and len(response_ids) < MAX_KEPT_PER_TRANSCRIPT:
             response_ids.append(response_id)
         if first_error is None and message.get("stopReason") == "error":

@@ -1,12 +1,8 @@
 """What a tool call's code did, read as code (an ipython cell, docs/product-contract.md §9):
 the files it names and writes, and its *sources*, what its result may have been worked out
-from (docs/rubric.md "What is read").
-
-Python is parsed with `ast`; IPython's magics and `!` lines are set aside first and read,
-with a string handed to `subprocess` or `os.system`, as shell with `shlex`. Comments and
-other strings are never code. Flows are by statement: a name draws on what the statement
-that bound it read and on the tests of the loops, branches and `with`s around it; a function
-carries what its body reads and writes to where it is called. A value's *texts* are the
+from (docs/rubric.md "What is read", which gives the forms and the flows by statement).
+Python is parsed with `ast`; IPython's magics and `!` lines, and strings handed to
+`subprocess` or `os.system`, are read as shell with `shlex`. A value's *texts* are the
 strings it may hold, folded from literals, with `{name}` for a part known only at run time.
 """
 

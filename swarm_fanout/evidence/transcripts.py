@@ -207,11 +207,10 @@ def read_transcript(
     first showing (`FirstShowings`). `sent`: the numbers of interest each session was
     heard to send, by its session id; given, the tool results of a session with a header id
     are searched only for those it sent, the only ones the rules ask whether it knew."""
-    findings: list[Finding] = []
     acc = _TranscriptAccumulator(path, canon or ledger.Canon(), interest, artifact, sent)
-    for line in iter_objects(path, findings):
-        acc.add(line.number, line.record, findings)
-    return acc.result(findings)
+    for line in iter_objects(path, acc.findings):
+        acc.add(line.number, line.record)
+    return acc.result()
 
 
 # How prime-agent v0.8.0 words an ipython call's result when it could not set up the
@@ -268,6 +267,7 @@ class _TranscriptAccumulator:
         sent: dict[str, set[int]] | None = None,
     ):
         self.path = path
+        self.findings: list[Finding] = []  # the reader's and its own, in line order
         self.canon = canon
         self.interest = interest
         self.sent_by = sent
@@ -301,7 +301,7 @@ class _TranscriptAccumulator:
         self.first_response_stamp = None
         self.last_stamp = None
 
-    def add(self, number: int, record: dict, findings: list[Finding]) -> None:
+    def add(self, number: int, record: dict) -> None:
         kind = record.get("type")
         if kind != HEARTBEAT:
             stamp = record.get("timestamp")
@@ -314,16 +314,16 @@ class _TranscriptAccumulator:
                 if self.sent_by is not None and header_id:
                     self.sought = self.interest & self.sent_by.get(header_id, frozenset())
             else:
-                findings.append(Finding(self.path, 1, "no_header", "line 1 is not a header"))
+                self.findings.append(Finding(self.path, 1, "no_header", "line 1 is not a header"))
         elif kind == "message":
-            self._message(number, record, findings)
+            self._message(number, record)
         elif kind == "custom_message":
-            self._custom(number, record, findings)
+            self._custom(number, record)
         elif kind == "child_usage_attributed":
             usage = usage_from(dict_field(record, "childUsage"))
-            self._keep(self.attributions, UsageAttribution(number, usage), number, findings)
+            self._keep(self.attributions, UsageAttribution(number, usage), number)
 
-    def _keep(self, kept: list, item, number: int, findings: list[Finding]) -> bool:
+    def _keep(self, kept: list, item, number: int) -> bool:
         """Append within the per-transcript cap; the first item past it is a finding."""
         if len(kept) < MAX_KEPT_PER_TRANSCRIPT:
             kept.append(item)
@@ -332,17 +332,18 @@ class _TranscriptAccumulator:
         if what not in self.capped:
             self.capped.add(what)
             detail = f"only the first {MAX_KEPT_PER_TRANSCRIPT} of {what} kept"
-            findings.append(Finding(self.path, number, "kept_cap", detail))
+            self.findings.append(Finding(self.path, number, "kept_cap", detail))
         return False
 
-    def _message(self, number: int, record: dict, findings: list[Finding]) -> None:
+    def _message(self, number: int, record: dict) -> None:
         message = record.get("message")
         if not isinstance(message, dict):
-            findings.append(Finding(self.path, number, "wrong_type", "message is not an object"))
+            detail = "message is not an object"
+            self.findings.append(Finding(self.path, number, "wrong_type", detail))
             return
         role = message.get("role")
         if role == "toolResult":
-            self._tool_result(number, record, message, findings)
+            self._tool_result(number, record, message)
             return
         if role != "assistant":
             return
@@ -363,7 +364,7 @@ class _TranscriptAccumulator:
         if cost.__class__ in (int, float) and 0 <= cost < float("inf"):
             self.cost = (self.cost or 0.0) + cost
         call = AssistantCall(number, stop, response_id or None, usage)
-        self._keep(self.calls, call, number, findings)
+        self._keep(self.calls, call, number)
         if stop == "error":
             self.failed += 1
             if self.first_error is None:
@@ -383,7 +384,7 @@ class _TranscriptAccumulator:
             self._note_arguments(number, call_id, part.get("arguments"))
             if part.get("name") == "ipython" and code is not None and call_id:
                 call = IpythonCall(number, digest(code), started_ms, None, call_id)
-                if self._keep(self.ipython, call, number, findings):
+                if self._keep(self.ipython, call, number):
                     self.running[call_id] = len(self.ipython) - 1
 
     def _note_arguments(self, number: int, call_id: str | None, arguments: object) -> None:
@@ -433,9 +434,7 @@ class _TranscriptAccumulator:
             facts = ToolCallFacts(line, result_line, shown, cell.named, cell.written, cell.sources)
             self.call_facts.append(facts)
 
-    def _tool_result(
-        self, number: int, record: dict, message: dict, findings: list[Finding]
-    ) -> None:
+    def _tool_result(self, number: int, record: dict, message: dict) -> None:
         """Closes the ipython call's window; keeps the receipts of messages it sent."""
         index = self.running.pop(text_field(message, "toolCallId") or "", None)
         if index is not None:
@@ -454,15 +453,15 @@ class _TranscriptAccumulator:
             if message_id and text is not None:
                 # Normalised as the parent-side reply is: trimmed, capped (§6).
                 kept = SentMessage(message_id, digest(text.strip()[:MAX_REPLY_CHARS]), number)
-                self._keep(self.sent, kept, number, findings)
+                self._keep(self.sent, kept, number)
 
-    def _custom(self, number: int, record: dict, findings: list[Finding]) -> None:
+    def _custom(self, number: int, record: dict) -> None:
         custom_type = record.get("customType")
         details = record.get("details")
         if not isinstance(details, dict):
             if custom_type == "agent_message" or custom_type in NOTICE_TYPES:
                 detail = "details is not an object"
-                findings.append(Finding(self.path, number, "wrong_type", detail))
+                self.findings.append(Finding(self.path, number, "wrong_type", detail))
             return
         at_ms = iso_to_ms(record.get("timestamp"))
         if custom_type == "agent_message":
@@ -479,14 +478,14 @@ class _TranscriptAccumulator:
                 # Trimmed and capped as the product caps a message (§9).
                 message = text.strip()[:MAX_REPLY_CHARS]
                 reply = Reply(message_id, from_id, message, at_ms, number)
-                self._keep(self.replies, reply, number, findings)
+                self._keep(self.replies, reply, number)
         elif custom_type in NOTICE_TYPES:
             kind = text_field(details, "kind") or "unknown"
             kind = "failure" if custom_type == "rlm_child_failure" else kind
             notice = Notice(kind, text_field(details, "childId"), at_ms, number)
-            self._keep(self.notices, notice, number, findings)
+            self._keep(self.notices, notice, number)
 
-    def result(self, findings: list[Finding]) -> Transcript:
+    def result(self) -> Transcript:
         header = self.header
         parent_session = text_field(header, "parentSession")
         return Transcript(
@@ -521,5 +520,5 @@ class _TranscriptAccumulator:
             searched_for=None if self.sought is self.interest else self.sought,
             first_showings=self.first is not None,
             tool_call_ids=tuple(self.tool_call_ids),
-            findings=tuple(findings),
+            findings=tuple(self.findings),
         )

@@ -227,11 +227,8 @@ def _child_task(f: _Family) -> Iterator[Failure]:
 
 
 def _response_ids(f: _Family) -> Iterator[Failure]:
-    """§5, §10.4: every assistant message that reached the model carries its responseId.
-
-    A failed attempt (`error`) has none (§5 "Retries"); neither has a turn aborted
-    before it reached the model (captured run endturn-oneshot).
-    """
+    """§5, §10.4: every assistant message that reached the model carries its responseId (a
+    failed attempt has none, §5 "Retries", nor has a turn aborted before it reached it)."""
     for edge, transcript in _with_transcripts(f):
         for call in transcript.assistant_calls:
             if call.stop_reason not in ("error", "aborted") and not call.response_id:
@@ -297,15 +294,10 @@ def _spawn_code(f: _Family) -> Iterator[Failure]:
 
 
 def _usage_attribution(f: _Family) -> Iterator[Failure]:
-    """§5 `child_usage_attributed`: the parent holds one entry per child model call
-    that completed, with an equal `childUsage`, and no entry for anything else.
-
-    Matched as multisets of usage (input, output, cacheRead, cacheWrite,
-    totalTokens): an entry names the parent's spawning message, never the child.
-    A completed call (stopReason stop, length or toolUse) needs an entry; an
-    aborted one may have one; a failed one (`error`) has none (captured run
-    child-fail: 13 completed child calls, 4 failed, 13 entries).
-    """
+    """§5 `child_usage_attributed`: the parent holds one entry per child model call that
+    completed (an aborted one may have one, a failed one has none), with an equal
+    `childUsage`, and no other; matched as multisets of usage, since an entry names the
+    parent's spawning message, never the child."""
     if f.parent is None:
         return
     # Counted by the five numbers as a plain tuple, which hashes in C.
@@ -408,10 +400,9 @@ def _stale_dirs(f: _Family) -> Iterator[Failure]:
 
 
 def _endpoint(f: _Family) -> Iterator[Failure]:
-    """§10 "Endpoint cross-check", when the harness played the model: every child
-    message that reached the model carries a response id the endpoint served for a
-    request from that child's own conversation log. A forger can write any file,
-    but cannot make the harness's endpoint have served a response it never sent."""
+    """§10 "Endpoint cross-check": where a harness endpoint served the model, every child
+    message (and a witnessed parent's) that reached it carries a response id served for its
+    own conversation log: a forger can write any file, not the endpoint's record."""
     served = f.run.served
     if served is None:
         return
