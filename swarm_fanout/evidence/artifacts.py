@@ -146,9 +146,8 @@ def collect(
     interest = frozenset(numbers_in(text)) if text else frozenset()
     stream = read_stream(paths.stdout)
     roots = root_transcript_files(paths.sessions, findings)
-    parent = pick_parent(
-        roots, stream.header_id if stream else None, findings, canon, interest, artifact
-    )
+    chosen = pick_parent(roots, stream.header_id if stream else None, findings)
+    parent = read_transcript(chosen, canon, interest, artifact) if chosen else None
     children_root = None
     children: tuple[ChildDir, ...] = ()
     if parent is not None and parent.header_id and SAFE_ID.match(parent.header_id):
@@ -160,9 +159,8 @@ def collect(
         children = read_children(children_root, findings, canon, interest, sent)
         children = _searched_for_all_they_sent(parent, children, canon, interest)
     elif parent is not None:
-        findings.append(
-            Finding(parent.path, 1, "bad_header_id", f"header id {parent.header_id!r} unusable")
-        )
+        detail = f"header id {parent.header_id!r} unusable"
+        findings.append(Finding(parent.path, 1, "bad_header_id", detail))
     # The runner sets PRIME_AGENT_SESSION_DIR to the run's sessions dir (§1 fact 1).
     ledgers = tuple(
         ledger.read_ledger(path)
@@ -204,7 +202,7 @@ def collect(
 
 
 def read_model_log(
-    path: str, findings: list[Finding], canon: ledger.Canon | None = None
+    path: str, findings: list[Finding], canon: ledger.Canon
 ) -> dict[str, str | None]:
     """Response ids the harness's model endpoint served, with the transcript each
     request named in its system prompt (`Conversation log:`, §9 "Children")."""
@@ -213,7 +211,7 @@ def read_model_log(
         response_id = text_field(line.record, "response_id")
         if response_id:
             log = text_field(line.record, "conversation_log")
-            served[response_id] = (canon or ledger.Canon()).file(log) if log else None
+            served[response_id] = canon.file(log) if log else None
     return served
 
 
@@ -245,24 +243,19 @@ def root_transcript_files(sessions_dir: str, findings: list[Finding]) -> list[tu
 
 
 def pick_parent(
-    roots: list[tuple[str, dict]],
-    stream_header_id: str | None,
-    findings: list[Finding],
-    canon: ledger.Canon | None = None,
-    interest: frozenset[int] = frozenset(),
-    artifact: str | None = None,
-) -> Transcript | None:
-    """The parent is the root whose header id the stream announced; else the only root; else
-    the earliest, a finding."""
+    roots: list[tuple[str, dict]], header_id: str | None, findings: list[Finding]
+) -> str | None:
+    """The parent's transcript file: the root whose header id the stream announced; else the
+    only root; else the earliest, a finding."""
     depth0 = {path: header for path, header in roots if not header.get("parentSession")}
-    announced = [path for path, header in depth0.items() if header.get("id") == stream_header_id]
-    chosen = announced[0] if stream_header_id and announced else None
+    announced = [path for path, header in depth0.items() if header.get("id") == header_id]
+    chosen = announced[0] if header_id and announced else None
     if chosen is None and depth0:
         chosen = min(depth0, key=lambda path: (str(depth0[path].get("timestamp")), path))
         if len(depth0) > 1:
             detail = f"{len(depth0)} root transcripts; took the first"
             findings.append(Finding(chosen, 1, "ambiguous_parent", detail))
-    return read_transcript(chosen, canon, interest, artifact) if chosen else None
+    return chosen
 
 
 def sent_by(
@@ -305,11 +298,10 @@ def _searched_for_all_they_sent(
 def read_children(
     children_root: str,
     findings: list[Finding],
-    canon: ledger.Canon | None = None,
-    interest: frozenset[int] = frozenset(),
-    sent: dict[str, set[int]] | None = None,
+    canon: ledger.Canon,
+    interest: frozenset[int],
+    sent: dict[str, set[int]],
 ) -> tuple[ChildDir, ...]:
-    canon = canon or ledger.Canon()
     children = []
     for entry in _scan(children_root, findings):
         if not CHILD_DIR.match(entry.name):
@@ -344,16 +336,14 @@ def read_children(
     return tuple(children)
 
 
-def read_display(
-    record: dict, canon: ledger.Canon | None = None, interest: frozenset[int] = frozenset()
-) -> Display:
+def read_display(record: dict, canon: ledger.Canon, interest: frozenset[int]) -> Display:
     code = text_field(record, "spawnCode")
     session_file = text_field(record, "sessionFile")
     return Display(
         child_id=text_field(record, "childId"),
         session_name=text_field(record, "sessionName"),
         # Display files are not realpath'd, the ledger is: compare canonical forms (§4).
-        session_file=(canon or ledger.Canon()).file(session_file) if session_file else None,
+        session_file=canon.file(session_file) if session_file else None,
         spawn_code_sha256=digest(code) if code is not None else None,
         spawn_code_numbers=numbers_among(code, interest) if code is not None else frozenset(),
     )

@@ -196,8 +196,8 @@ def digest(text: str) -> str:
 
 def read_transcript(
     path: str,
-    canon: ledger.Canon | None = None,
-    interest: frozenset[int] = frozenset(),
+    canon: ledger.Canon,
+    interest: frozenset[int],
     artifact: str | None = None,
     sent: dict[str, set[int]] | None = None,
 ) -> Transcript:
@@ -207,7 +207,7 @@ def read_transcript(
     first showing (`FirstShowings`). `sent`: the numbers of interest each session was
     heard to send, by its session id; given, the tool results of a session with a header id
     are searched only for those it sent, the only ones the rules ask whether it knew."""
-    acc = _TranscriptAccumulator(path, canon or ledger.Canon(), interest, artifact, sent)
+    acc = _TranscriptAccumulator(path, canon, interest, artifact, sent)
     for line in iter_objects(path, acc.findings):
         acc.add(line.number, line.record)
     return acc.result()
@@ -262,9 +262,9 @@ class _TranscriptAccumulator:
         self,
         path: str,
         canon: ledger.Canon,
-        interest: frozenset[int] = frozenset(),
-        artifact: str | None = None,
-        sent: dict[str, set[int]] | None = None,
+        interest: frozenset[int],
+        artifact: str | None,
+        sent: dict[str, set[int]] | None,
     ):
         self.path = path
         self.findings: list[Finding] = []  # the reader's and its own, in line order

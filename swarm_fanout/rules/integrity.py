@@ -14,7 +14,6 @@ code; `_CHECKS` lists them in a fixed order, and reads as the rubric's integrity
 from __future__ import annotations
 
 import itertools
-import operator
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -300,10 +299,9 @@ def _usage_attribution(f: _Family) -> Iterator[Failure]:
     parent's spawning message, never the child."""
     if f.parent is None:
         return
-    # Counted by the five numbers as a plain tuple, which hashes in C.
-    needed: Counter[tuple] = Counter()
-    allowed: Counter[tuple] = Counter()
-    first: dict[tuple, tuple[str, str, int]] = {}
+    needed: Counter[Usage] = Counter()
+    allowed: Counter[Usage] = Counter()
+    first: dict[Usage, tuple[str, str, int]] = {}
     seen: set[str] = set()
     for edge in f.family:
         transcript = f.transcript(edge)
@@ -313,35 +311,30 @@ def _usage_attribution(f: _Family) -> Iterator[Failure]:
         for call in transcript.assistant_calls:
             if call.stop_reason == "error":
                 continue
-            usage = _numbers(call.usage)
-            allowed[usage] += 1
+            allowed[call.usage] += 1
             if call.stop_reason != "aborted":
-                needed[usage] += 1
-                first.setdefault(usage, (edge.child_id, transcript.path, call.line))
-    attributed: Counter[tuple] = Counter()
-    surplus_line: dict[tuple, int] = {}
+                needed[call.usage] += 1
+                first.setdefault(call.usage, (edge.child_id, transcript.path, call.line))
+    attributed: Counter[Usage] = Counter()
+    surplus_line: dict[Usage, int] = {}
     for entry in f.parent.usage_attributions:
-        usage = _numbers(entry.usage)
-        attributed[usage] += 1
-        if attributed[usage] > allowed[usage]:
-            surplus_line.setdefault(usage, entry.line)
+        attributed[entry.usage] += 1
+        if attributed[entry.usage] > allowed[entry.usage]:
+            surplus_line.setdefault(entry.usage, entry.line)
     for usage, count in needed.items():
         if attributed[usage] < count:
             child_id, path, line = first[usage]
             detail = (
-                f"{count} child calls with usage {_usage_text(Usage(*usage))}, "
+                f"{count} child calls with usage {_usage_text(usage)}, "
                 f"{attributed[usage]} child_usage_attributed entries"
             )
             yield Failure(detail, child_id, f.path(path), line)
     for usage, line in surplus_line.items():
         detail = (
             f"{attributed[usage]} child_usage_attributed entries with usage "
-            f"{_usage_text(Usage(*usage))}, {allowed[usage]} child calls"
+            f"{_usage_text(usage)}, {allowed[usage]} child calls"
         )
         yield Failure(detail, None, f.path(f.parent.path), line)
-
-
-_numbers = operator.attrgetter("input", "output", "cache_read", "cache_write", "total")
 
 
 def _reply_receipts(f: _Family) -> Iterator[Failure]:
