@@ -2,12 +2,9 @@
 
 A fixture dir holds `fixture.json` (never shown to the agent), `task.txt` (the
 orchestration prompt) and `shards/`. A captured run holds only `fixture.json`,
-which is all that scoring needs (`load_manifest`).
-
-It also says what a distinctive answer is (`why_not_distinctive`): one that an honest
-prompt, cell or reply is unlikely to hold by chance, so that the provenance rules may read
-the answer found in a child's task as the parent's knowledge. The generator makes only
-distinctive answers; a fixture written by hand may hold others (`undistinctive_answers`).
+which is all that scoring needs (`load_manifest`). It also says what a distinctive answer
+is (`why_not_distinctive`; docs/fixtures.md "Distinctive answers"): one that an honest
+prompt, cell or reply is unlikely to hold by chance.
 """
 
 from __future__ import annotations
