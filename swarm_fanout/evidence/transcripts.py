@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import operator
-import os
 from typing import NamedTuple
 
 from swarm_fanout import ledger
@@ -274,9 +273,10 @@ class _TranscriptAccumulator:
         self.sought = interest  # what tool results are searched for
         # The parent's results: searched for each number's first showing alone.
         self.first = FirstShowings(interest) if artifact else None
-        self.artifact = os.path.basename(artifact) if artifact else None
-        # toolCall id -> (its line, the numbers sought that its arguments typed, its reading)
-        self.typed: dict[str, tuple[int, frozenset[int], Cell]] = {}
+        self.noting = bool(interest or artifact)  # what tool calls name and show is noted
+        # Calls awaiting their result: toolCall id -> (its line, the numbers sought that its
+        # arguments typed, its reading)
+        self.awaiting: dict[str, tuple[int, frozenset[int], Cell]] = {}
         self.session = Session()  # what the kernel holds between cells
         self.call_facts: list[ToolCallFacts] = []
         self.heard: list[Heard] = []
@@ -388,19 +388,19 @@ class _TranscriptAccumulator:
                     self.running[call_id] = len(self.ipython) - 1
 
     def _note_arguments(self, number: int, call_id: str | None, arguments: object) -> None:
-        if not self.interest and not self.artifact:
+        if not self.noting:
             return
         text = _argument_text(arguments)
         cell = self.session.read(text)
-        if call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
-            self.typed[call_id] = (number, numbers_among(text, self.sought), cell)
+        if call_id and len(self.awaiting) < MAX_KEPT_PER_TRANSCRIPT:
+            self.awaiting[call_id] = (number, numbers_among(text, self.sought), cell)
         elif cell.named:
             self._note_call(number, None, frozenset(), cell)
 
     def _note_result(self, number: int, message: dict, sent: list) -> None:
         """Numbers a call's own result showed: what it printed, and the messages it sent
         (the product records them in the result's details), less what its arguments typed."""
-        call = self.typed.pop(text_field(message, "toolCallId") or "", None)
+        call = self.awaiting.pop(text_field(message, "toolCallId") or "", None)
         if call is None:
             return
         line, typed, cell = call
@@ -424,7 +424,7 @@ class _TranscriptAccumulator:
     def _calls_in_order(self) -> tuple[ToolCallFacts, ...]:
         """Every noted call, with those that never returned (a run ended mid-cell) too: what
         they named they may still have written."""
-        for line, _, cell in self.typed.values():
+        for line, _, cell in self.awaiting.values():
             if cell.named:
                 self._note_call(line, None, frozenset(), cell)
         return tuple(sorted(self.call_facts, key=lambda call: call.line))
@@ -444,7 +444,7 @@ class _TranscriptAccumulator:
         if message.get("isError") is True and self.kernel_error is None:
             self.kernel_error = kernel_error(message)
         sent = dict_field(message, "details").get("sentAgentMessages")
-        if self.interest or self.artifact:
+        if self.noting:
             self._note_result(number, message, sent if isinstance(sent, list) else [])
         for item in sent if isinstance(sent, list) else ():
             if not isinstance(item, dict):

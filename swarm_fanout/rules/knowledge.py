@@ -165,7 +165,7 @@ class Knowledge:
             return f"it {CHANNEL_WORDS['network']}"
         watched = self.access is not None and self.access.watched(transcript.header_id)
         if watched:
-            seen = self._witnessed(transcript.header_id or "", shard)
+            seen = self._witness_against(transcript.header_id or "", shard)
             if seen is not None:
                 return seen
         if any(
@@ -186,7 +186,7 @@ class Knowledge:
             words.append(UNWITNESSED)
         return "; ".join(words)
 
-    def _witnessed(self, session_id: str, shard: str) -> str | None:
+    def _witness_against(self, session_id: str, shard: str) -> str | None:
         """What the runner saw the session's processes open that disproves the work, or
         None (asked only where the runner watched the session)."""
         foreign = self.access.foreign_opened(session_id)
