@@ -161,9 +161,8 @@ def _child_path(f: _Family) -> Iterator[Failure]:
             continue
         transcript = f.transcript(edge)
         if transcript is None:
-            yield Failure(
-                "no transcript at the edge's child path", edge.child_id, f.path(edge.child)
-            )
+            detail = "no transcript at the edge's child path"
+            yield Failure(detail, edge.child_id, f.path(edge.child))
             continue
         stem = os.path.splitext(os.path.basename(edge.child))[0]
         if stem != transcript.header_id:
