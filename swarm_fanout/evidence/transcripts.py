@@ -439,8 +439,7 @@ class _TranscriptAccumulator:
         index = self.running.pop(text_field(message, "toolCallId") or "", None)
         if index is not None:
             ended = iso_to_ms(record.get("timestamp"))
-            call = self.ipython[index]
-            self.ipython[index] = call._replace(ended_ms=ended)
+            self.ipython[index] = self.ipython[index]._replace(ended_ms=ended)
         if message.get("isError") is True and self.kernel_error is None:
             self.kernel_error = kernel_error(message)
         sent = dict_field(message, "details").get("sentAgentMessages")
