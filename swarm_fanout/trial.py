@@ -48,7 +48,15 @@ class Trial:
     """One run: `record` is what the runner recorded of it so far (run-meta.json, then the head
     of result.json), `run` its run dir once made; `result()` runs it and writes its result."""
 
-    def __init__(self, config: RunConfig, interrupt: Interrupt, run_dir=None, trial=None, label=""):
+    def __init__(
+        self,
+        config: RunConfig,
+        interrupt: Interrupt,
+        run_dir: str | None = None,
+        trial: dict | None = None,
+        label: str = "",
+    ):
+        """`run_dir`, `trial` ({index, run_set}) and `label` ("trial 3/10"): a run set's trial."""
         self.config, self.interrupt, self.run_dir, self.label = config, interrupt, run_dir, label
         self.script = script_of(config.model)
         self.run: RunDir | None = None
@@ -75,15 +83,17 @@ class Trial:
         return emit(TrialResult(self.record, end), self.run, self.label)
 
     def _ended(self) -> Outcome:
+        """The run, from its fixture to its outcome; a run that cannot go on raises
+        `RunRefused`."""
         config = self.config
         fixture = self._fixture()
         known_provider(config)
         if self.record.trial is None:  # a run set's trials leave it to the set, which said it once
             warn_undistinctive(fixture)
         config.check_workers(fixture)
-        refusal = scripted_check.too_many_shards(len(fixture.shards)) if self.script else None
-        if refusal:
-            raise RunRefused("too_many_shards_for_script", refusal)
+        too_many = scripted_check.too_many_shards(len(fixture.shards)) if self.script else None
+        if too_many:
+            raise RunRefused("too_many_shards_for_script", too_many)
         agent_bin, missing = find_agent(config.agent_bin)
         self._fill(agent={"bin": config.agent_bin, "path": agent_bin, "version": None})
         if missing:
@@ -92,13 +102,13 @@ class Trial:
         self.run = run = make_run_dir(config.out, fixture.name, self.run_dir)
         self._fill(run_dir=run.root)
         trial_index = self.record.trial["index"] if self.record.trial else None
-        launch, plan, sandboxed, version = prepare_launch(
+        launch, plan, sandbox_record, version = prepare_launch(
             config, fixture, run, agent_bin, available, trial_index=trial_index,
             offline=bool(self.script), label=self.label,
         )  # fmt: skip
         kernel_python = launch.env.get("PRIME_AGENT_KERNEL_PYTHON")
         self._fill(
-            sandbox=sandboxed,
+            sandbox=sandbox_record,
             agent={**self.record.agent, "version": version, "kernel_python": kernel_python},
         )
         if not self.record.simulated:

@@ -7,8 +7,8 @@ reporting/; shell/;
 and the entry points at the top (runner.py, scorer.py and report.py run as programs, the fixture
 generator). A module imports only its own layer and those below it. The test doubles
 (scripted/, simulated/) import only the task language and themselves, and no layer imports
-them: only runner.py, the composition root, starts the scripted model in its own process
-and names the simulated behaviours. The optional verifiers taskset (verifiers-taskset/) sits
+them: only runner.py and trial.py, the composition root, start the scripted model in its own
+process and name the simulated behaviours. The optional verifiers taskset (verifiers-taskset/) sits
 above the entry points and below nothing: it may import any layer but the doubles and the
 tests; its tests are tests.
 """
@@ -51,8 +51,8 @@ MAY_IMPORT = {
     "taskset": {"task", "evidence", "rules", "rubric", "reporting", "shell", "entry", "taskset"},
 }  # fmt: skip
 TASKSET_DIR = "verifiers-taskset"
-# The imports of a double by the harness: the runner serves the scripted model from a
-# thread of its own (docs/scripted-model.md), and names the simulated behaviours.
+# The imports of a double by the harness: a trial serves the scripted model from a thread of
+# its own (docs/scripted-model.md); it and the runner name the simulated behaviours.
 WIRED_DOUBLES = {
     ("runner", "scripted.model"),
     ("runner", "simulated.behaviours"),

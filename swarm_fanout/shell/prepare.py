@@ -60,7 +60,7 @@ def prepare_launch(
         env["PI_OFFLINE"] = "1"
     if trial_index is not None:
         env[trials.TRIAL_ENV] = str(trial_index)
-    env, plan, sandboxed = sandbox.plan_run(
+    env, plan, sandbox_record = sandbox.plan_run(
         available,
         agent_bin=agent_bin,
         env=env,
@@ -74,7 +74,7 @@ def prepare_launch(
         agent_bin, config.model, task, env, config.drive, config.timeout, config.grace,
         fixture.artifact, label,
     )  # fmt: skip
-    return launch, plan, sandboxed, version
+    return launch, plan, sandbox_record, version
 
 
 def note_no_kernel(env: dict) -> None:
