@@ -181,7 +181,7 @@ class Trial:
         }  # fmt: skip
         outcome = Outcome(
             judged.status, judged.resolved, exit_code, judged.reasons, agent, end.interrupted,
-            launched.cleanup, utc_now(), verdict.to_json(), **drive_records(launched),
+            launched.cleanup, utc_now(), verdict=verdict.to_json(), **drive_records(launched),
         )  # fmt: skip
         if config.inject_failure:
             workers = [worker for worker, _ in config.inject_failure]

@@ -77,11 +77,11 @@ class RunRecord(NamedTuple):
     injected_failures: dict | None = None  # {asked, answered}
 
     def to_json(self) -> dict:
-        return {name: value for name, value in self._asdict().items() if value is not None}
+        return _written(self)
 
 
 class Outcome(NamedTuple):
-    """How a launched run ended: scored, or an agent error."""
+    """How a launched run ended, scored or an agent error, in the order result.json gives it."""
 
     status: str
     resolved: bool
@@ -91,29 +91,17 @@ class Outcome(NamedTuple):
     interrupted: bool
     cleanup: dict
     finished_at: str
-    verdict: dict
     resident: dict | None = None  # the resident drive's record
     acp: dict | None = None  # the ACP drive's, with the children outstanding at its response
     outstanding_at_response: int | None = None
-    contract_check: str | None = None  # a scripted run's (scripted/check.py)
+    verdict: dict | None = None
+    contract_check: str | None = None  # a scripted run's, with its differences
     differences: list | None = None
     injected_failures: dict | None = None  # the record's, with each worker's accounting
-    failure_accounted: bool | None = None  # written, first, where failures were injected
+    failure_accounted: bool | None = None  # written first (TrialResult)
 
     def to_json(self) -> dict:
-        result = {"status": self.status, "resolved": self.resolved, "exit_code": self.exit_code}
-        result.update(reasons=list(self.reasons), agent=self.agent, interrupted=self.interrupted)
-        result.update(cleanup=self.cleanup, finished_at=self.finished_at)
-        if self.acp is not None:
-            result.update(acp=self.acp, outstanding_at_response=self.outstanding_at_response)
-        elif self.resident:
-            result["resident"] = self.resident
-        result["verdict"] = self.verdict
-        if self.contract_check is not None:
-            result.update(contract_check=self.contract_check, differences=self.differences)
-        if self.injected_failures:
-            result["injected_failures"] = self.injected_failures
-        return result
+        return _written(self, *(("outstanding_at_response",) if self.acp is not None else ()))
 
 
 class Refusal(NamedTuple):
@@ -154,6 +142,13 @@ class TrialResult(NamedTuple):
         accounted = isinstance(self.end, Outcome) and self.end.injected_failures
         first = {"failure_accounted": self.end.failure_accounted} if accounted else {}
         return {**first, **(self.record.to_json() if self.record else {}), **self.end.to_json()}
+
+
+def _written(record: NamedTuple, *null: str) -> dict:
+    """A record's fields as JSON, in their order: None is not written, but for the fields named."""
+    return {
+        name: value for name, value in record._asdict().items() if value is not None or name in null
+    }
 
 
 def root_causes(end: AgentEnd | None) -> tuple[dict, ...]:
