@@ -317,6 +317,10 @@ class LayerCheckTest(unittest.TestCase):
         graph = {"scorer": {"shell.regrade"}, "shell.launch": {"simulated.product"}}
         self.assertEqual(len(layer_violations(graph)), 2)
 
+    def test_a_rule_may_not_import_the_rubric_above_it(self):
+        graph = {"rules.result": {"scorer"}, "scorer": {"rules.answers"}}
+        self.assertEqual(layer_violations(graph), ["rules.result (rules) imports scorer (rubric)"])
+
     def test_a_double_may_not_import_the_harness(self):
         graph = {"scripted.model": {"shell.agent_config", "fixtures.tasks"}}
         self.assertEqual(
