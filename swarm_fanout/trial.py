@@ -75,14 +75,14 @@ class Trial:
     def result(self) -> int:
         """Run the trial; write, print and say its result; its exit code."""
         try:
-            end = self._ended()
+            outcome = self._outcome()
         except RunRefused as refusal:
             if self.run is not None:
                 self.run.cleanup_tmp()
             return refused(refusal, self.record, self.run)
-        return emit(TrialResult(self.record, end), self.run, self.label)
+        return emit(TrialResult(self.record, outcome), self.run, self.label)
 
-    def _ended(self) -> Outcome:
+    def _outcome(self) -> Outcome:
         """The run, from its fixture to its outcome; a run that cannot go on raises
         `RunRefused`."""
         config = self.config
