@@ -46,7 +46,7 @@ def prepare_launch(
     trial_index: int | None,
     offline: bool,
     label: str,
-) -> tuple[Launch, sandbox.Plan | None, dict, str | None]:
+) -> tuple[Launch, sandbox.Plan, dict, str | None]:
     """The run dir made ready, and what to launch in it: the agent's environment (`offline`:
     the model is the harness's own endpoint; `trial_index`: a run set's trial), its sandbox
     plan, the sandbox's record for the result, and the agent's version."""
