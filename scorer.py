@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""`python scorer.py`: the command, kept where it always was; its code is
-swarm_fanout/scorer.py."""
+"""`python scorer.py RUN_DIR`: regrade a stored run dir (swarm_fanout/shell/regrade.py), with
+the fixture generator's twins for `--replay`; the rubric itself is swarm_fanout/scorer.py."""
 
-import runpy
+import sys
+
+from swarm_fanout import generate
+from swarm_fanout.shell import regrade
 
 if __name__ == "__main__":
-    runpy.run_module("swarm_fanout.scorer", run_name="__main__", alter_sys=True)
+    sys.exit(regrade.main(make_twins=generate.twins))

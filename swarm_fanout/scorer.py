@@ -17,13 +17,12 @@ and `score` only assembles them (`resolved` is all of them). The rubric
 - efficiency (informational): turns and tokens from raw assistant usage.
 
 No clock, no environment, no file access in `score`: the same artifacts always
-give the same verdict bytes. Run as a program (`scorer.py RUN_DIR`), it hands on to the
-regrade shell, shell/regrade.py.
+give the same verdict bytes. `scorer.py RUN_DIR` regrades a stored run with it
+(shell/regrade.py).
 """
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from typing import NamedTuple
 
@@ -256,6 +255,8 @@ CRITERIA = {
 }
 CRITERION_NAMES = tuple(CRITERIA)
 COVERAGE = coverage.__name__  # all a single-agent baseline is judged on
+# The reasons that belong to coverage.
+COVERAGE_CODES = ("artifact_missing", "missing_answer", "wrong_answer", "conflicting_answers")
 
 
 # --- the verdict --------------------------------------------------------------
@@ -290,6 +291,14 @@ class Verdict(NamedTuple):
             "findings": self.findings,
             "evidence": self.evidence,
         }
+
+    def judged(self, *, baseline: bool) -> tuple[bool, tuple[Reason, ...]]:
+        """Whether the run passes, and why not. A baseline was told not to delegate, so it
+        is judged on coverage alone."""
+        if not baseline:
+            return self.resolved, self.reasons
+        kept = tuple(item for item in self.reasons if item.code in COVERAGE_CODES)
+        return self.criteria[COVERAGE], kept
 
 
 def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None) -> Verdict:
@@ -524,14 +533,3 @@ def failure_accounting(verdict: Verdict, workers: list[str]) -> list[dict]:
             how, accounted = f"marked: {answered[0]}", True
         out.append({"worker": worker, "file": row["file"], "accounted": accounted, "how": how})
     return out
-
-
-# --- `scorer.py RUN_DIR`: regrade a stored run dir --------------------------------------
-# Run as a program, this file is `__main__`, not the module `scorer` that the shell imports: the
-# regrade shell (shell/regrade.py) reads the run dir and calls `score` of that module, so the
-# rubric above still imports nothing of the shell.
-if __name__ == "__main__":
-    from swarm_fanout import generate
-    from swarm_fanout.shell import regrade
-
-    sys.exit(regrade.main(make_twins=generate.twins))

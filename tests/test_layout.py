@@ -2,12 +2,13 @@
 
 Layers, lowest first (README "Layout"): the task language (fixtures/tasks.py), which every layer
 may read; evidence/ and
-ledger.py, readers that never raise; rules/ and scorer.py, pure judgements; reporting/; shell/;
+ledger.py, readers that never raise; rules/, pure judgements, and scorer.py, the rubric over them;
+reporting/; shell/;
 and the entry points at the top (runner.py, scorer.py and report.py run as programs, the fixture
 generator). A module imports only its own layer and those below it. The test doubles
 (scripted/, simulated/) import only the task language and themselves, and no layer imports
-them: only runner.py, the composition root, starts the scripted model in its own process
-and names the simulated behaviours. The optional verifiers taskset (verifiers-taskset/) sits
+them: only runner.py and trial.py, the composition root, start the scripted model in its own
+process and name the simulated behaviours. The optional verifiers taskset (verifiers-taskset/) sits
 above the entry points and below nothing: it may import any layer but the doubles and the
 tests; its tests are tests.
 """
@@ -39,22 +40,25 @@ MAY_IMPORT = {
     "task": {"task"},
     "evidence": {"task", "evidence"},
     "rules": {"task", "evidence", "rules"},
-    "reporting": {"task", "evidence", "rules", "reporting"},
-    "shell": {"task", "evidence", "rules", "reporting", "shell"},
-    "entry": {"task", "evidence", "rules", "reporting", "shell", "entry"},
+    "rubric": {"task", "evidence", "rules", "rubric"},
+    "reporting": {"task", "evidence", "rules", "rubric", "reporting"},
+    "shell": {"task", "evidence", "rules", "rubric", "reporting", "shell"},
+    "entry": {"task", "evidence", "rules", "rubric", "reporting", "shell", "entry"},
     "scripted": {"task", "scripted"},
     "simulated": {"task", "simulated"},
-    "tests": {"task", "evidence", "rules", "reporting", "shell", "entry", "scripted", "simulated",
-              "tests", "taskset"},
-    "taskset": {"task", "evidence", "rules", "reporting", "shell", "entry", "taskset"},
+    "tests": {"task", "evidence", "rules", "rubric", "reporting", "shell", "entry", "scripted",
+              "simulated", "tests", "taskset"},
+    "taskset": {"task", "evidence", "rules", "rubric", "reporting", "shell", "entry", "taskset"},
 }  # fmt: skip
 TASKSET_DIR = "verifiers-taskset"
-# The imports of a double by the harness: the runner serves the scripted model from a
-# thread of its own (docs/scripted-model.md), and names the simulated behaviours.
+# The imports of a double by the harness: a trial serves the scripted model from a thread of
+# its own (docs/scripted-model.md); it and the runner name the simulated behaviours.
 WIRED_DOUBLES = {
-    ("runner", "scripted.check"),
     ("runner", "scripted.model"),
     ("runner", "simulated.behaviours"),
+    ("trial", "scripted.check"),
+    ("trial", "scripted.model"),
+    ("trial", "simulated.behaviours"),
 }
 
 
@@ -74,6 +78,7 @@ BEFORE_THE_PACKAGE = {
     "swarm_fanout.report": "report",
     "swarm_fanout.runner": "runner",
     "swarm_fanout.scorer": "scorer",
+    "swarm_fanout.trial": "trial",
     "swarm_fanout.generate": "fixtures.generate",
     "swarm_fanout.tasks": "fixtures.tasks",
     "swarm_fanout.vf": "verifiers-taskset.swarm_fanout",
@@ -102,11 +107,13 @@ def layer_of(module: str) -> str | None:
         return "task"
     if module in ("ledger",) or top == "evidence":
         return "evidence"
-    if module == "scorer" or top == "rules":
+    if module == "scorer":
+        return "rubric"
+    if top == "rules":
         return "rules"
     if top in ("reporting", "shell", "scripted", "simulated", "tests"):
         return top
-    if module in ("runner", "report", "fixtures.generate"):
+    if module in ("runner", "trial", "report", "fixtures.generate") or module in ENTRY_POINTS:
         return "entry"
     if top == TASKSET_DIR:
         return "tests" if ".tests" in module else "taskset"
@@ -114,7 +121,11 @@ def layer_of(module: str) -> str | None:
 
 
 def module_name(path: Path) -> str:
+    """A module's name as it is imported; a top-level program's is its file's (`scorer.py`):
+    nothing imports it, and it is not the package's module of the same stem."""
     parts = path.relative_to(REPO).with_suffix("").parts
+    if len(parts) == 1:
+        return path.name
     return unpackaged(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
 
 
@@ -134,15 +145,11 @@ def _is_main_guard(node: ast.stmt) -> bool:
     )
 
 
-def imported_modules(source: str, *, program: bool = False) -> set[str]:
-    """Every module an import statement anywhere in `source` names: lazy ones inside functions
-    and `if TYPE_CHECKING:` ones count too. With `program`, what the file's
-    `if __name__ == "__main__":` block imports is left out: run as a program the file is
-    `__main__`, not the module others import, so those imports are the program's."""
-    tree = ast.parse(source)
-    nodes = [node for node in tree.body if not (program and _is_main_guard(node))]
+def imported_modules(source: str) -> set[str]:
+    """Every module an import statement anywhere in `source` names: lazy ones inside functions,
+    `if TYPE_CHECKING:` ones and the `if __name__ == "__main__":` block's count too."""
     found = set()
-    for node in (inner for top in nodes for inner in ast.walk(top)):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -160,7 +167,7 @@ def import_graph() -> dict[str, set[str]]:
     for path in paths:
         name = module_name(path)
         source = path.read_text(encoding="utf-8")
-        named = imported_modules(source, program=path.name in ENTRY_POINTS and "." not in name)
+        named = imported_modules(source)
         named = {module for module in named if module in ours and module != name}
         # `from shell import launch` names the package too; its __init__ holds only a docstring.
         graph[name] = graph.get(name, set()) | {
@@ -311,6 +318,10 @@ class LayerCheckTest(unittest.TestCase):
         graph = {"scorer": {"shell.regrade"}, "shell.launch": {"simulated.product"}}
         self.assertEqual(len(layer_violations(graph)), 2)
 
+    def test_a_rule_may_not_import_the_rubric_above_it(self):
+        graph = {"rules.result": {"scorer"}, "scorer": {"rules.answers"}}
+        self.assertEqual(layer_violations(graph), ["rules.result (rules) imports scorer (rubric)"])
+
     def test_a_double_may_not_import_the_harness(self):
         graph = {"scripted.model": {"shell.agent_config", "fixtures.tasks"}}
         self.assertEqual(
@@ -336,10 +347,9 @@ class LayerCheckTest(unittest.TestCase):
             with self.subTest(source=source):
                 self.assertTrue({"shell.launch"} & imported_modules(source))
 
-    def test_only_an_entry_points_main_block_is_the_programs(self):
+    def test_a_main_blocks_imports_are_the_modules_own(self):
         source = 'if __name__ == "__main__":\n    from shell import regrade\n'
         self.assertIn("shell.regrade", imported_modules(source))
-        self.assertNotIn("shell.regrade", imported_modules(source, program=True))
 
 
 class SimulatedExecutableTest(unittest.TestCase):

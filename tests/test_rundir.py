@@ -15,8 +15,9 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from swarm_fanout import runner
+from swarm_fanout import trial
 from swarm_fanout.evidence.fixture import load_fixture
+from swarm_fanout.rules.result import Refusal, TrialResult
 from swarm_fanout.shell.rundir import RunDir, repo_files, write_atomic
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -77,10 +78,10 @@ class EmitTest(unittest.TestCase):
     def test_a_result_that_cannot_be_stored_is_still_printed_with_its_exit_code(self):
         with tempfile.TemporaryDirectory() as tmp:
             gone = RunDir(os.path.join(tmp, "removed-run-dir"))
-            result = {"status": "agent_not_run", "resolved": False, "exit_code": 3}
+            result = TrialResult(None, Refusal("agent_not_run", 3, ()))
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = runner._emit(result, gone)
+                code = trial.emit(result, gone)
         self.assertEqual(code, 3)
         printed = json.loads(out.getvalue())
         self.assertEqual(printed["exit_code"], 3)

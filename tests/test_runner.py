@@ -16,6 +16,7 @@ from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.witness import Witness
 from swarm_fanout.reporting import terminal
 from swarm_fanout.rules import triage
+from swarm_fanout.rules.result import Outcome, Refusal, RunRecord, TrialResult
 from swarm_fanout.shell import launch, regrade, rundir
 from swarm_fanout.shell.run_config import INJECTED_CALLS
 from swarm_fanout.shell.watch import Progress
@@ -436,6 +437,57 @@ class StderrTailTest(unittest.TestCase):
         said = self.said("unknown; choose one of " + ", ".join(["behaviour"] * 80) + "\n")
         self.assertTrue(said.endswith("behaviour, … (cut; the whole of it in stderr.txt)"), said)
         self.assertLessEqual(len(said), launch.STDERR_TAIL_CHARS + 50)
+
+
+class ResultRecordTest(unittest.TestCase):
+    """result.json is written from one record (rules/result.py `TrialResult`): every key it
+    holds is a field of it, every field a key, in the order the result has always had."""
+
+    def filled(self, record, **given):
+        return record(**{name: given.get(name, f"<{name}>") for name in record._fields})
+
+    def keys(self, record, end) -> list[str]:
+        return list(TrialResult(record, end).to_json())
+
+    def test_every_field_is_a_key_and_every_key_a_field(self):
+        record = self.filled(RunRecord)
+        for end_type in (Outcome, Refusal):
+            with self.subTest(end=end_type.__name__):
+                keys = self.keys(record, self.filled(end_type))
+                self.assertEqual(set(keys), set(RunRecord._fields) | set(end_type._fields))
+
+    def test_a_field_not_known_is_not_written_but_an_acp_runs_outstanding_children_are(self):
+        record = RunRecord("<harness>", False, "<model>", "<drive>")
+        outcome = Outcome(*(f"<{name}>" for name in Outcome._fields[:8]))
+        refusal = Refusal("<status>", 2, ())
+        self.assertEqual(self.keys(None, refusal), ["status", "resolved", "exit_code", "reasons"])
+        self.assertEqual(self.keys(record, outcome), [*record._fields[:4], *outcome._fields[:8]])
+        acp = self.keys(record, outcome._replace(acp={"error": None}))
+        self.assertEqual(acp[-2:], ["acp", "outstanding_at_response"])
+
+    def test_a_scored_result_keeps_its_order_the_accounting_first(self):
+        keys = self.keys(self.filled(RunRecord), self.filled(Outcome))
+        self.assertEqual(
+            keys,
+            ["failure_accounted", "harness", "simulated", "model", "drive", "trial", "baseline",
+             "resolved_by", "started_at", "fixture", "agent", "run_dir", "sandbox", "witness",
+             "replay", "injected_failures", "status", "resolved", "exit_code", "reasons",
+             "interrupted", "cleanup", "finished_at", "resident", "acp", "outstanding_at_response",
+             "verdict", "contract_check", "differences"],
+        )  # fmt: skip
+
+    def test_what_a_refusal_names_follows_its_exit_code_unless_the_record_has_it(self):
+        record = RunRecord("<harness>", False, "<model>", "<drive>", started_at="<t>")
+        refusal = Refusal("invalid_fixture", 2, (), model="<model>", fixture={"path": "f"})
+        self.assertEqual(
+            self.keys(record, refusal),
+            ["harness", "simulated", "model", "drive", "started_at", "status", "resolved",
+             "exit_code", "fixture", "reasons"],
+        )  # fmt: skip
+        self.assertEqual(
+            self.keys(None, refusal),
+            ["status", "resolved", "exit_code", "model", "fixture", "reasons"],
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""A run's result from its verdict and how it ended, the one rule the runner and a regrade of
-the stored run share: an agent error first (rules/triage.py); then what the runner saw end
-the run (a daemon or ACP error, an interrupt, the timeout), named before what it caused; then the
-verdict, a baseline's on coverage alone. Pure.
+"""A run's result: how it is judged from its verdict and how it ended, the one rule the runner
+and a regrade of the stored run share (an agent error first, rules/triage.py; then what the
+runner saw end the run, a daemon or ACP error, an interrupt, the timeout, named before what it
+caused; then the verdict), and the record result.json is written from. Pure.
 """
 
 from __future__ import annotations
@@ -11,11 +11,7 @@ from typing import NamedTuple
 
 from swarm_fanout.evidence.artifacts import RunArtifacts
 from swarm_fanout.rules import triage
-from swarm_fanout.rules.exit_codes import EXIT_AGENT, EXIT_RESOLVED, EXIT_SIGNAL, EXIT_UNRESOLVED
-from swarm_fanout.scorer import COVERAGE, Verdict
-
-# The reasons that belong to coverage: all a single-agent baseline is scored on.
-COVERAGE_CODES = ("artifact_missing", "missing_answer", "wrong_answer", "conflicting_answers")
+from swarm_fanout.rules.exit_codes import EXIT_AGENT, EXIT_RESOLVED, EXIT_UNRESOLVED
 
 
 class AgentEnd(NamedTuple):
@@ -39,19 +35,9 @@ class RunResult(NamedTuple):
     reasons: tuple[dict, ...]  # {code, message, ...}, root causes first
 
 
-def judged_reasons(verdict: Verdict, *, baseline: bool) -> tuple[bool, tuple]:
-    """Whether the verdict passes, and why not. A baseline was told not to delegate, so it
-    is judged on coverage alone."""
-    if not baseline:
-        return verdict.resolved, verdict.reasons
-    kept = tuple(item for item in verdict.reasons if item.code in COVERAGE_CODES)
-    return verdict.criteria[COVERAGE], kept
-
-
-def run_result(
-    verdict: Verdict, run: RunArtifacts, end: AgentEnd | None, *, baseline: bool
-) -> RunResult:
-    """The result of a scored run; `end` None: a run the runner did not record (a capture)."""
+def run_result(judged: tuple[bool, tuple], run: RunArtifacts, end: AgentEnd | None) -> RunResult:
+    """The result of a scored run from its judged verdict (scorer.py `Verdict.judged`: whether
+    it passes, and its reasons); `end` None: a run the runner did not record (a capture)."""
     error = None
     if end is not None and end.seen_exit:
         error = triage.agent_error(
@@ -64,48 +50,105 @@ def run_result(
     causes = root_causes(end)
     if error is not None:
         return RunResult("agent_error", False, EXIT_AGENT, (error, *causes))
-    passed, kept = judged_reasons(verdict, baseline=baseline)
+    passed, kept = judged
     resolved = passed and not causes
     exit_code = EXIT_RESOLVED if resolved else EXIT_UNRESOLVED
     return RunResult("scored", resolved, exit_code, (*causes, *(r.to_json() for r in kept)))
 
 
-def result_json(
-    base: dict,
-    verdict: Verdict,
-    run: RunArtifacts,
-    end: AgentEnd,
-    *,
-    signal: int | None,
-    wall_time_s: float,
-    cleanup: dict,
-    records: dict,
-    finished_at: str,
-) -> dict:
-    """The result of a run whose agent was launched, over `base` (what the runner recorded
-    before): scored, or an agent error; an interrupted run's exit code is its `signal`'s."""
-    judged = run_result(verdict, run, end, baseline=bool(base.get("baseline")))
-    exit_code = judged.exit_code
-    if signal and judged.status == "scored":
-        exit_code = EXIT_SIGNAL[signal]
-    agent = dict(base["agent"])
-    agent.update(
-        exit_code=end.exit_code,
-        timed_out=end.timed_out,
-        wall_time_s=wall_time_s,
-        first_error=triage.first_error(run) or end.stderr_tail,
-    )
-    result = dict(base, status=judged.status, resolved=judged.resolved, exit_code=exit_code)
-    result.update(
-        reasons=list(judged.reasons),
-        agent=agent,
-        interrupted=end.interrupted,
-        cleanup=cleanup,
-        finished_at=finished_at,
-        **records,  # the drive's own: {"resident": …} or {"acp": …, …}
-        verdict=verdict.to_json(),
-    )
-    return result
+class RunRecord(NamedTuple):
+    """What the runner recorded of a run before it ended, in the order result.json and
+    run-meta.json give it (docs/results.md); None: not known (yet), and not written."""
+
+    harness: str
+    simulated: bool  # the model or the agent is the bundled stand-in (trial.py decides)
+    model: str
+    drive: str
+    trial: dict | None = None  # {index, run_set}: a run set's trial
+    baseline: bool | None = None
+    resolved_by: str | None = None  # a baseline's one criterion
+    started_at: str | None = None
+    fixture: dict | None = None  # {name, path, shards, digest}
+    agent: dict | None = None  # {bin, path, version, kernel_python}
+    run_dir: str | None = None
+    sandbox: dict | None = None
+    witness: dict | None = None
+    replay: dict | None = None
+    injected_failures: dict | None = None  # {asked, answered}
+
+    def to_json(self) -> dict:
+        return _written(self)
+
+
+class Outcome(NamedTuple):
+    """How a launched run ended, scored or an agent error, in the order result.json gives it."""
+
+    status: str
+    resolved: bool
+    exit_code: int
+    reasons: tuple[dict, ...]
+    agent: dict  # the record's, with how the agent ended
+    interrupted: bool
+    cleanup: dict
+    finished_at: str
+    resident: dict | None = None  # the resident drive's record
+    acp: dict | None = None  # the ACP drive's, with the children outstanding at its response
+    outstanding_at_response: int | None = None
+    verdict: dict | None = None
+    contract_check: str | None = None  # a scripted run's, with its differences
+    differences: list | None = None
+    injected_failures: dict | None = None  # the record's, with each worker's accounting
+    failure_accounted: bool | None = None  # written first (TrialResult)
+
+    def to_json(self) -> dict:
+        return _written(self, *(("outstanding_at_response",) if self.acp is not None else ()))
+
+
+class Refusal(NamedTuple):
+    """How a run that could not go on ended (shell/cli.py `RunRefused`), with the fields the
+    refusal names."""
+
+    status: str
+    exit_code: int
+    reasons: tuple[dict, ...]
+    resolved: bool = False
+    model: str | None = None
+    interrupted: bool | None = None
+    fixture: dict | None = None  # {path}: the fixture that could not be read
+    resident: dict | None = None  # the drive's record of a task it never took
+    acp: dict | None = None
+    cleanup: dict | None = None
+    finished_at: str | None = None  # a run whose agent did not run
+
+    def to_json(self) -> dict:
+        result = {"status": self.status, "resolved": self.resolved, "exit_code": self.exit_code}
+        for name in ("model", "interrupted", "fixture", "resident", "acp", "cleanup"):
+            if getattr(self, name) is not None:
+                result[name] = getattr(self, name)
+        result["reasons"] = list(self.reasons)
+        if self.finished_at is not None:
+            result["finished_at"] = self.finished_at
+        return result
+
+
+class TrialResult(NamedTuple):
+    """result.json: what was recorded of the run (None: a run set refused before any run),
+    then how it ended; a key both give keeps the record's place, with the end's value."""
+
+    record: RunRecord | None
+    end: Outcome | Refusal
+
+    def to_json(self) -> dict:
+        accounted = isinstance(self.end, Outcome) and self.end.injected_failures
+        first = {"failure_accounted": self.end.failure_accounted} if accounted else {}
+        return {**first, **(self.record.to_json() if self.record else {}), **self.end.to_json()}
+
+
+def _written(record: NamedTuple, *null: str) -> dict:
+    """A record's fields as JSON, in their order: None is not written, but for the fields named."""
+    return {
+        name: value for name, value in record._asdict().items() if value is not None or name in null
+    }
 
 
 def root_causes(end: AgentEnd | None) -> tuple[dict, ...]:
@@ -139,14 +182,3 @@ def reason_counts(codes) -> str:
     if not counts:
         return ""
     return "reasons: " + ", ".join(c if n == 1 else f"{c} x{n}" for c, n in counts.items())
-
-
-def with_failure_accounting(result: dict, accounting: list[dict]) -> dict:
-    """Under --inject-failure the question asked is whether the parent accounted for the
-    child made to fail (scorer.failure_accounting), so the result says that first, before
-    whether the run resolved (a child that fails outright leaves its shard unanswered,
-    which fails coverage)."""
-    result["injected_failures"]["accounting"] = accounting
-    judged = [row["accounted"] for row in accounting]
-    accounted = None if None in judged else all(judged)
-    return {"failure_accounted": accounted, **result}

@@ -206,7 +206,7 @@ def _judged(stored: dict, agent: dict, run: RunArtifacts, verdict: Verdict) -> t
         # Only a result the runner wrote once the agent ended (not a killed run's meta).
         seen_exit="exit_code" in agent,
     )
-    judged = run_result(verdict, run, end, baseline=bool(stored.get("baseline")))
+    judged = run_result(verdict.judged(baseline=bool(stored.get("baseline"))), run, end)
     if judged.status == "agent_error":
         return judged.exit_code, agent_error_head(judged.reasons[0])
     parts = [state(judged.resolved, judged.exit_code)]

@@ -225,7 +225,7 @@ class SwarmFanoutTask(Task[SwarmFanoutData, State, SwarmFanoutTaskConfig]):
         # The rule runner.py applies: a run in which no model call was answered is the
         # agent's failure (bad credentials, a model the provider lacks), not the model's.
         end = AgentEnd(None, timed_out=bool(trace.is_timeout), interrupted=False, stderr_tail=None)
-        judged = run_result(verdict, run, end, baseline=False)
+        judged = run_result(verdict.judged(baseline=False), run, end)
         record["status"] = judged.status
         if judged.status == "agent_error":
             first = judged.reasons[0]
