@@ -1,6 +1,6 @@
 """What the end-to-end tests of runner.py share: paths, the simulated agent, a runner in a temp dir
-(`RunnerTestCase`), reading the pids a run logged, run sets (`RunSetCase`) and every behaviour's
-verdict sandboxed and not (`SameVerdictsCase`). Not a test module: `tests/test_runner*.py`,
+(`RunnerTestCase`), reading the pids a run logged, run sets (`RunSetCase`) and a few behaviours'
+verdicts sandboxed and not (`SameVerdictsCase`). Not a test module: `tests/test_runner*.py`,
 `tests/test_trials*.py` and `tests/test_sandbox*.py` import it.
 """
 
@@ -324,11 +324,16 @@ class RunSetCase(RunnerTestCase):
 
 
 class SameVerdictsCase(RunnerTestCase):
-    """Every behaviour under one drive (`drive`, a subclass's) gets the same verdict sandboxed
-    and not: the sandbox changes where the agent runs, never what is scored. One module per
-    drive, so that the suite runs the two side by side. Skipped where bwrap cannot run."""
+    """A few behaviours under one drive (`drive` and `behaviours`, a subclass's) get the same
+    verdict sandboxed and not: the sandbox changes where the agent runs, never what is
+    scored. The behaviours are chosen for what the sandbox changes under them (the files they
+    write, the processes they leave, what they reach over the network); every behaviour's
+    verdict itself is checked once per drive it matters for elsewhere (test_runner_cheats,
+    test_runner_resident, test_runner_acp). One module per drive, so that the suite runs the
+    two side by side. Skipped where bwrap cannot run."""
 
     drive = "oneshot"
+    behaviours: tuple[str, ...] = ()
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -339,34 +344,26 @@ class SameVerdictsCase(RunnerTestCase):
 
     def verdict(self, behaviour: str, sandbox_flag: str) -> tuple:
         extra = list(HANG_TIMEOUT) if behaviour == "hang" else []
-        # Two shards are all a comparison needs (sibling-forward needs a sibling), and each
-        # shard costs both runs of every pair a child's processes and model calls. But
-        # early-index is caught by the order in which the runner's witness, polling, saw the
-        # index and the first reply: on two shards the replies can come within the same poll
-        # as the index, and the witness then takes the index for the later of the two.
-        fixture = JSON_EVENTS if behaviour == "early-index" else two_shard_fixture()
+        # Two shards are all a comparison needs, and each shard costs both runs of every pair
+        # a child's processes, model calls and replays.
         done, result = self.run_runner(
-            f"simulated/{behaviour}", fixture, "--drive", self.drive, *GRACE, *extra, sandbox_flag
+            f"simulated/{behaviour}",
+            two_shard_fixture(),
+            *("--drive", self.drive, *GRACE, *extra, sandbox_flag),
         )
         self.assertEqual(result["sandbox"]["enabled"], sandbox_flag == "--sandbox")
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-        if behaviour == "breakout":
-            self.remove_breakout_tmp(result)
         return done.returncode, result["resolved"], self.codes(result)
 
-    def assert_every_behaviour_gets_the_same_verdict_sandboxed_and_not(self) -> None:
-        from swarm_fanout.simulated.run import (
-            BEHAVIOURS,  # here: the other runner tests need none of it
-        )
-
+    def assert_the_same_verdict_sandboxed_and_not(self) -> None:
         two_shard_fixture()  # made once, before the runs that share it
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             runs = {
                 (behaviour, flag): pool.submit(self.verdict, behaviour, flag)
-                for behaviour in sorted(BEHAVIOURS)
+                for behaviour in self.behaviours
                 for flag in ("--sandbox", "--no-sandbox")
             }
-        for behaviour in sorted(BEHAVIOURS):
+        for behaviour in self.behaviours:
             with self.subTest(behaviour=behaviour, drive=self.drive):
                 self.assertEqual(
                     runs[(behaviour, "--sandbox")].result(),
