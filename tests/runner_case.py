@@ -65,6 +65,16 @@ def parent_pid(pid: int) -> int:
         return int(handle.read().rsplit(")", 1)[1].split()[1])
 
 
+def documented_codes(behaviour: str) -> set[str]:
+    """The reason codes docs/simulated-agent.md's table gives a behaviour's verdict."""
+    with open(os.path.join(ROOT, "docs", "simulated-agent.md"), encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith(f"| `{behaviour}` |"):
+                verdict = line.rstrip().rstrip("|").rsplit("|", 1)[1]
+                return set(re.findall(r"`([a-z_]+)`", verdict))
+    raise AssertionError(f"no row for {behaviour} in docs/simulated-agent.md")
+
+
 class StderrLines:
     """A running process's stderr, read line by line as it comes (from its file descriptor,
     so that nothing waits in a buffer that select cannot see)."""
