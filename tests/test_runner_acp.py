@@ -1,7 +1,7 @@
 """End to end through runner.py under the ACP drive: verdicts, a parent that ends its turn
 early, cheats, a forgery and an honest variant with their documented verdicts, and an agent
-that speaks ACP badly (a malformed message, an error response to session/prompt, death mid-prompt, a
-terminal-quiescence update that never comes).
+that speaks ACP badly (a malformed message, an error response to session/prompt, death
+mid-prompt, a terminal-quiescence update that never comes).
 """
 
 from __future__ import annotations
