@@ -233,10 +233,11 @@ class RunnerTestCase(unittest.TestCase):
     def started_hanging_run(
         self, *extra: str, env: dict | None = None, grace: tuple[str, str] = GRACE
     ) -> tuple[subprocess.Popen, int]:
-        """runner.py on simulated/hang, once the agent has logged its SIGTERM-ignoring
-        grandchild; returns the runner and the grandchild's pid here."""
+        """runner.py on simulated/hang over two shards, once the agent has spawned both
+        children and logged its SIGTERM-ignoring grandchild; returns the runner and the
+        grandchild's pid here."""
         runner = subprocess.Popen(
-            self.runner_argv("simulated/hang", JSON_EVENTS, *extra, *grace),
+            self.runner_argv("simulated/hang", two_shard_fixture(), *extra, *grace),
             cwd=self.tmp,
             env=env or self.env,
             stdin=subprocess.DEVNULL,

@@ -51,8 +51,12 @@ def read_jsonl(path: str) -> list[dict]:
 
 
 class AcpDriveTest(RunnerTestCase):
+    def shared_acp(self, behaviour: str):
+        """The shared run of a behaviour under the ACP drive, on two shards."""
+        return self.shared_run(f"simulated/{behaviour}", two_shard_fixture(), "--drive", "acp")
+
     def test_oracle_resolves_under_the_acp_drive(self):
-        shared = self.shared_run("simulated/oracle", JSON_EVENTS, "--drive", "acp")
+        shared = self.shared_acp("oracle")
         done, result = shared.done, shared.result
         self.assertEqual(done.returncode, 0, done.stderr.decode())
         self.assertTrue(result["resolved"])
@@ -73,7 +77,7 @@ class AcpDriveTest(RunnerTestCase):
         self.assertTrue(result["cleanup"]["daemon_shutdown"]["exited"])
 
     def test_the_acp_stream_is_kept_and_held_against_the_transcript(self):
-        result = self.shared_run("simulated/oracle", JSON_EVENTS, "--drive", "acp").result
+        result = self.shared_acp("oracle").result
         run = self.run_dir(result)
         self.assertFalse(os.path.exists(os.path.join(run, "stdout.jsonl")))
         messages = read_jsonl(os.path.join(run, "acp-stream.jsonl"))
@@ -86,26 +90,30 @@ class AcpDriveTest(RunnerTestCase):
         self.assertEqual(channel["lines"], len(messages))
 
     def test_parent_that_ends_its_turn_early_resolves_because_the_drive_waits(self):
-        shared = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp")
+        shared = self.shared_acp("end-turn-early")
         done, result = shared.done, shared.result
         self.assertEqual(done.returncode, 0, result["reasons"])
         self.assertTrue(result["resolved"])
-        self.assertEqual(result["verdict"]["details"]["child_replies"], 8)
+        self.assertEqual(result["verdict"]["details"]["child_replies"], 2)
         # Every child was still running when the prompt's response came.
-        self.assertEqual(result["outstanding_at_response"], 8)
+        self.assertEqual(result["outstanding_at_response"], 2)
         self.assertTrue(result["acp"]["terminal_update"])
 
     def test_the_evidence_page_says_how_many_children_ran_at_the_response(self):
         from swarm_fanout.reporting.evidence_page import build_evidence, read_evidence
         from swarm_fanout.reporting.render import render_markdown
 
-        result = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp").result
+        result = self.shared_run(
+            "simulated/end-turn-early", two_shard_fixture(), "--drive", "acp"
+        ).result
         page = render_markdown(build_evidence(read_evidence(self.run_dir(result))))
         row = next(line for line in page.splitlines() if "at the prompt's response" in line)
-        self.assertIn("| 8 |", row)
+        self.assertIn("| 2 |", row)
 
     def test_the_simulated_stream_has_the_real_ones_shapes(self):
-        result = self.shared_run("simulated/end-turn-early", JSON_EVENTS, "--drive", "acp").result
+        result = self.shared_run(
+            "simulated/end-turn-early", two_shard_fixture(), "--drive", "acp"
+        ).result
         ours = acp_shapes(os.path.join(self.run_dir(result), "acp-stream.jsonl"))
         theirs = acp_shapes(REAL_STREAM)
         self.assertEqual(set(ours), set(theirs))
@@ -136,7 +144,7 @@ class AcpDriveTest(RunnerTestCase):
 
     def test_hanging_session_is_ended_at_the_timeout(self):
         done, result = self.run_runner(
-            "simulated/hang", JSON_EVENTS, "--drive", "acp", *HANG_TIMEOUT, *GRACE
+            "simulated/hang", two_shard_fixture(), "--drive", "acp", *HANG_TIMEOUT, *GRACE
         )
         self.assertEqual(done.returncode, 1)
         self.assertEqual(self.codes(result)[0], "timeout")

@@ -25,7 +25,9 @@ from tests.runner_case import (
 
 class ResidentDriveTest(RunnerTestCase):
     def test_oracle_resolves_under_the_resident_drive(self):
-        done, result = self.run_runner("simulated/oracle", JSON_EVENTS, "--drive", "resident")
+        done, result = self.run_runner(
+            "simulated/oracle", two_shard_fixture(), "--drive", "resident"
+        )
         self.assertEqual(done.returncode, 0, done.stderr.decode())
         self.assertTrue(result["resolved"])
         self.assertEqual(result["drive"], "resident")
@@ -50,11 +52,11 @@ class ResidentDriveTest(RunnerTestCase):
 
     def test_parent_that_ends_its_turn_early_resolves_resident(self):
         done, result = self.run_runner(
-            "simulated/end-turn-early", JSON_EVENTS, "--drive", "resident"
+            "simulated/end-turn-early", two_shard_fixture(), "--drive", "resident"
         )
         self.assertEqual(done.returncode, 0, result["reasons"])
         self.assertTrue(result["resolved"])
-        self.assertEqual(result["verdict"]["details"]["child_replies"], 8)
+        self.assertEqual(result["verdict"]["details"]["child_replies"], 2)
 
     def test_cheats_fail_under_the_resident_drive_too(self):
         done, result = self.run_runner("simulated/fabricate", CSV_METRICS, "--drive", "resident")
@@ -76,7 +78,7 @@ class ResidentDriveTest(RunnerTestCase):
 
     def test_hanging_resident_session_is_ended_at_the_timeout(self):
         done, result = self.run_runner(
-            "simulated/hang", JSON_EVENTS, "--drive", "resident", *HANG_TIMEOUT, *GRACE
+            "simulated/hang", two_shard_fixture(), "--drive", "resident", *HANG_TIMEOUT, *GRACE
         )
         self.assertEqual(done.returncode, 1)
         self.assertEqual(self.codes(result)[0], "timeout")
