@@ -22,7 +22,6 @@ from pathlib import Path
 
 from swarm_fanout.scripted.model import ScriptedModelServer
 from swarm_fanout.shell.proxy import RecordingProxy
-from swarm_fanout.simulated.run import BEHAVIOURS
 from tests.simulated_case import (
     AGENT,
     CHILD_FAIL_CAPTURE,
@@ -34,7 +33,6 @@ from tests.simulated_case import (
     MAIN_CAPTURE,
     NEEDS_PROC,
     ONESHOT,
-    PROTOCOL,
     REPLY_ID,
     RESIDENT,
     RESPONSE_ID,
@@ -81,22 +79,6 @@ class CommandLineTest(SimulatedAgentCase):
         done = self.run_cli("--version")
         self.assertEqual((done.returncode, done.stdout), (0, "prime-agent 0.8.0 (simulated)\n"))
 
-    def test_help_to_a_reader_that_closed_the_pipe_gets_no_traceback(self):
-        # `simulated/agent.py --help | head -1`: the pipe is gone before the help is printed.
-        read_end, write_end = os.pipe()
-        os.close(read_end)
-        try:
-            done = subprocess.run(
-                [sys.executable, str(AGENT), "--help"],
-                stdin=subprocess.DEVNULL,
-                stdout=write_end,
-                stderr=subprocess.PIPE,
-                timeout=DEADLINE_S,
-            )
-        finally:
-            os.close(write_end)
-        self.assertEqual((done.returncode, done.stderr), (0, b""))
-
     def test_help_documents_both_modes_and_every_behaviour(self):
         done = self.run_cli("--help")
         self.assertEqual(done.returncode, 0)
@@ -125,40 +107,6 @@ class CommandLineTest(SimulatedAgentCase):
         self.assertIn("simulated/telepathy", run.stderr())
         self.assertFalse(run.socket.exists())
 
-    def test_a_typo_of_a_behaviour_names_the_closest_and_every_behaviour(self):
-        done = self.run_cli("--mode", "json", "--model", "simulated/oracel", "--", "task")
-        self.assertEqual(done.returncode, 1)
-        (line,) = done.stderr.splitlines()
-        self.assertIn("did you mean simulated/oracle?", line)
-        named = line.split(": ")[-1].split(", ")
-        self.assertEqual(named, list(BEHAVIOURS))
-        # Short enough for a harness that keeps 500 characters of an agent's last line.
-        self.assertLess(len(line), 500)
-
-    def test_a_name_close_to_none_gets_no_suggestion(self):
-        done = self.run_cli("--mode", "json", "--model", "simulated/telepathy", "--", "task")
-        self.assertEqual(done.returncode, 1)
-        self.assertNotIn("did you mean", done.stderr)
-        self.assertIn("peek-first", done.stderr)
-
-    def test_unknown_provider_exits_1(self):
-        done = self.run_cli("--mode", "json", "--model", "fake/oracle", "--", "task")
-        self.assertEqual(done.returncode, 1)
-        self.assertIn('unknown model "fake/oracle"', done.stderr)
-
-    def test_only_one_prompt_is_accepted(self):
-        done = self.run_cli("--mode", "json", "--model", "simulated/nop", "--", "one", "two")
-        self.assertEqual(done.returncode, 1)
-        self.assertIn("exactly one prompt", done.stderr)
-
-    def test_an_unknown_flag_eats_the_next_argument(self):
-        # "stray" is the extension flag's value, not a second prompt: the run gets as far as
-        # checking --cwd (contract §2).
-        args = ("--ext", "stray", "--mode", "json", "--model", "simulated/nop")
-        done = self.run_cli(*args, "--cwd", "/nonexistent/repo", "--", "task")
-        self.assertEqual(done.returncode, 1)
-        self.assertIn("--cwd /nonexistent/repo is not a directory", done.stderr)
-
     def test_missing_cwd_exits_1(self):
         run = self.launch(cwd="/nonexistent/repo")
         self.assertEqual(run.process.returncode, 1)
@@ -186,38 +134,6 @@ class SupervisorTest(SimulatedAgentCase):
         self.assertEqual(list(key_orders(hello)), list(key_orders(captured)))
         self.assertEqual(hello["serverCapabilities"], captured["serverCapabilities"])
         self.assertEqual(hello["socketPath"], str(run.socket))
-
-    def test_commands_need_the_protocol_7_envelope(self):
-        run = self.launch("nop")
-        parse_error = {
-            "type": "response",
-            "command": "parse",
-            "success": False,
-            "error": "Daemon commands require protocol 7 or newer",
-        }
-        old = {
-            **command({"type": "shutdown", "force": True}),
-            "protocol": {**PROTOCOL, "version": 4},
-        }
-        with DaemonClient(run.socket) as daemon:
-            self.assertEqual(daemon.send({"type": "shutdown", "force": True}), parse_error)
-            self.assertEqual(daemon.send(old), parse_error)
-            self.assertEqual(daemon.send("not json"), parse_error)
-
-    def test_other_commands_are_unsupported(self):
-        run = self.launch("nop")
-        with DaemonClient(run.socket) as daemon:
-            response = daemon.send(command({"type": "get_rlm_children"}, "t-2"))
-        self.assertEqual(
-            response,
-            {
-                "id": "t-2",
-                "type": "response",
-                "command": "get_rlm_children",
-                "success": False,
-                "error": "unsupported in simulation",
-            },
-        )
 
     def test_a_tmpdir_too_long_for_the_worker_socket_fails_as_the_product_does(self):
         # The product binds $TMPDIR/prime-agent-<uid>/worker-<12 hex>-<12 hex>.sock; over
