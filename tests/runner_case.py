@@ -284,28 +284,30 @@ def without_timings(value):
     return value
 
 
-# What RunSetCase.runner runs on unless told otherwise: json-events of two shards, made by
-# fixtures/generate.py on first use and removed when the module's tests end. What a run set
-# does with its trials does not depend on the fixture's size, and every shard costs every
-# trial a child's processes and model calls.
-TWO_SHARDS = os.path.join(
-    tempfile.gettempdir(), f"swarm-fanout-tests-{os.getpid()}-two-shards", "json-events"
-)
+# What most end-to-end tests run on (RunSetCase.runner unless told otherwise): a fixture of
+# two shards, made by fixtures/generate.py on first use and removed when the module's tests
+# end. What a run set does with its trials, or the runner with an agent's processes, does not
+# depend on the fixture's size, and every shard costs every run a child's processes, model
+# calls and replays.
+SMALL_FIXTURES = os.path.join(tempfile.gettempdir(), f"swarm-fanout-tests-{os.getpid()}-two-shards")
+TWO_SHARDS = os.path.join(SMALL_FIXTURES, "json-events")
 
 
-def two_shard_fixture() -> str:
-    if not os.path.exists(TWO_SHARDS):
-        out = os.path.dirname(TWO_SHARDS)
-        unittest.addModuleCleanup(shutil.rmtree, out, ignore_errors=True)
+def two_shard_fixture(name: str = "json-events") -> str:
+    """The generated fixture `name` (json-events or csv-metrics) of two shards."""
+    fixture = os.path.join(SMALL_FIXTURES, name)
+    if not os.path.exists(fixture):
+        if not os.path.exists(SMALL_FIXTURES):
+            unittest.addModuleCleanup(shutil.rmtree, SMALL_FIXTURES, ignore_errors=True)
         subprocess.run(
             [
-                *(sys.executable, os.path.join(ROOT, "fixtures", "generate.py"), "--out", out),
-                *("--shards", "2", "--fixture", "json-events"),
+                *(sys.executable, os.path.join(ROOT, "fixtures", "generate.py")),
+                *("--out", SMALL_FIXTURES, "--shards", "2", "--fixture", name),
             ],
             check=True,
             capture_output=True,
         )
-    return TWO_SHARDS
+    return fixture
 
 
 class RunSetCase(RunnerTestCase):
