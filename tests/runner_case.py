@@ -257,15 +257,6 @@ class RunnerTestCase(unittest.TestCase):
     def run_dir(self, result: dict) -> str:
         return result["run_dir"]
 
-    def remove_breakout_tmp(self, result: dict) -> None:
-        """Remove the file simulated/breakout's cell wrote into the machine's own /tmp, where
-        no sandbox kept it in one of its own."""
-        report = os.path.join(self.run_dir(result), "repo", "breakout-report.json")
-        with open(report, encoding="utf-8") as handle:
-            written = json.load(handle)["write_tmp"]
-        if written["ok"] and os.path.exists(written["detail"]):
-            os.remove(written["detail"])
-
     def codes(self, result: dict) -> list[str]:
         return [item["code"] for item in result["reasons"]]
 
