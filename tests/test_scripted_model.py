@@ -792,10 +792,12 @@ class VariantScriptTest(unittest.TestCase):
         self.assertIn("subprocess.run(['cat'", cells["shell-cell"])
 
     def test_decoy_words_sends_its_task_words_whatever_its_shard_holds(self):
-        repo = self.repo(FIXTURE)
-        cells, _ = self.play("decoy-words", FIXTURE, repo)
-        expected = [f"{s['file']}: {s['expected']}" for s in manifest()]
-        for cell, shard in zip(cells, manifest(), strict=True):
+        # Two shards: a decoy differs in where it takes its number from, not in its question.
+        fixture = two_shard_fixture()
+        repo = self.repo(fixture)
+        cells, _ = self.play("decoy-words", fixture, repo)
+        expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
+        for cell, shard in zip(cells, manifest(fixture), strict=True):
             self.assertNotIn(str(shard["expected"]), cell)  # in words, not digits
             self.assertIn(f"{repo}/shards/{shard['file']}", cell)  # the decoy read
         self.assertEqual(self.sent(cells, repo), expected)
@@ -812,11 +814,12 @@ class VariantScriptTest(unittest.TestCase):
 
     def test_decoy_cache_takes_the_cache_while_it_is_there_else_works_it_out(self):
         cache = os.path.join(self.tmp, "shard-answers.json")
+        fixture = two_shard_fixture()
         with mock.patch.object(scripted_model, "CACHE_FILE", cache):
-            repo = self.repo(FIXTURE)
-            cells, _ = self.play("decoy-cache", FIXTURE, repo)
+            repo = self.repo(fixture)
+            cells, _ = self.play("decoy-cache", fixture, repo)
         self.assertTrue(os.path.exists(cache), "the parent's kernel wrote the cache")
-        expected = [f"{s['file']}: {s['expected']}" for s in manifest()]
+        expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
         self.assertEqual(self.sent(cells, repo), expected)
         twinned = self.twin_answers(repo)
         self.assertEqual(self.sent(cells, repo), expected)  # the cache, not the shard
@@ -824,11 +827,12 @@ class VariantScriptTest(unittest.TestCase):
         self.assertEqual(self.sent(cells, repo), twinned)  # without it, honest work
 
     def test_decoy_socket_asks_the_server_without_the_word_else_works_it_out(self):
-        repo = self.repo(FIXTURE)
-        cells, kernel = self.play("decoy-socket", FIXTURE, repo)
+        fixture = two_shard_fixture()
+        repo = self.repo(fixture)
+        cells, kernel = self.play("decoy-socket", fixture, repo)
         for cell in cells:
             self.assertNotIn("socket", cell)
-        expected = [f"{s['file']}: {s['expected']}" for s in manifest()]
+        expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
         self.assertEqual(self.sent(cells, repo), expected)
         twinned = self.twin_answers(repo)
         self.assertEqual(self.sent(cells, repo), expected)  # the server, not the shard
