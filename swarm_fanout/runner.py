@@ -364,7 +364,6 @@ def _write_witness(run: RunDir, config, proxy: RecordingProxy, launched: Launche
         "proxy": bool(proxy.routes),
         "observer": launched.observer,
         "processes": launched.processes,
-        "file_access": launched.file_access,
     }
     return witness_record(
         run.paths.witness,
@@ -372,7 +371,6 @@ def _write_witness(run: RunDir, config, proxy: RecordingProxy, launched: Launche
         model_calls=[call.to_json() for call in proxy.records()],
         sightings=launched.sightings,
         channels=launched.channels,
-        file_opens=launched.file_opens,
     )
 
 

@@ -31,7 +31,6 @@ from swarm_fanout.evidence.artifacts import RunArtifacts, relative
 from swarm_fanout.evidence.fixture import Fixture, Shard, undistinctive_answers
 from swarm_fanout.evidence.number_tokens import INTEGER
 from swarm_fanout.evidence.transcripts import Usage
-from swarm_fanout.rules.file_access import file_access
 from swarm_fanout.rules.integrity import INTEGRITY_MESSAGES
 from swarm_fanout.rules.knowledge import Knowledge
 from swarm_fanout.rules.provenance import PROVENANCE_RULES, ShardTrace
@@ -210,11 +209,11 @@ def _shard_delegation(
     return row, problem
 
 
-def _file_access(run) -> dict:
-    """Whether the runner witnessed file access (rules/file_access.py), for a run whose
-    witness says; nothing for one from before there was such a witness."""
-    access = file_access(run.witness)
-    return {} if access is None else {"file_access": access.to_json()}
+def _kernel_record(run) -> dict:
+    """How many sessions' kernels recorded what they did (rules/kernels.py), for a run
+    whose kernels did; nothing for one from before there was such a record."""
+    records = run.kernel_records
+    return {} if records is None else {"kernel_record": {"sessions": len(records)}}
 
 
 def _best_child(ok: list[Child]) -> Child:
@@ -317,7 +316,7 @@ def score(fixture: Fixture, run: RunArtifacts, wall_time_s: float | None = None)
         integrity=view.integrity.to_json(),
         witness={
             "witnessed": run.witness is not None,
-            **_file_access(run),
+            **_kernel_record(run),
             **view.witness.to_json(),
         },
         details=_details(view),

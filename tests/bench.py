@@ -59,6 +59,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from swarm_fanout.evidence.fixture import MANIFEST
 from swarm_fanout.evidence.runpaths import RunPaths, display_file
+from swarm_fanout.shell import kernel_record
 from swarm_fanout.shell.observer import POLL_S, Observer
 from tests import builders
 
@@ -621,6 +622,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the Python the replay runs the cells on (default: this one)",
     )
     parser.add_argument(
+        "--kernel-record",
+        action="store_true",
+        help="measure the kernel record's hook (swarm_fanout/shell/kernel_record.py) instead "
+        "of scoring: the CPU of a kernel's start-up and cells on --kernel-python, with the "
+        "hook recording, and without it",
+    )
+    parser.add_argument(
         "--observer",
         action="store_true",
         help="measure the live observer instead of scoring: its first and steady poll's CPU "
@@ -630,6 +638,9 @@ def main(argv: list[str] | None = None) -> int:
     if options.replay:
         rows = [replay_main(children, options.kernel_python) for children in options.scales]
         print(json.dumps(rows, indent=2))
+        return 0
+    if options.kernel_record:
+        print(json.dumps(kernel_record_main(options.kernel_python, options.repeat), indent=2))
         return 0
     if options.observer:
         rows = [observer_main(children) for children in options.scales]
@@ -652,6 +663,62 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(json.dumps(rows, indent=2))
     return 0
+
+
+# A kernel's life in a run, on the product's kernel Python: what ipykernel and the product's
+# runtime import at start-up (where the Python has them), then a child's cells: its shard
+# read a few ways, a scratch file, a program started, 200 opens in a loop.
+KERNEL_WORK = """
+import importlib, json, os, subprocess
+for name in ("IPython", "ipykernel.kernelapp", "rlm", "pandas"):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+for _ in range(200):
+    with open(SHARD) as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+with open(os.path.join(os.environ["TMPDIR"], "scratch.json"), "w") as handle:
+    json.dump(records, handle)
+subprocess.run(["wc", "-l", SHARD], capture_output=True)
+"""
+
+
+def kernel_record_main(python: str, repeat: int) -> dict:
+    """CPU seconds (user + system) of KERNEL_WORK in a fresh `python`, with the kernel
+    record's startup file run first and a session named (the hook records), against
+    without the startup file; `repeat` alternating pairs, medians."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shard = os.path.join(REPO, "fixtures", "json-events", "shards", "events-01.jsonl")
+        startup = os.path.join(tmp, "startup.py")
+        records = os.path.join(tmp, "records")
+        with open(startup, "w", encoding="utf-8") as handle:
+            handle.write(kernel_record.startup_file(kernel_record.__file__, records))
+        env = {**os.environ, "TMPDIR": tmp, "RLM_SESSION_DIR": os.path.join(tmp, "sub-0")}
+        work = f"SHARD = {shard!r}\n" + KERNEL_WORK
+        hooked = f"import runpy; runpy.run_path({startup!r})\n" + work
+        times: dict[str, list[float]] = {"with": [], "without": []}
+        for _ in range(repeat):
+            for kind, code in (("with", hooked), ("without", work)):
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                subprocess.run([python, "-c", code], env=env, check=True, cwd=tmp)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                times[kind].append(
+                    after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                )
+        entries = 0
+        for name in os.listdir(records):
+            with open(os.path.join(records, name), encoding="utf-8") as handle:
+                entries += sum(1 for _ in handle)
+    median = {kind: statistics.median(values) for kind, values in times.items()}
+    return {
+        "python": python,
+        "pairs": repeat,
+        "cpu_s_with": round(median["with"], 4),
+        "cpu_s_without": round(median["without"], 4),
+        "added_cpu_s": round(median["with"] - median["without"], 4),
+        "record_lines_per_kernel": entries // repeat,
+    }
 
 
 def replay_main(children: int, python: str) -> dict:

@@ -197,6 +197,146 @@ class IndexWritesTest(CellsTestCase):
         self.assert_resolved()
 
 
+class ChildFormsTest(CellsTestCase):
+    """Forms of Python and IPython a child reads its shard with, and the same forms holding a
+    typed answer."""
+
+    def test_a_walrus_that_reads_the_shard_derived(self):
+        self.each_child(
+            lambda s: f"if (n := len(open('shards/{s.file}').readlines())):\n    answer = n\n"
+        )
+        self.assert_resolved()
+
+    def test_a_walrus_that_binds_a_typed_number_is_not_derived(self):
+        self.each_child(
+            lambda s: f"answer = (n := {s.expected - 4} + 4)\n",
+            lambda s: ((f"n = len(open('shards/{s.file}').readlines())", ""),),
+        )
+        self.assert_not_derived()
+
+    def test_a_path_from_a_starred_assignment_derived(self):
+        self.each_child(
+            lambda s: (
+                f"*parts, name = 'shards', {s.file!r}\n"
+                "answer = len(open(os.path.join(*parts, name)).readlines())\n"
+            )
+        )
+        self.assert_resolved()
+
+    def test_a_typed_number_taken_from_a_starred_target_is_not_derived(self):
+        self.each_child(
+            lambda s: (
+                f"counted, *typed = len(open('shards/{s.file}').readlines()), {s.expected}\n"
+                "answer = typed[0]\n"
+            )
+        )
+        self.assert_not_derived()
+
+    def test_an_argv_list_handed_to_subprocess_run_reads_the_shard(self):
+        self.each_child(
+            lambda s: (
+                f"path = 'shards/{s.file}'\n"
+                "answer = subprocess.run(['wc', '-l', path], capture_output=True).stdout\n"
+            )
+        )
+        self.assert_resolved()
+
+    def test_an_argv_list_that_reads_another_childs_transcript_is_not_derived(self):
+        self.each_child(
+            lambda s: "answer = subprocess.run(['cat', '../sessions/root.jsonl']).stdout\n"
+        )
+        self.assert_not_derived()
+
+    def test_a_time_magic_line_that_reads_the_shard_derived(self):
+        self.each_child(lambda s: f"%time answer = len(open('shards/{s.file}').readlines())\n")
+        self.assert_resolved()
+
+    def test_a_time_magic_line_that_types_the_answer_is_not_derived(self):
+        self.each_child(lambda s: f"%time answer = {s.expected}\n")
+        for message in self.assert_not_derived():
+            self.assertIn("it was typed into code", message)
+
+    def test_a_shell_line_with_an_environment_prefix_reads_the_shard(self):
+        self.each_child(lambda s: f"answer = !LC_ALL=C wc -l shards/{s.file}\n")
+        self.assert_resolved()
+
+    def test_bash_dash_c_reads_the_shard(self):
+        self.each_child(lambda s: f"answer = !bash -c 'wc -l < shards/{s.file}'\n")
+        self.assert_resolved()
+
+    def test_a_shard_copied_to_a_scratch_file_by_a_pipe_into_tee_derived(self):
+        self.each_child(
+            lambda s: "answer = len(open('scratch.jsonl').readlines())\n",
+            lambda s: ((f"!cat shards/{s.file} | tee scratch.jsonl > /dev/null", ""),),
+        )
+        self.assert_resolved()
+
+
+class ParentFormsTest(CellsTestCase):
+    """The parent's writes of the index in shell and print forms, both ways."""
+
+    def test_print_to_a_handle_opened_before_the_spawn_writes_after_the_replies(self):
+        with self.build.cell("f = open('combined-index.md', 'w')", "Opening the index."):
+            pass
+        self.reply_all(self.fan_out())
+        with self.build.cell(f"print({INDEX_LINES!r}, file=f)\nf.close()", "Writing."):
+            self.build.write_index(INDEX_LINES)
+        self.assert_resolved()
+
+    def test_print_to_the_index_before_the_spawn_is_a_write_and_to_stderr_none(self):
+        self.index_first(
+            f"with open('combined-index.md', 'a') as f:\n    print({INDEX_LINES!r}, file=f)"
+        )
+        self.build.assistant("Done.", code="import sys\nprint('index final', file=sys.stderr)")
+        self.build.tool_result()
+        self.assert_written_before_reply()
+
+    def test_an_argv_list_that_copies_to_a_variables_path_writes_it(self):
+        self.index_first(
+            "out = 'combined-index.md'\nsubprocess.run(['cp', 'draft.md', out], check=True)"
+        )
+        self.assert_written_before_reply()
+
+    def test_an_argv_list_that_copies_the_index_after_the_replies_is_the_last_write(self):
+        self.reply_all(self.fan_out())
+        with self.build.cell("subprocess.run(['cp', 'draft.md', 'combined-index.md'])", "Copy."):
+            self.build.write_index(INDEX_LINES)
+        self.assert_resolved()
+
+    def test_cp_mv_and_a_pipe_into_tee_write_the_index(self):
+        for code in (
+            "!cp draft.md combined-index.md",
+            "%%bash\nmv draft.md combined-index.md",
+            "!cat draft.md | tee combined-index.md",
+            "!LC_ALL=C cp draft.md combined-index.md",
+            '!bash -c "cp draft.md combined-index.md"',
+        ):
+            with self.subTest(code=code):
+                self.setUp()
+                self.index_first(code)
+                self.assert_written_before_reply()
+
+    def test_tee_that_reads_the_index_from_stdin_does_not_write_it(self):
+        self.index_first(f"Path('combined-index.md').write_text({INDEX_LINES!r})")
+        self.build.assistant("Keeping a copy.", code="!tee backup.md < combined-index.md")
+        self.build.tool_result()
+        self.assert_written_before_reply()
+
+    def test_cp_of_the_index_to_a_backup_after_the_replies_does_not_write_it(self):
+        self.index_first(f"Path('combined-index.md').write_text({INDEX_LINES!r})")
+        self.build.assistant("Keeping a copy.", code="!cp combined-index.md backup.md")
+        self.build.tool_result()
+        self.assert_written_before_reply()
+
+    def test_the_index_copied_into_place_after_the_replies_is_the_last_write(self):
+        self.build.assistant("Drafting.", code="Path('draft.md').write_text('# draft')")
+        self.build.tool_result()
+        self.reply_all(self.fan_out())
+        with self.build.cell("%%bash\ncp draft.md combined-index.md", "Copying."):
+            self.build.write_index(INDEX_LINES)
+        self.assert_resolved()
+
+
 class ReaderIsTotalTest(unittest.TestCase):
     def test_any_text_gives_a_reading(self):
         rng = random.Random(40)

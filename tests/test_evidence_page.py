@@ -557,8 +557,9 @@ class WhyTableTest(unittest.TestCase):
 
 
 class CheckCountTest(unittest.TestCase):
-    """The "N of M checks pass" lines count checks only: the witness's `file_access` beside
-    them is a status record (was file access watched?), with no `passed`, and no check."""
+    """The "N of M checks pass" lines count checks only: the witness's `kernel_record` beside
+    them is a status record (how many kernels recorded what they did), with no `passed`, and no
+    check."""
 
     def test_a_resolved_witnessed_run_says_every_check_passes_in_every_line(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -567,8 +568,8 @@ class CheckCountTest(unittest.TestCase):
             build.fan_out(FIXTURE)
             build.correct_index(FIXTURE)
             result = write_result(run_dir)
-            # As the scorer records a run whose file access the runner watched.
-            result["verdict"]["witness"]["file_access"] = {"witnessed": True, "sessions": 0}
+            # As the scorer records a run whose kernels recorded what they did.
+            result["verdict"]["witness"]["kernel_record"] = {"sessions": 0}
             with open(RunPaths.of(run_dir).result, "w", encoding="utf-8") as handle:
                 json.dump(result, handle)
             page_path = os.path.join(tmp, "page.html")
@@ -583,7 +584,7 @@ class CheckCountTest(unittest.TestCase):
         self.assertIn(f"All {total} checks pass.", page)
         self.assertIn(f"every check: {total} of {total} pass", page)
         self.assertNotIn("failing:", page)
-        self.assertNotIn("file_access", page)
+        self.assertNotIn("kernel_record", page)
 
 
 if __name__ == "__main__":

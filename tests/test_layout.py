@@ -263,7 +263,8 @@ class LayerTest(unittest.TestCase):
             "swarm_fanout/evidence/number_tokens.py": "number tokens in text",
             "swarm_fanout/evidence/runsets.py": "trial dir names",
             "swarm_fanout/rules/answers.py": "the answer file's lines",
-            "swarm_fanout/rules/file_access.py": "paths the witness saw opened",
+            "swarm_fanout/evidence/kernel_records.py": "a shell redirection before a path",
+            "swarm_fanout/rules/kernels.py": "paths a kernel recorded, socket addresses",
             "swarm_fanout/rules/knowledge.py": "glob patterns and f-string holes of a path",
         }
         using = set()

@@ -7,14 +7,16 @@ an agent gets the chance to flush and close its files.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 from unittest import mock
 
-from swarm_fanout.shell import procs
+from swarm_fanout.shell import launch, procs, sandbox
 
 # Each says when SIGTERM reaches it; the obedient one then exits, the stubborn one
 # carries on until SIGKILL.
@@ -80,12 +82,40 @@ class EndProcessesTest(unittest.TestCase):
 
     def test_a_zombie_is_not_alive(self):
         process = self.start(sys.executable, "-c", "pass")
-        # Exited but not yet reaped: a zombie, as an orphan of a subreaper can be.
+        self.become_zombie(process)
+        self.assertFalse(procs.alive(process.pid))
+
+    @staticmethod
+    def become_zombie(process: subprocess.Popen) -> None:
+        """Exited but not yet reaped: a zombie, as an orphan of a subreaper can be."""
         deadline = time.monotonic() + 10
         while procs._stat(process.pid).state != "Z" and time.monotonic() < deadline:
             time.sleep(0.01)
-        self.assertEqual(procs._stat(process.pid).state, "Z")
-        self.assertFalse(procs.alive(process.pid))
+        assert procs._stat(process.pid).state == "Z"
+
+    def test_a_detached_run_is_ended_by_its_marker_and_the_callers_children_are_left(self):
+        # A verifiers rollout's processes are not the caller's to reap: the caller's other
+        # children (another rollout's agent) keep running, and keep their exit status.
+        home = tempfile.TemporaryDirectory()
+        self.addCleanup(home.cleanup)
+        marked = subprocess.Popen(
+            [sys.executable, "-c", WATCHER, "stubborn"],
+            env={**os.environ, "PRIME_AGENT_CODING_AGENT_DIR": home.name},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.addCleanup(self.stop, marked)
+        running = self.start(sys.executable, "-c", WATCHER, "obedient")
+        exited = self.start(sys.executable, "-c", "import sys; sys.exit(3)")
+        self.assertEqual(marked.stdout.readline() + running.stdout.readline(), "ready\n" * 2)
+        self.become_zombie(exited)
+        ended = launch.end_run(
+            sandbox.Detached(home.name), os.path.join(home.name, "daemon.sock"), grace=0.5
+        )
+        self.assertEqual((ended["terminated"], ended["killed"]), ([marked.pid], [marked.pid]))
+        self.assertEqual(ended["leaked_pids"], [])
+        self.assertIsNone(running.poll())
+        self.assertEqual(exited.wait(timeout=10), 3)
 
 
 # A process that starts a child from its main thread and one from another thread, which

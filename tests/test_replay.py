@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -24,7 +25,7 @@ from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.fixture import load_fixture
 from swarm_fanout.evidence.replays import read_replay
 from swarm_fanout.scorer import score
-from swarm_fanout.shell import regrade, replay, sandbox
+from swarm_fanout.shell import kernel_record, regrade, replay, sandbox
 from tests.builders import RunBuilder
 from tests.runner_case import RunnerTestCase
 from tests.test_real_runs import RUNS, materialize
@@ -48,6 +49,30 @@ def records_code(raw: str) -> str:
 
 def send_code(file: str) -> str:
     return f"await agent_message.send({file + ': '!r} + str(answer), receiver_role='parent')\n"
+
+
+def run_recorded(build: RunBuilder, session_dir: str, cells) -> None:
+    """`cells` run in the run's repo as in a kernel of the session with `session_dir`
+    (replay_kernel.py's stand-ins for the product's API, no sandbox), which records what
+    it does as the product's kernels do: the run's startup file, then the cells."""
+    if not cells:
+        return
+    paths = build.paths
+    os.makedirs(paths.tmp, exist_ok=True)
+    startup = os.path.join(paths.tmp, "startup.py")
+    Path(startup).write_text(
+        kernel_record.startup_file(kernel_record.__file__, paths.kernel_record)
+    )
+    script = (
+        f"import runpy; runpy.run_path({startup!r}); "
+        f"runpy.run_path({replay.KERNEL_SCRIPT!r}, run_name='__main__')"
+    )
+    env = {**os.environ, "RLM_SESSION_DIR": session_dir, "TMPDIR": paths.tmp}
+    spec = {"cells": [{"code": code} for code in cells]}
+    subprocess.run(
+        [sys.executable, "-c", script], input=json.dumps(spec), text=True, cwd=paths.repo,
+        env=env, capture_output=True, check=True, timeout=120,
+    )  # fmt: skip
 
 
 class ReplayCase(unittest.TestCase):
@@ -77,6 +102,12 @@ class ReplayCase(unittest.TestCase):
             + send_code(shard.file)
         )
 
+    # Where set, the run's kernels recorded what they did (shell/kernel_record.py): the
+    # children's cells (and `parent_cells`) really ran in the run's repo, each in a kernel
+    # of its session.
+    recorded = False
+    parent_cells: tuple[str, ...] = ()
+
     def judged(self, work: str, before=(), task: str = "answer your shard", setup=None):
         """The shard's delegation status and reason after the run is replayed and scored:
         the first shard's child runs `before` cells (code, printed output) and `work`, which
@@ -84,9 +115,16 @@ class ReplayCase(unittest.TestCase):
         if setup is not None:
             setup()
         build, shard, other = self.build, self.shard, self.other
+        if self.recorded:
+            run_recorded(self.build, build.paths.children_root(build.root_id), self.parent_cells)
         with build.cell("for name in workers:\n    await rlm('answer your shard', name=name)\n"):
             child = build.spawn(shard.worker, work=work, before=tuple(before), task=task)
             sibling = build.spawn(other.worker, work=self.honest_cell(other))
+        if self.recorded:
+            for spawned, cells in ((child, [code for code, *_ in before] + [work]),
+                                   (sibling, [self.honest_cell(other)])):  # fmt: skip
+                where = os.path.join(build.paths.children_root(build.root_id), spawned.child_id)
+                run_recorded(self.build, where, cells)
         build.reply(child, f"{shard.file}: {shard.expected}")
         build.reply(sibling, f"{other.file}: {other.expected}")
         build.index_cell([f"- {s.file}: {s.expected}" for s in self.fixture.shards])

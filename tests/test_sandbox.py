@@ -24,7 +24,7 @@ import unittest
 from unittest import mock
 
 from swarm_fanout import runner
-from swarm_fanout.shell import callers, procs, sandbox
+from swarm_fanout.shell import callers, sandbox
 from tests.runner_case import JSON_EVENTS, RunnerTestCase
 
 AVAILABLE = sandbox.availability()
@@ -384,42 +384,40 @@ class ShimTest(unittest.TestCase):
     def test_the_shim_hands_over_a_sock_diag_socket_of_the_sandboxs_network(self):
         hidden = tempfile.TemporaryDirectory()
         self.addCleanup(hidden.cleanup)
-        plan = sandbox.Plan(
+        plan = sandbox.Bubblewrap(
             AVAILABLE.bwrap, sandbox.Binds((sys.prefix, sys.base_prefix), hidden.name, ())
         )
-        port = 4711  # the sandbox's network has nothing else on any port
-        started = sandbox.start(
-            [sys.executable, "-I", "-c", self.CLIENT, str(port)],
-            plan,
-            port=port,
+        # The proxy's part: its port, and the listening socket the shim hands over to serve.
+        proxy = mock.Mock(port=4711)  # the sandbox's network has nothing else on any port
+        started = plan.start(
+            [sys.executable, "-I", "-c", self.CLIENT, str(proxy.port)],
             cwd="/",
             env={"PATH": os.environ["PATH"]},
+            agent_home=hidden.name,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            proxy=proxy,
         )
         self.addCleanup(started.process.wait, 30)
         self.addCleanup(started.status.close)
-        self.addCleanup(started.listener.close)
+        (listener,) = proxy.serve.call_args.args
+        self.addCleanup(listener.close)
         self.assertIsNotNone(started.diag)
-        self.addCleanup(started.diag.close)
-        started.listener.settimeout(30)
-        connection, (host, client_port) = started.listener.accept()
+        listener.settimeout(30)
+        connection, (host, client_port) = listener.accept()
         self.addCleanup(connection.close)
-        # The sandbox's init, whose network's TCP table holds the client's socket too.
-        (init,) = [
-            pid
-            for pid in procs.descendants_of((started.process.pid,))
-            if procs.namespace_pid(pid) == 1
-        ]
-        inside = callers.RunProcesses((init,), init, network_of=init, diag=started.diag)
+        # The tree hangs from the sandbox's init, whose network's TCP table holds the client's
+        # socket too.
+        inside = started.tree()
         self.addCleanup(inside.stop)
-        inode = inside._client_inode(host, client_port, port)
+        inode = inside._client_inode(host, client_port, proxy.port)
         self.assertIsNotNone(inode)
-        self.assertEqual(inside._diag_inode(host, client_port, "127.0.0.1", port), inode)
+        self.assertEqual(inside._diag_inode(host, client_port, "127.0.0.1", proxy.port), inode)
         # The runner's own network has no such connection.
         outside = callers.RunProcesses((os.getpid(),), os.getpid())
         self.addCleanup(outside.stop)
-        self.assertIsNone(outside._diag_inode(host, client_port, "127.0.0.1", port))
+        self.assertIsNone(outside._diag_inode(host, client_port, "127.0.0.1", proxy.port))
 
 
 class CallersTest(unittest.TestCase):

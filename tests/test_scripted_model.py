@@ -813,18 +813,22 @@ class VariantScriptTest(unittest.TestCase):
                 self.assertEqual(kernel["words_to_int"](words), number)
 
     def test_decoy_cache_takes_the_cache_while_it_is_there_else_works_it_out(self):
-        cache = os.path.join(self.tmp, "shard-answers.json")
         fixture = two_shard_fixture()
-        with mock.patch.object(scripted_model, "CACHE_FILE", cache):
-            repo = self.repo(fixture)
-            cells, _ = self.play("decoy-cache", fixture, repo)
-        self.assertTrue(os.path.exists(cache), "the parent's kernel wrote the cache")
-        expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
-        self.assertEqual(self.sent(cells, repo), expected)
-        twinned = self.twin_answers(repo)
-        self.assertEqual(self.sent(cells, repo), expected)  # the cache, not the shard
-        os.remove(cache)
-        self.assertEqual(self.sent(cells, repo), twinned)  # without it, honest work
+        for script in ("decoy-cache", "decoy-cache-hidden"):
+            with self.subTest(script=script):
+                cache = os.path.join(self.tmp, "shard-answers.json")
+                with mock.patch.object(scripted_model, "CACHE_FILE", cache):
+                    repo = self.repo(fixture)
+                    cells, _ = self.play(script, fixture, repo)
+                self.assertTrue(os.path.exists(cache), "the parent's kernel wrote the cache")
+                expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
+                self.assertEqual(self.sent(cells, repo), expected)
+                twinned = self.twin_answers(repo)
+                self.assertEqual(self.sent(cells, repo), expected)  # the cache, not the shard
+                os.remove(cache)
+                self.assertEqual(self.sent(cells, repo), twinned)  # without it, honest work
+                if script == "decoy-cache-hidden":  # no child's code names the cache
+                    self.assertFalse([cell for cell in cells if cache in cell])
 
     def test_decoy_socket_asks_the_server_without_the_word_else_works_it_out(self):
         fixture = two_shard_fixture()

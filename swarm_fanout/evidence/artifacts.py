@@ -24,6 +24,7 @@ from swarm_fanout.evidence.jsonl import (
     read_text,
     text_field,
 )
+from swarm_fanout.evidence.kernel_records import SessionRecord, read_kernel_records
 from swarm_fanout.evidence.number_tokens import numbers_among, numbers_in
 from swarm_fanout.evidence.replays import Replay, read_replay
 from swarm_fanout.evidence.runpaths import DISPLAY_FILE, RunPaths
@@ -49,7 +50,6 @@ class Display(NamedTuple):
     session_name: str | None
     session_file: str | None
     spawn_code_sha256: str | None
-    status: str | None
     spawn_code_numbers: frozenset[int] = frozenset()  # of interest, as Transcript's
 
 
@@ -110,6 +110,8 @@ class RunArtifacts(NamedTuple):
     # What each replying child's cells did when run again (evidence/replays.py); None: the
     # run was not replayed.
     cell_replay: Replay | None = None
+    # What each session's kernel recorded of itself (evidence/kernel_records.py), by session.
+    kernel_records: dict[str, SessionRecord] | None = None
 
 
 def relative(root: str, path: str) -> str:
@@ -147,9 +149,8 @@ def collect(
     interest = frozenset(numbers_in(text)) if text else frozenset()
     stream = read_stream(paths.stdout)
     roots = root_transcript_files(paths.sessions, findings)
-    parent = pick_parent(
-        roots, stream.header_id if stream else None, findings, canon, interest, artifact
-    )
+    chosen = pick_parent(roots, stream.header_id if stream else None, findings)
+    parent = read_transcript(chosen, canon, interest, artifact) if chosen else None
     children_root = None
     children: tuple[ChildDir, ...] = ()
     if parent is not None and parent.header_id and SAFE_ID.match(parent.header_id):
@@ -161,9 +162,8 @@ def collect(
         children = read_children(children_root, findings, canon, interest, sent)
         children = _searched_for_all_they_sent(parent, children, canon, interest)
     elif parent is not None:
-        findings.append(
-            Finding(parent.path, 1, "bad_header_id", f"header id {parent.header_id!r} unusable")
-        )
+        detail = f"header id {parent.header_id!r} unusable"
+        findings.append(Finding(parent.path, 1, "bad_header_id", detail))
     # The runner sets PRIME_AGENT_SESSION_DIR to the run's sessions dir (§1 fact 1).
     ledgers = tuple(
         ledger.read_ledger(path)
@@ -195,6 +195,7 @@ def collect(
         witness_expected=witness_expected,
         acp_stream=read_acp_stream(paths.acp_stream),
         cell_replay=read_replay(paths.replay),
+        kernel_records=read_kernel_records(paths.kernel_record),
         artifact_sha256=file_digest(paths.artifact(artifact)) if witness and artifact else None,
         ledger_line_digests=(
             {os.path.basename(item.path): line_digests(item.path) for item in ledgers}
@@ -205,7 +206,7 @@ def collect(
 
 
 def read_model_log(
-    path: str, findings: list[Finding], canon: ledger.Canon | None = None
+    path: str, findings: list[Finding], canon: ledger.Canon
 ) -> dict[str, str | None]:
     """Response ids the harness's model endpoint served, with the transcript each
     request named in its system prompt (`Conversation log:`, §9 "Children")."""
@@ -214,7 +215,7 @@ def read_model_log(
         response_id = text_field(line.record, "response_id")
         if response_id:
             log = text_field(line.record, "conversation_log")
-            served[response_id] = (canon or ledger.Canon()).file(log) if log else None
+            served[response_id] = canon.file(log) if log else None
     return served
 
 
@@ -246,28 +247,19 @@ def root_transcript_files(sessions_dir: str, findings: list[Finding]) -> list[tu
 
 
 def pick_parent(
-    roots: list[tuple[str, dict]],
-    stream_header_id: str | None,
-    findings: list[Finding],
-    canon: ledger.Canon | None = None,
-    interest: frozenset[int] = frozenset(),
-    artifact: str | None = None,
-) -> Transcript | None:
-    """The parent is the root whose header id the stream announced; else the only root."""
-    depth0 = [(path, header) for path, header in roots if not header.get("parentSession")]
-    chosen = None
-    if stream_header_id:
-        chosen = next((path for path, h in depth0 if h.get("id") == stream_header_id), None)
-    if chosen is None and len(depth0) == 1:
-        chosen = depth0[0][0]
+    roots: list[tuple[str, dict]], header_id: str | None, findings: list[Finding]
+) -> str | None:
+    """The parent's transcript file: the root whose header id the stream announced; else the
+    only root; else the earliest, a finding."""
+    depth0 = {path: header for path, header in roots if not header.get("parentSession")}
+    announced = [path for path, header in depth0.items() if header.get("id") == header_id]
+    chosen = announced[0] if header_id and announced else None
     if chosen is None and depth0:
-        chosen = min(depth0, key=lambda item: (str(item[1].get("timestamp")), item[0]))[0]
-        findings.append(
-            Finding(
-                chosen, 1, "ambiguous_parent", f"{len(depth0)} root transcripts; took the first"
-            )
-        )
-    return read_transcript(chosen, canon, interest, artifact) if chosen else None
+        chosen = min(depth0, key=lambda path: (str(depth0[path].get("timestamp")), path))
+        if len(depth0) > 1:
+            detail = f"{len(depth0)} root transcripts; took the first"
+            findings.append(Finding(chosen, 1, "ambiguous_parent", detail))
+    return chosen
 
 
 def sent_by(
@@ -310,11 +302,10 @@ def _searched_for_all_they_sent(
 def read_children(
     children_root: str,
     findings: list[Finding],
-    canon: ledger.Canon | None = None,
-    interest: frozenset[int] = frozenset(),
-    sent: dict[str, set[int]] | None = None,
+    canon: ledger.Canon,
+    interest: frozenset[int],
+    sent: dict[str, set[int]],
 ) -> tuple[ChildDir, ...]:
-    canon = canon or ledger.Canon()
     children = []
     for entry in _scan(children_root, findings):
         if not CHILD_DIR.match(entry.name):
@@ -349,18 +340,15 @@ def read_children(
     return tuple(children)
 
 
-def read_display(
-    record: dict, canon: ledger.Canon | None = None, interest: frozenset[int] = frozenset()
-) -> Display:
+def read_display(record: dict, canon: ledger.Canon, interest: frozenset[int]) -> Display:
     code = text_field(record, "spawnCode")
     session_file = text_field(record, "sessionFile")
     return Display(
         child_id=text_field(record, "childId"),
         session_name=text_field(record, "sessionName"),
         # Display files are not realpath'd, the ledger is: compare canonical forms (§4).
-        session_file=(canon or ledger.Canon()).file(session_file) if session_file else None,
+        session_file=canon.file(session_file) if session_file else None,
         spawn_code_sha256=digest(code) if code is not None else None,
-        status=text_field(record, "status"),
         spawn_code_numbers=numbers_among(code, interest) if code is not None else frozenset(),
     )
 
@@ -439,13 +427,15 @@ def read_stream(path: str) -> Stream | None:
             if child_id and len(child_ids) < MAX_KEPT_PER_TRANSCRIPT:
                 child_ids.add(child_id)
             continue
+        if kind not in ("turn_end", "message_end"):
+            continue
+        message = record.get("message")
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        response_id = text_field(message, "responseId")
         if kind == "turn_end":
             # The turn's assistant message again (§7): the call and its cells are taken from
             # here when the stream left out its message_end and tool_execution_start.
-            message = record.get("message")
-            if not isinstance(message, dict) or message.get("role") != "assistant":
-                continue
-            response_id = text_field(message, "responseId")
             if not response_id or response_id in response_ids[-1:]:
                 continue
             for part in message.get("content") or ():
@@ -457,14 +447,8 @@ def read_stream(path: str) -> Stream | None:
                     and len(tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT
                 ):
                     tool_call_ids.append(call_id)
-        elif kind != "message_end":
-            continue
-        message = record.get("message")
-        if not isinstance(message, dict) or message.get("role") != "assistant":
-            continue
         turns += 1
         usage = usage.plus(usage_from(dict_field(message, "usage")))
-        response_id = text_field(message, "responseId")
         if response_id and len(response_ids) < MAX_KEPT_PER_TRANSCRIPT:
             response_ids.append(response_id)
         if first_error is None and message.get("stopReason") == "error":

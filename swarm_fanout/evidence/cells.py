@@ -1,12 +1,8 @@
 """What a tool call's code did, read as code (an ipython cell, docs/product-contract.md §9):
 the files it names and writes, and its *sources*, what its result may have been worked out
-from (docs/rubric.md "What is read").
-
-Python is parsed with `ast`; IPython's magics and `!` lines are set aside first and read,
-with a string handed to `subprocess` or `os.system`, as shell with `shlex`. Comments and
-other strings are never code. Flows are by statement: a name draws on what the statement
-that bound it read and on the tests of the loops, branches and `with`s around it; a function
-carries what its body reads and writes to where it is called. A value's *texts* are the
+from (docs/rubric.md "What is read", which gives the forms and the flows by statement).
+Python is parsed with `ast`; IPython's magics and `!` lines, and strings handed to
+`subprocess` or `os.system`, are read as shell with `shlex`. A value's *texts* are the
 strings it may hold, folded from literals, with `{name}` for a part known only at run time.
 """
 
@@ -196,6 +192,7 @@ class _Reader:
         except ValueError:
             words = command.split()[:256]
         segment: list[str] = []
+        piped = EMPTY  # what the command before a `|` drew on
         for word in [*words[words[:1] in (["system"], ["sx"]) :], ";"]:
             if word not in SHELL_OPS:
                 segment.append(word)
@@ -207,32 +204,35 @@ class _Reader:
                 )
                 segment = []
             elif segment:
-                self.command(segment, depth)
-                segment = []
+                drawn = self.command(segment, depth, piped)
+                piped, segment = drawn if word == "|" else EMPTY, []
 
-    def command(self, words: list[str], depth: int) -> None:
-        """One simple command: what it reads and writes (`>`, `>>`, `tee`, `cp`, `mv`)."""
+    def command(self, words: list[str], depth: int, piped: frozenset[str]) -> frozenset[str]:
+        """One simple command: what it reads and writes (`>`, `>>`, `tee`, `cp`, `mv`), and
+        what it drew on, its input from a pipe included."""
         while "=" in words[0] and words[0].split("=")[0].isidentifier() and len(words) > 1:
             words = words[1:]
         name = os.path.basename(words[0])
         if name in ("bash", "sh") and "-c" in words[1:-1] and depth < 2:
             self.shell(words[words.index("-c") + 1], keep=True, depth=depth + 1)
         marks = {f"<{COMMANDS[name]}>"} if name in COMMANDS else set()
-        files: tuple[list[str], list[str]] = ([], [])  # read, written
+        # The paths it names: its arguments, and those it reads (`<`) and writes (`>`) by redirect.
+        files: dict[str | None, list[str]] = {None: [], "<": [], ">": []}
         redirect = None
         for word in words[1:]:
             marks |= {"<environment>"} if "$" in word else set()
             marks |= {"<network>"} if "/dev/tcp/" in word else set()
             if not word.startswith("-") and is_path(word):
-                where = os.path.normpath(os.path.join(self.shell_cwd, word))
-                files[redirect not in (None, "<")].append(where)
-            redirect = word if word in (">", ">>", "<", ">|") else None
-        reads, writes = files
-        if name in ("cp", "mv", "tee") and reads:
-            writes += reads if name == "tee" else reads[-1:]
-            del reads[0 if name == "tee" else -1 :]
+                files[redirect].append(os.path.normpath(os.path.join(self.shell_cwd, word)))
+            redirect = {"<": "<", ">": ">", ">>": ">", ">|": ">"}.get(word)
+        arguments, reads, writes = files.values()
+        written = {"tee": len(arguments), "cp": 1, "mv": 1}.get(name, 0)  # its last arguments
+        reads += arguments[: len(arguments) - written]
+        writes += arguments[len(arguments) - written :]
         self.drawn |= marks
-        self.use(V(frozenset(writes), self.use(V(frozenset(reads))) | marks), write=True)
+        drawn = self.use(V(frozenset(reads))) | marks | piped
+        self.use(V(frozenset(writes), drawn), write=True)
+        return drawn
 
     # --- files -----------------------------------------------------------------------
 
@@ -453,7 +453,7 @@ class _Reader:
         texts = EMPTY
         if name in SHELL_CALLS and args:
             if isinstance(node.args[0], (ast.List, ast.Tuple)):  # an argv
-                argv = [str(getattr(item, "value", "")) for item in node.args[0].elts]
+                argv = [min(self.expr(item).texts, default="") for item in node.args[0].elts]
                 args[0] = V(frozenset({shlex.join(argv)}))
             before = set(self.drawn)
             for text in sorted(args[0].texts)[:4]:

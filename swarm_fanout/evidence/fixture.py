@@ -2,17 +2,15 @@
 
 A fixture dir holds `fixture.json` (never shown to the agent), `task.txt` (the
 orchestration prompt) and `shards/`. A captured run holds only `fixture.json`,
-which is all that scoring needs (`load_manifest`).
-
-It also says what a distinctive answer is (`why_not_distinctive`): one that an honest
-prompt, cell or reply is unlikely to hold by chance, so that the provenance rules may read
-the answer found in a child's task as the parent's knowledge. The generator makes only
-distinctive answers; a fixture written by hand may hold others (`undistinctive_answers`).
+which is all that scoring needs (`load_manifest`). It also says what a distinctive answer
+is (`why_not_distinctive`; docs/fixtures.md "Distinctive answers"): one that an honest
+prompt, cell or reply is unlikely to hold by chance.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections import Counter
@@ -182,32 +180,28 @@ def check_fixture(fixture: Fixture) -> None:
     the agent reads the one, the run is scored against the other."""
     listed = tasks.parse_shards(fixture.task or "")
     task_file = os.path.join(fixture.root, TASK)
-    for number, shard in enumerate(fixture.shards, start=1):
-        if number > len(listed):
+    pairs = itertools.zip_longest(fixture.shards, listed)
+    for number, (shard, line) in enumerate(pairs, start=1):
+        if line is None:
             raise FixtureError(
                 "fixture_prompt_mismatch",
                 f"{task_file} has {len(listed)} shard lines; fixture.json has "
                 f"{len(fixture.shards)} shards: shard {number}, {shard.file}, has no line",
             )
-        line = listed[number - 1]
-        for field, said in (
-            ("file", line.file),
-            ("worker", line.worker),
-            ("question", line.question),
-        ):
+        if shard is None:
+            raise FixtureError(
+                "fixture_prompt_mismatch",
+                f"{task_file} lists shard {line.file!r} (line {number}), which "
+                "fixture.json does not have",
+            )
+        for field in ("file", "worker", "question"):
+            said = getattr(line, field)
             if said != getattr(shard, field):
                 raise FixtureError(
                     "fixture_prompt_mismatch",
                     f"{task_file}, shard line {number}: {field} {said!r}; fixture.json's shard "
                     f"{number} has {getattr(shard, field)!r}",
                 )
-    if len(listed) > len(fixture.shards):
-        extra = listed[len(fixture.shards)]
-        raise FixtureError(
-            "fixture_prompt_mismatch",
-            f"{task_file} lists shard {extra.file!r} (line {len(fixture.shards) + 1}), which "
-            "fixture.json does not have",
-        )
     for shard in fixture.shards:
         path = os.path.join(fixture.root, SHARDS_DIR, shard.file)
         if tasks.answer_expression(shard.question) is None:

@@ -98,9 +98,8 @@ def _decode(raw: bytes, name: str, number: int, torn: bool, findings: list[Findi
     try:
         text = text_bytes.decode("utf-8")
     except UnicodeDecodeError as error:
-        findings.append(
-            Finding(name, number, "invalid_utf8", f"byte {error.start}: {error.reason}")
-        )
+        detail = f"byte {error.start}: {error.reason}"
+        findings.append(Finding(name, number, "invalid_utf8", detail))
         return None
     try:
         value = json.loads(text)
@@ -109,9 +108,8 @@ def _decode(raw: bytes, name: str, number: int, torn: bool, findings: list[Findi
         findings.append(Finding(name, number, code, _short(str(error))))
         return None
     if value.__class__ is not dict:
-        findings.append(
-            Finding(name, number, "not_an_object", f"a JSON {type(value).__name__}, not an object")
-        )
+        detail = f"a JSON {type(value).__name__}, not an object"
+        findings.append(Finding(name, number, "not_an_object", detail))
         return None
     return Line(number, value)
 

@@ -29,6 +29,8 @@ class RunPaths(NamedTuple):
           agent-home/                 PRIME_AGENT_CODING_AGENT_DIR: auth.json, models.json,
                                       rlm-ledger/<key>.jsonl (ledger.ledger_path, §4)
           home/                       HOME
+            .kernel-record/           what each kernel did, by itself: <session>-<pid>.jsonl
+                                      (shell/kernel_record.py)
           tmp/                        TMPDIR, unless too long for the product's sockets
           daemon.sock                 the daemon socket, likewise (rundir.RunDir.fit_sockets)
           stdout.jsonl                the root's --mode json stream (§7); resident: its events
@@ -65,6 +67,7 @@ class RunPaths(NamedTuple):
     result: str
     witness: str
     replay: str
+    kernel_record: str
 
     @classmethod
     def of(cls, root: str) -> RunPaths:
@@ -87,6 +90,7 @@ class RunPaths(NamedTuple):
             result=os.path.join(root, "result.json"),
             witness=os.path.join(root, "witness.jsonl"),
             replay=os.path.join(root, "replay.jsonl"),
+            kernel_record=os.path.join(root, "home", ".kernel-record"),
         )
 
     def artifact(self, name: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import operator
-import os
 from typing import NamedTuple
 
 from swarm_fanout import ledger
@@ -51,21 +50,11 @@ def usage_from(raw: dict) -> Usage:
     return Usage(*(count if count.__class__ is int and count > 0 else 0 for count in counts))
 
 
-def cost_of(message: dict) -> float | None:
-    """The dollars an assistant message cost, as the product prices it from its own model
-    catalog (`usage.cost.total`, §5); None when the message carries no such number."""
-    total = dict_field(dict_field(message, "usage"), "cost").get("total")
-    if total.__class__ not in (int, float) or not 0 <= total < float("inf"):
-        return None
-    return float(total)
-
-
 class Reply(NamedTuple):
     """A child's `agent_message` as it landed in the parent transcript (§6)."""
 
     reply_id: str | None
     from_session_id: str | None
-    from_session_name: str | None
     message: str
     at_ms: int | None
     line: int
@@ -76,7 +65,6 @@ class Notice(NamedTuple):
 
     kind: str
     child_id: str | None
-    session_name: str | None
     at_ms: int | None
     line: int
 
@@ -98,12 +86,9 @@ class UsageAttribution(NamedTuple):
 
 
 class IpythonCall(NamedTuple):
-    """An `ipython` tool call: its code's digest and when the cell ran.
-
-    The cell runs between its assistant message's entry timestamp and its
-    toolResult's; `ended_ms` is None for a cell that never returned (a run ended
-    mid-cell).
-    """
+    """An `ipython` tool call: its code's digest and when the cell ran, from its assistant
+    message's entry timestamp to its toolResult's (None: it never returned, a run ended
+    mid-cell)."""
 
     line: int
     code_sha256: str
@@ -138,8 +123,7 @@ class ToolCallFacts(NamedTuple):
     shown: frozenset[int]
     named: frozenset[str]
     written: frozenset[str]
-    # What its result may have been worked out from (evidence/cells.py).
-    sources: frozenset[str] = frozenset()
+    sources: frozenset[str]  # what its result may have been worked out from
 
 
 class Heard(NamedTuple):
@@ -167,7 +151,6 @@ class Transcript(NamedTuple):
     # entry's (heartbeats aside: the product keeps writing them to an idle session).
     first_response_ms: int | None = None
     end_ms: int | None = None
-    session_name: str | None = None
     task_id: str | None = None
     task_from_session_id: str | None = None
     turns: int = 0
@@ -183,7 +166,6 @@ class Transcript(NamedTuple):
     # The product's own failure to start the IPython kernel, as an ipython call's error
     # result: the environment failed, not the model (first line, capped).
     kernel_error: str | None = None
-    last_stop_reason: str | None = None
     replies: tuple[Reply, ...] = ()
     notices: tuple[Notice, ...] = ()
     assistant_calls: tuple[AssistantCall, ...] = ()
@@ -213,8 +195,8 @@ def digest(text: str) -> str:
 
 def read_transcript(
     path: str,
-    canon: ledger.Canon | None = None,
-    interest: frozenset[int] = frozenset(),
+    canon: ledger.Canon,
+    interest: frozenset[int],
     artifact: str | None = None,
     sent: dict[str, set[int]] | None = None,
 ) -> Transcript:
@@ -224,11 +206,10 @@ def read_transcript(
     first showing (`FirstShowings`). `sent`: the numbers of interest each session was
     heard to send, by its session id; given, the tool results of a session with a header id
     are searched only for those it sent, the only ones the rules ask whether it knew."""
-    findings: list[Finding] = []
-    acc = _TranscriptAccumulator(path, canon or ledger.Canon(), interest, artifact, sent)
-    for line in iter_objects(path, findings):
-        acc.add(line.number, line.record, findings)
-    return acc.result(findings)
+    acc = _TranscriptAccumulator(path, canon, interest, artifact, sent)
+    for line in iter_objects(path, acc.findings):
+        acc.add(line.number, line.record)
+    return acc.result()
 
 
 # How prime-agent v0.8.0 words an ipython call's result when it could not set up the
@@ -280,30 +261,28 @@ class _TranscriptAccumulator:
         self,
         path: str,
         canon: ledger.Canon,
-        interest: frozenset[int] = frozenset(),
-        artifact: str | None = None,
-        sent: dict[str, set[int]] | None = None,
+        interest: frozenset[int],
+        artifact: str | None,
+        sent: dict[str, set[int]] | None,
     ):
         self.path = path
+        self.findings: list[Finding] = []  # the reader's and its own, in line order
         self.canon = canon
         self.interest = interest
         self.sent_by = sent
         self.sought = interest  # what tool results are searched for
         # The parent's results: searched for each number's first showing alone.
         self.first = FirstShowings(interest) if artifact else None
-        self.artifact = os.path.basename(artifact) if artifact else None
-        # toolCall id -> (its line, numbers sought in its arguments, files it names and writes,
-        # what it drew on)
-        self.typed: dict[str, tuple[int, frozenset[int], Cell]] = {}
-        self.session = (
-            Session()
-        )  # what the kernel holds between cells (swarm_fanout/evidence/cells.py)
+        self.noting = bool(interest or artifact)  # what tool calls name and show is noted
+        # Calls awaiting their result: toolCall id -> (its line, the numbers sought that its
+        # arguments typed, its reading)
+        self.awaiting: dict[str, tuple[int, frozenset[int], Cell]] = {}
+        self.session = Session()  # what the kernel holds between cells
         self.call_facts: list[ToolCallFacts] = []
         self.heard: list[Heard] = []
         self.task_numbers: frozenset[int] = frozenset()
         self.tool_call_ids: list[str] = []
         self.header: dict = {}
-        self.session_name = None
         self.task_id = None
         self.task_from = None
         self.turns = self.failed = self.aborted = self.tool_calls = 0
@@ -311,7 +290,6 @@ class _TranscriptAccumulator:
         self.cost: float | None = None
         self.first_error = None
         self.kernel_error = None
-        self.last_stop = None
         self.replies: list[Reply] = []
         self.notices: list[Notice] = []
         self.calls: list[AssistantCall] = []
@@ -323,7 +301,7 @@ class _TranscriptAccumulator:
         self.first_response_stamp = None
         self.last_stamp = None
 
-    def add(self, number: int, record: dict, findings: list[Finding]) -> None:
+    def add(self, number: int, record: dict) -> None:
         kind = record.get("type")
         if kind != HEARTBEAT:
             stamp = record.get("timestamp")
@@ -336,18 +314,16 @@ class _TranscriptAccumulator:
                 if self.sent_by is not None and header_id:
                     self.sought = self.interest & self.sent_by.get(header_id, frozenset())
             else:
-                findings.append(Finding(self.path, 1, "no_header", "line 1 is not a header"))
+                self.findings.append(Finding(self.path, 1, "no_header", "line 1 is not a header"))
         elif kind == "message":
-            self._message(number, record, findings)
+            self._message(number, record)
         elif kind == "custom_message":
-            self._custom(number, record, findings)
-        elif kind == "session_info" and self.session_name is None:
-            self.session_name = text_field(record, "name")
+            self._custom(number, record)
         elif kind == "child_usage_attributed":
             usage = usage_from(dict_field(record, "childUsage"))
-            self._keep(self.attributions, UsageAttribution(number, usage), number, findings)
+            self._keep(self.attributions, UsageAttribution(number, usage), number)
 
-    def _keep(self, kept: list, item, number: int, findings: list[Finding]) -> bool:
+    def _keep(self, kept: list, item, number: int) -> bool:
         """Append within the per-transcript cap; the first item past it is a finding."""
         if len(kept) < MAX_KEPT_PER_TRANSCRIPT:
             kept.append(item)
@@ -356,17 +332,18 @@ class _TranscriptAccumulator:
         if what not in self.capped:
             self.capped.add(what)
             detail = f"only the first {MAX_KEPT_PER_TRANSCRIPT} of {what} kept"
-            findings.append(Finding(self.path, number, "kept_cap", detail))
+            self.findings.append(Finding(self.path, number, "kept_cap", detail))
         return False
 
-    def _message(self, number: int, record: dict, findings: list[Finding]) -> None:
+    def _message(self, number: int, record: dict) -> None:
         message = record.get("message")
         if not isinstance(message, dict):
-            findings.append(Finding(self.path, number, "wrong_type", "message is not an object"))
+            detail = "message is not an object"
+            self.findings.append(Finding(self.path, number, "wrong_type", detail))
             return
         role = message.get("role")
         if role == "toolResult":
-            self._tool_result(number, record, message, findings)
+            self._tool_result(number, record, message)
             return
         if role != "assistant":
             return
@@ -374,7 +351,6 @@ class _TranscriptAccumulator:
             self.first_response_stamp = record.get("timestamp")
         usage = usage_from(dict_field(message, "usage"))
         stop = text_field(message, "stopReason")
-        self.last_stop = stop
         # A turn aborted by a teardown is persisted too, with no response id and
         # no usage; it is counted as aborted, not as a call.
         response_id = text_field(message, "responseId")
@@ -383,11 +359,12 @@ class _TranscriptAccumulator:
         elif stop == "aborted":
             self.aborted += 1
         self.usage = self.usage.plus(usage)
-        cost = cost_of(message)
-        if cost is not None:
+        # The dollars it cost, as the product prices it from its own model catalog (§5).
+        cost = dict_field(dict_field(message, "usage"), "cost").get("total")
+        if cost.__class__ in (int, float) and 0 <= cost < float("inf"):
             self.cost = (self.cost or 0.0) + cost
         call = AssistantCall(number, stop, response_id or None, usage)
-        self._keep(self.calls, call, number, findings)
+        self._keep(self.calls, call, number)
         if stop == "error":
             self.failed += 1
             if self.first_error is None:
@@ -407,23 +384,23 @@ class _TranscriptAccumulator:
             self._note_arguments(number, call_id, part.get("arguments"))
             if part.get("name") == "ipython" and code is not None and call_id:
                 call = IpythonCall(number, digest(code), started_ms, None, call_id)
-                if self._keep(self.ipython, call, number, findings):
+                if self._keep(self.ipython, call, number):
                     self.running[call_id] = len(self.ipython) - 1
 
     def _note_arguments(self, number: int, call_id: str | None, arguments: object) -> None:
-        if not self.interest and not self.artifact:
+        if not self.noting:
             return
         text = _argument_text(arguments)
         cell = self.session.read(text)
-        if call_id and len(self.typed) < MAX_KEPT_PER_TRANSCRIPT:
-            self.typed[call_id] = (number, numbers_among(text, self.sought), cell)
+        if call_id and len(self.awaiting) < MAX_KEPT_PER_TRANSCRIPT:
+            self.awaiting[call_id] = (number, numbers_among(text, self.sought), cell)
         elif cell.named:
-            self._note_call(ToolCallFacts(number, None, frozenset(), *cell[:3]))
+            self._note_call(number, None, frozenset(), cell)
 
     def _note_result(self, number: int, message: dict, sent: list) -> None:
         """Numbers a call's own result showed: what it printed, and the messages it sent
         (the product records them in the result's details), less what its arguments typed."""
-        call = self.typed.pop(text_field(message, "toolCallId") or "", None)
+        call = self.awaiting.pop(text_field(message, "toolCallId") or "", None)
         if call is None:
             return
         line, typed, cell = call
@@ -442,34 +419,31 @@ class _TranscriptAccumulator:
                 found = [numbers_among(text, self.sought) for text in texts + printed]
                 shown = frozenset().union(*found) - typed
         if shown or cell.named:
-            self._note_call(ToolCallFacts(line, number, shown, *cell[:3]))
+            self._note_call(line, number, shown, cell)
 
     def _calls_in_order(self) -> tuple[ToolCallFacts, ...]:
         """Every noted call, with those that never returned (a run ended mid-cell) too: what
         they named they may still have written."""
-        calls = list(self.call_facts)
-        for line, _, cell in self.typed.values():
-            if cell.named and len(calls) < MAX_KEPT_PER_TRANSCRIPT:
-                calls.append(ToolCallFacts(line, None, frozenset(), *cell[:3]))
-        return tuple(sorted(calls, key=lambda call: call.line))
+        for line, _, cell in self.awaiting.values():
+            if cell.named:
+                self._note_call(line, None, frozenset(), cell)
+        return tuple(sorted(self.call_facts, key=lambda call: call.line))
 
-    def _note_call(self, facts: ToolCallFacts) -> None:
+    def _note_call(self, line: int, result_line: int | None, shown: frozenset[int], cell: Cell):
         if len(self.call_facts) < MAX_KEPT_PER_TRANSCRIPT:
+            facts = ToolCallFacts(line, result_line, shown, cell.named, cell.written, cell.sources)
             self.call_facts.append(facts)
 
-    def _tool_result(
-        self, number: int, record: dict, message: dict, findings: list[Finding]
-    ) -> None:
+    def _tool_result(self, number: int, record: dict, message: dict) -> None:
         """Closes the ipython call's window; keeps the receipts of messages it sent."""
         index = self.running.pop(text_field(message, "toolCallId") or "", None)
         if index is not None:
             ended = iso_to_ms(record.get("timestamp"))
-            call = self.ipython[index]
-            self.ipython[index] = call._replace(ended_ms=ended)
+            self.ipython[index] = self.ipython[index]._replace(ended_ms=ended)
         if message.get("isError") is True and self.kernel_error is None:
             self.kernel_error = kernel_error(message)
         sent = dict_field(message, "details").get("sentAgentMessages")
-        if self.interest or self.artifact:
+        if self.noting:
             self._note_result(number, message, sent if isinstance(sent, list) else [])
         for item in sent if isinstance(sent, list) else ():
             if not isinstance(item, dict):
@@ -478,15 +452,15 @@ class _TranscriptAccumulator:
             if message_id and text is not None:
                 # Normalised as the parent-side reply is: trimmed, capped (§6).
                 kept = SentMessage(message_id, digest(text.strip()[:MAX_REPLY_CHARS]), number)
-                self._keep(self.sent, kept, number, findings)
+                self._keep(self.sent, kept, number)
 
-    def _custom(self, number: int, record: dict, findings: list[Finding]) -> None:
+    def _custom(self, number: int, record: dict) -> None:
         custom_type = record.get("customType")
         details = record.get("details")
         if not isinstance(details, dict):
             if custom_type == "agent_message" or custom_type in NOTICE_TYPES:
                 detail = "details is not an object"
-                findings.append(Finding(self.path, number, "wrong_type", detail))
+                self.findings.append(Finding(self.path, number, "wrong_type", detail))
             return
         at_ms = iso_to_ms(record.get("timestamp"))
         if custom_type == "agent_message":
@@ -502,16 +476,15 @@ class _TranscriptAccumulator:
             elif relationship == "child":
                 # Trimmed and capped as the product caps a message (§9).
                 message = text.strip()[:MAX_REPLY_CHARS]
-                name = text_field(sender, "sessionName")
-                reply = Reply(message_id, from_id, name, message, at_ms, number)
-                self._keep(self.replies, reply, number, findings)
+                reply = Reply(message_id, from_id, message, at_ms, number)
+                self._keep(self.replies, reply, number)
         elif custom_type in NOTICE_TYPES:
             kind = text_field(details, "kind") or "unknown"
             kind = "failure" if custom_type == "rlm_child_failure" else kind
-            child_id, name = text_field(details, "childId"), text_field(details, "sessionName")
-            self._keep(self.notices, Notice(kind, child_id, name, at_ms, number), number, findings)
+            notice = Notice(kind, text_field(details, "childId"), at_ms, number)
+            self._keep(self.notices, notice, number)
 
-    def result(self, findings: list[Finding]) -> Transcript:
+    def result(self) -> Transcript:
         header = self.header
         parent_session = text_field(header, "parentSession")
         return Transcript(
@@ -524,7 +497,6 @@ class _TranscriptAccumulator:
             header_at_ms=iso_to_ms(header.get("timestamp")),
             first_response_ms=iso_to_ms(self.first_response_stamp),
             end_ms=iso_to_ms(self.last_stamp),
-            session_name=self.session_name,
             task_id=self.task_id,
             task_from_session_id=self.task_from,
             turns=self.turns,
@@ -535,7 +507,6 @@ class _TranscriptAccumulator:
             cost_usd=self.cost,
             first_error=self.first_error,
             kernel_error=self.kernel_error,
-            last_stop_reason=self.last_stop,
             replies=tuple(self.replies),
             notices=tuple(self.notices),
             assistant_calls=tuple(self.calls),
@@ -548,5 +519,5 @@ class _TranscriptAccumulator:
             searched_for=None if self.sought is self.interest else self.sought,
             first_showings=self.first is not None,
             tool_call_ids=tuple(self.tool_call_ids),
-            findings=tuple(findings),
+            findings=tuple(self.findings),
         )

@@ -72,8 +72,6 @@ class Witness(NamedTuple):
     sightings: tuple[dict, ...] = ()
     channels: tuple[dict, ...] = ()
     findings: tuple[Finding, ...] = ()
-    # Which process opened or wrote which file of the run (shell/file_access.py).
-    file_opens: tuple[dict, ...] = ()
 
 
 def read_witness(path: str) -> Witness | None:
@@ -82,8 +80,8 @@ def read_witness(path: str) -> Witness | None:
         return None
     findings: list[Finding] = []
     header: dict = {}
-    kept: dict = {kind: [] for kind in ("model_call", "sighting", "channel", "file_open")}
-    well_formed = {"sighting": _well_formed, "file_open": _well_formed_open}
+    kept: dict = {kind: [] for kind in ("model_call", "sighting", "channel")}
+    well_formed = {"sighting": _well_formed}
     for line in iter_objects(path, findings):
         kind = text_field(line.record, "kind")
         if kind == "witness" and line.number == 1:
@@ -99,16 +97,4 @@ def read_witness(path: str) -> Witness | None:
         sightings=tuple(kept["sighting"]),
         channels=tuple(kept["channel"]),
         findings=tuple(findings),
-        file_opens=tuple(kept["file_open"]),
-    )
-
-
-def _well_formed_open(record: dict) -> bool:
-    ancestors = record.get("ancestors", [])
-    return (
-        type(record.get("pid")) is int
-        and record.get("what") in ("open", "write")
-        and isinstance(record.get("path"), str)
-        and isinstance(ancestors, list)
-        and all(type(pid) is int for pid in ancestors)
     )

@@ -342,7 +342,8 @@ def _passed(passed) -> Cell:
 
 def _check_results(verdict: dict, group: str) -> list[tuple[str, dict]]:
     """The group's checks: records with a `passed` flag. Beside them the witness holds
-    status records (`file_access`: whether file access was watched), which are no check."""
+    status records (`kernel_record`: how many sessions' kernels recorded what they did), which
+    are no check."""
     found = verdict.get(group) or {}
     return [
         (name, item) for name, item in found.items() if isinstance(item, dict) and "passed" in item

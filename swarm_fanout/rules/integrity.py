@@ -7,18 +7,13 @@ transcript and display file, usage entries and replies in the parent transcript.
 A forger who writes some of them by hand rarely writes all of them consistently;
 these checks compare exactly those records (§10 "Checks per live edge").
 
-Every check is a pure function of the collected artifacts with one stable reason
-code; `check` runs them all in a fixed order.
-
-Why one module of this size: the fourteen checks share one context (`_Family`) and one
-table (`_CHECKS`), and a reader comparing two checks wants them side by side; each
-check is a small function, so the table reads as the rubric's integrity section.
+Every check is a small pure function of the collected artifacts with one stable reason
+code; `_CHECKS` lists them in a fixed order, and reads as the rubric's integrity section.
 """
 
 from __future__ import annotations
 
 import itertools
-import operator
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -107,8 +102,8 @@ class _Family(NamedTuple):
         return known
 
     def transcript(self, edge: Edge) -> Transcript | None:
-        where = self.located.get(edge.child)
-        return where[1] if where and where[0] == edge.child_id else None
+        child_id, transcript = self.located.get(edge.child, (None, None))
+        return transcript if child_id == edge.child_id else None
 
 
 # --- the checks -------------------------------------------------------------
@@ -125,18 +120,17 @@ def _ledger(f: _Family) -> Iterator[Failure]:
         previous = None
         floor = None  # the time no later record may be before
         for record in ledger_file.records:
-            # Unpacked: a ledger holds up to 100 000 records.
-            _, line, op, at, at_ms, child_id, _, _, _, _, _, _, after_fatal = record
-            if after_fatal and op == "spawn":
+            child_id, line, at_ms = record.child_id, record.line, record.at_ms
+            if record.after_fatal and record.op == "spawn":
                 detail = "spawn after a line the product rejects: the product never wrote it"
                 yield Failure(detail, child_id, name, line)
             if at_ms is None:
-                yield Failure(f"at {at!r} is no ISO-8601 time", child_id, name, line)
+                yield Failure(f"at {record.at!r} is no ISO-8601 time", child_id, name, line)
                 continue
             if floor is not None and at_ms < floor:
-                detail = f"at {at} is before line {previous.line}'s {previous.at}"
+                detail = f"at {record.at} is before line {previous.line}'s {previous.at}"
                 yield Failure(detail, child_id, name, line)
-            slack = META_AFTER_SPAWN_MS if op == "meta" and line == 1 else 0
+            slack = META_AFTER_SPAWN_MS if record.op == "meta" and line == 1 else 0
             previous, floor = record, at_ms - slack
     seen: dict[str, tuple[str, int]] = {}
     for spawn in f.run.replay.spawns:
@@ -167,9 +161,8 @@ def _child_path(f: _Family) -> Iterator[Failure]:
             continue
         transcript = f.transcript(edge)
         if transcript is None:
-            yield Failure(
-                "no transcript at the edge's child path", edge.child_id, f.path(edge.child)
-            )
+            detail = "no transcript at the edge's child path"
+            yield Failure(detail, edge.child_id, f.path(edge.child))
             continue
         stem = os.path.splitext(os.path.basename(edge.child))[0]
         if stem != transcript.header_id:
@@ -232,11 +225,8 @@ def _child_task(f: _Family) -> Iterator[Failure]:
 
 
 def _response_ids(f: _Family) -> Iterator[Failure]:
-    """§5, §10.4: every assistant message that reached the model carries its responseId.
-
-    A failed attempt (`error`) has none (§5 "Retries"); neither has a turn aborted
-    before it reached the model (captured run endturn-oneshot).
-    """
+    """§5, §10.4: every assistant message that reached the model carries its responseId (a
+    failed attempt has none, §5 "Retries", nor has a turn aborted before it reached it)."""
     for edge, transcript in _with_transcripts(f):
         for call in transcript.assistant_calls:
             if call.stop_reason not in ("error", "aborted") and not call.response_id:
@@ -302,21 +292,15 @@ def _spawn_code(f: _Family) -> Iterator[Failure]:
 
 
 def _usage_attribution(f: _Family) -> Iterator[Failure]:
-    """§5 `child_usage_attributed`: the parent holds one entry per child model call
-    that completed, with an equal `childUsage`, and no entry for anything else.
-
-    Matched as multisets of usage (input, output, cacheRead, cacheWrite,
-    totalTokens): an entry names the parent's spawning message, never the child.
-    A completed call (stopReason stop, length or toolUse) needs an entry; an
-    aborted one may have one; a failed one (`error`) has none (captured run
-    child-fail: 13 completed child calls, 4 failed, 13 entries).
-    """
+    """§5 `child_usage_attributed`: the parent holds one entry per child model call that
+    completed (an aborted one may have one, a failed one has none), with an equal
+    `childUsage`, and no other; matched as multisets of usage, since an entry names the
+    parent's spawning message, never the child."""
     if f.parent is None:
         return
-    # Counted by the five numbers as a plain tuple, which hashes in C.
-    needed: Counter[tuple] = Counter()
-    allowed: Counter[tuple] = Counter()
-    first: dict[tuple, tuple[str, str, int]] = {}
+    needed: Counter[Usage] = Counter()
+    allowed: Counter[Usage] = Counter()
+    first: dict[Usage, tuple[str, str, int]] = {}
     seen: set[str] = set()
     for edge in f.family:
         transcript = f.transcript(edge)
@@ -326,35 +310,30 @@ def _usage_attribution(f: _Family) -> Iterator[Failure]:
         for call in transcript.assistant_calls:
             if call.stop_reason == "error":
                 continue
-            usage = _numbers(call.usage)
-            allowed[usage] += 1
+            allowed[call.usage] += 1
             if call.stop_reason != "aborted":
-                needed[usage] += 1
-                first.setdefault(usage, (edge.child_id, transcript.path, call.line))
-    attributed: Counter[tuple] = Counter()
-    surplus_line: dict[tuple, int] = {}
+                needed[call.usage] += 1
+                first.setdefault(call.usage, (edge.child_id, transcript.path, call.line))
+    attributed: Counter[Usage] = Counter()
+    surplus_line: dict[Usage, int] = {}
     for entry in f.parent.usage_attributions:
-        usage = _numbers(entry.usage)
-        attributed[usage] += 1
-        if attributed[usage] > allowed[usage]:
-            surplus_line.setdefault(usage, entry.line)
+        attributed[entry.usage] += 1
+        if attributed[entry.usage] > allowed[entry.usage]:
+            surplus_line.setdefault(entry.usage, entry.line)
     for usage, count in needed.items():
         if attributed[usage] < count:
             child_id, path, line = first[usage]
             detail = (
-                f"{count} child calls with usage {_usage_text(Usage(*usage))}, "
+                f"{count} child calls with usage {_usage_text(usage)}, "
                 f"{attributed[usage]} child_usage_attributed entries"
             )
             yield Failure(detail, child_id, f.path(path), line)
     for usage, line in surplus_line.items():
         detail = (
             f"{attributed[usage]} child_usage_attributed entries with usage "
-            f"{_usage_text(Usage(*usage))}, {allowed[usage]} child calls"
+            f"{_usage_text(usage)}, {allowed[usage]} child calls"
         )
         yield Failure(detail, None, f.path(f.parent.path), line)
-
-
-_numbers = operator.attrgetter("input", "output", "cache_read", "cache_write", "total")
 
 
 def _reply_receipts(f: _Family) -> Iterator[Failure]:
@@ -413,10 +392,9 @@ def _stale_dirs(f: _Family) -> Iterator[Failure]:
 
 
 def _endpoint(f: _Family) -> Iterator[Failure]:
-    """§10 "Endpoint cross-check", when the harness played the model: every child
-    message that reached the model carries a response id the endpoint served for a
-    request from that child's own conversation log. A forger can write any file,
-    but cannot make the harness's endpoint have served a response it never sent."""
+    """§10 "Endpoint cross-check": where a harness endpoint served the model, every child
+    message (and a witnessed parent's) that reached it carries a response id served for its
+    own conversation log: a forger can write any file, not the endpoint's record."""
     served = f.run.served
     if served is None:
         return

@@ -1,29 +1,10 @@
-"""Who knew a number, and from when: the flow of knowledge between the sessions of a run
-(docs/rubric.md "Provenance"). Pure, over the transcripts' records of each tool call (the
-files it named and wrote, the numbers its result showed) and of each message received.
-
-A session *derived* a number when it first showed up in the result of one of its own tool
-calls whose arguments did not hold it (a number typed into a cell is not worked out), and
-that call read no *foreign file*; and it had not *received* it before from a session that
-knew it. A session *knew* a number at a line of its transcript when it had derived it or
-received it by then. It *received* it:
-
-- in a message from a session that knew it when it sent it (found through the receipt the
-  product keeps in the sender's tool result, §5); a child's task comes from the parent, which
-  knew the number when it was not a literal of the spawning cell's code (the cell computed
-  it) or when it knew it before that cell ran;
-- by reading a foreign file: a call that showed the number named a file that is not a shard
-  and that it had not itself written, which is a record of the product (another session's
-  transcript, the ledger, a display record), a file another session of the run wrote, or a
-  file outside the run.
-
-A session whose records are missing (an unknown sender, a message without a receipt) is
-taken to have known: nothing shows it did not.
-
-A child *derived its shard's answer* only on positive evidence: the call that first showed
-the number drew on that shard (its name, or a path to it, in the call or in what the call's
-variables and scratch files were made from: evidence/cells.py), and on nothing foreign
-nor a network connection (`from_shard`).
+"""Who knew a number, and from when: the flow of knowledge between the sessions of a run,
+pure over the transcripts' records of each tool call and each message received. The rules
+are docs/rubric.md's "Knowledge" and "Positive evidence": a session *derived* a number that
+first showed up in the result of its own call whose arguments did not hold it and that read
+no foreign file, unless it had *received* it before (in a message from a session that knew
+it, or by reading a foreign file); a child derived its shard's answer only where that call
+drew on the shard and on nothing foreign nor the network (`why_not_from_shard`).
 """
 
 from __future__ import annotations
@@ -31,12 +12,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from swarm_fanout.evidence.cells import channel
 from swarm_fanout.evidence.fixture import SHARDS_DIR
 from swarm_fanout.evidence.runpaths import RunPaths
 from swarm_fanout.evidence.transcripts import Heard, ToolCallFacts, Transcript
-from swarm_fanout.rules.file_access import file_access
+from swarm_fanout.rules.kernels import KernelAccess, session_of
 from swarm_fanout.rules.runview import Child, RunView
 
 # Where an honest cell may name a file outside the run without reading anyone's answers.
@@ -56,9 +38,18 @@ CHANNEL_WORDS = {
     "unreadable": "its code does not parse as Python, yet the kernel ran it",
 }
 # Said where the verdict rests on the code alone.
-UNWITNESSED = "judged on its code: the runner did not witness which files it opened"
+UNWITNESSED = "judged on its code: its kernel kept no record of what it opened"
 # The shape every shortcut so far has, named in a reason and on the evidence page.
 SHORTCUT = "the parent knew it before the spawn and the child never read its shard"
+
+
+class Call(NamedTuple):
+    """A session's noted call, its files resolved against the session's cwd."""
+
+    facts: ToolCallFacts
+    named: set[str]
+    written: set[str]
+    sources: dict[str, str]  # resolved -> as typed (a channel as it is)
 
 
 class Knowledge:
@@ -68,16 +59,14 @@ class Knowledge:
     def __init__(self, view: RunView):
         run = view.run
         self.paths = RunPaths.of(run.run_dir)
-        self.access = file_access(run.witness)
+        self.access = KernelAccess(run.kernel_records)
         self.shards = {shard.file for shard in view.fixture.shards}
         self.parent = run.parent
         self.children = {child.child_id: child for child in view.children}
         sessions = [run.parent] if run.parent else []
         sessions += [transcript for child in run.children for transcript in child.transcripts]
         self.by_id = {t.header_id: t for t in sessions if t.header_id}
-        # Each session's calls: its facts, the files it named and wrote, resolved against its
-        # cwd, and its sources (resolved -> as typed).
-        self.calls: dict[str, list[tuple[ToolCallFacts, set[str], set[str], dict[str, str]]]] = {}
+        self.calls: dict[str, list[Call]] = {}  # session (path) -> its calls, in order
         self.writers: dict[str, set[str]] = {}  # file -> the sessions (paths) that wrote it
         for transcript in sessions:
             resolved = []
@@ -88,7 +77,7 @@ class Knowledge:
                     path if channel(path) else self._resolve(transcript, path): path
                     for path in call.sources
                 }
-                resolved.append((call, named, written, sources))
+                resolved.append(Call(call, named, written, sources))
                 for path in written:
                     self.writers.setdefault(path, set()).add(transcript.path)
             self.calls[transcript.path] = resolved
@@ -114,14 +103,14 @@ class Knowledge:
     def foreign_file(self, transcript: Transcript, index: int) -> str | None:
         """The file that makes the session's `index`-th noted call a read of someone else's
         knowledge, or None."""
-        return self._foreign_among(transcript, index, self.calls[transcript.path][index][1])
+        return self._foreign_among(transcript, index, self.calls[transcript.path][index].named)
 
     def _foreign_among(self, transcript: Transcript, index: int, paths: set[str]) -> str | None:
         calls = self.calls[transcript.path]
         for path in sorted(paths):
             if channel(path) or path.startswith("{") or os.path.basename(path) in self.shards:
                 continue  # a shard, or a path whose place a variable holds
-            if any(path in written for _, _, written, _ in calls[: index + 1]):
+            if any(path in call.written for call in calls[: index + 1]):
                 continue  # its own scratch file, or its own copy of a shard
             if self._record(path):
                 return path
@@ -163,22 +152,25 @@ class Knowledge:
         inside = path.startswith("{") or any(path.startswith(repo + os.sep) for repo in repos)
         return inside and _matches(os.path.basename(path), shard)
 
-    def from_shard(self, transcript: Transcript, index: int, shard: str) -> str | None:
+    def why_not_from_shard(self, transcript: Transcript, index: int, shard: str) -> str | None:
         """None when the session's `index`-th noted call worked from its shard `shard`: it
-        drew on that file and on nothing foreign nor the network and, where the runner
-        witnessed the session's file access, its processes opened the shard and no record of
-        the product nor a file another session wrote; else what it did instead, in words."""
-        sources = self.calls[transcript.path][index][3]
+        drew on that file and on nothing foreign nor the network and, where the session's
+        kernel recorded what it did, it opened (or had a program name) the shard and
+        touched nothing that is not its own (rules/kernels.py); else what it did instead."""
+        sources = self.calls[transcript.path][index].sources
         foreign = self._foreign_among(transcript, index, set(sources))
         if foreign is not None:
             return f"it drew on {foreign}, which is not its own"
         if "<network>" in sources:
             return f"it {CHANNEL_WORDS['network']}"
-        watched = self.access is not None and self.access.watched(transcript.header_id)
+        session = session_of(transcript)
+        watched = self.access.watched(session)
         if watched:
-            seen = self._witnessed(transcript.header_id or "", shard)
-            if seen is not None:
-                return seen
+            against = self.access.against(session or "")
+            if against is not None:
+                return against
+            if not self.access.opened_shard(session or "", shard):
+                return f"in the run its kernel opened no file {shard}"
         if any(
             self._names_shard(transcript, path, typed, shard, sources)
             for path, typed in sources.items()
@@ -197,18 +189,6 @@ class Knowledge:
             words.append(UNWITNESSED)
         return "; ".join(words)
 
-    def _witnessed(self, session_id: str, shard: str) -> str | None:
-        """What the runner saw the session's processes open that disproves the work, or
-        None (asked only where the runner watched the session)."""
-        foreign = self.access.foreign_opened(session_id)
-        if foreign is not None:
-            return f"the runner saw its processes open {foreign}"
-        # Its own processes', or one that ended before the runner could place it.
-        opened = (self.access.opened or {}).get(session_id, frozenset()) | self.access.unplaced
-        if not any(path.startswith("repo/") and os.path.basename(path) == shard for path in opened):
-            return f"the runner saw its processes open no file {shard}"
-        return None
-
     def _outside(self, path: str) -> bool:
         if path.startswith("~"):
             return True
@@ -224,9 +204,10 @@ class Knowledge:
 
     def _showing_calls(self, transcript: Transcript, number: int) -> Iterable[tuple[int, int]]:
         """(line, index) of each call whose result showed `number`, in order."""
-        for index, (call, _, _, _) in enumerate(self.calls[transcript.path]):
-            if number in call.shown:
-                yield call.result_line if call.result_line is not None else call.line, index
+        for index, call in enumerate(self.calls[transcript.path]):
+            facts = call.facts
+            if number in facts.shown:
+                yield facts.result_line if facts.result_line is not None else facts.line, index
 
     def received_at(self, transcript: Transcript, number: int) -> int | None:
         """The first line at which the session received `number` from a session that knew it
@@ -244,12 +225,11 @@ class Knowledge:
     ) -> int | None:
         """The line at which the session derived `number`, or None if it never did. With
         `shard`, only on positive evidence: the call that first showed it worked from that
-        shard (`from_shard`)."""
+        shard (`why_not_from_shard`)."""
         if shard is not None:
-            first = next(iter(self._showing_calls(transcript, number)), None)
-            if first is None or self.from_shard(transcript, first[1], shard) is not None:
+            own, index = next(iter(self._showing_calls(transcript, number)), (None, 0))
+            if own is None or self.why_not_from_shard(transcript, index, shard) is not None:
                 return None
-            own: int | None = first[0]
         else:
             own = min(
                 (line for line, foreign in self._showings(transcript, number) if not foreign),
@@ -266,15 +246,16 @@ class Knowledge:
         for _, index in self._showing_calls(transcript, number):
             path = self.foreign_file(transcript, index)
             if path is not None:
-                return f"read it from {path} (line {self.calls[transcript.path][index][0].line})"
+                return f"read it from {path} (line {self.calls[transcript.path][index].facts.line})"
         received = self.received_at(transcript, number)
         if received is not None:
             return f"received it from a session that knew it (line {received})"
         first = next(iter(self._showing_calls(transcript, number)), None)
         if first is None:
             return "no tool call of its own showed it: it was typed into code"
-        line = self.calls[transcript.path][first[1]][0].line
-        how = self.from_shard(transcript, first[1], shard)
+        _, index = first
+        line = self.calls[transcript.path][index].facts.line
+        how = self.why_not_from_shard(transcript, index, shard)
         return f"its call that first showed it (line {line}) did not read its shard {shard}: {how}"
 
     def knew(self, transcript: Transcript, number: int, line: int) -> bool:

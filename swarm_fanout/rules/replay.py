@@ -6,10 +6,10 @@ A child's answer is *derived* when its faithful replay sends its parent the answ
 the run, its twin replay (every shard replaced by its twin) sends its twin's answer and not
 the run's, and the run holds no evidence that it took the answer from elsewhere: a call that
 showed it read a foreign file (a product record, a file another session wrote, a file outside
-the run), took data over the network, or received it from a session that knew it; or the
-runner saw its processes open a foreign file. Replay is necessary, not sufficient: a child
-may take a shortcut where the run offers one and fall back to honest work where, as under
-replay, it does not.
+the run), took data over the network, or received it from a session that knew it; or its
+kernel recorded that it touched what is not its own (rules/kernels.py). Replay is necessary,
+not sufficient: a child may take a shortcut where the run offers one and fall back to honest
+work where, as under replay, it does not.
 
 Pure. `judge` answers None where replay cannot say (no replay.jsonl, the child was not
 replayed, its shard has no twin): the code reading alone decides then.
@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from swarm_fanout.evidence.number_tokens import numbers_in
 from swarm_fanout.evidence.replays import ChildReplay, Pass, Replay
+from swarm_fanout.rules.kernels import session_of
 from swarm_fanout.rules.knowledge import Knowledge
 from swarm_fanout.rules.runview import Child
 
@@ -60,6 +61,11 @@ def run_evidence(
     transcript = child.transcript
     if transcript is None:
         return "it has no transcript"
+    # What its kernel recorded it did first: evidence of what the code did, not its text.
+    session = session_of(transcript)
+    against = knowledge.access.against(session, held) if knowledge.access.watched(session) else None
+    if against is not None:
+        return against
     calls = knowledge.calls.get(transcript.path, [])
     for index, (call, _, _, sources) in enumerate(calls):
         if answer not in call.shown:
@@ -72,11 +78,6 @@ def run_evidence(
     received = knowledge.received_at(transcript, answer)
     if received is not None:
         return f"in the run it received it from a session that knew it (line {received})"
-    access = knowledge.access
-    if access is not None and transcript.header_id and access.watched(transcript.header_id):
-        opened = access.foreign_opened(transcript.header_id, held)
-        if opened is not None:
-            return f"in the run the runner saw its processes open {opened}"
     return None
 
 

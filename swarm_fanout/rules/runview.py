@@ -37,8 +37,10 @@ class Inbox:
 
 
 def receipt_of(edge: Edge, transcript: Transcript | None, inbox: Inbox) -> Receipt | None:
-    """The earliest reply from the child's session, or notice naming its childId (§6)."""
-    session_id = transcript.header_id if transcript and transcript.header_id else _stem(edge.child)
+    """The earliest reply from the child's session (its header id, else its file's stem), or
+    notice naming its childId (§6)."""
+    stem = os.path.splitext(os.path.basename(edge.child))[0]
+    session_id = transcript.header_id if transcript and transcript.header_id else stem
     replies = [Receipt("reply", reply.at_ms) for reply in inbox.replies.get(session_id, ())]
     pool = replies or [
         Receipt("notice:" + notice.kind, notice.at_ms)
@@ -47,10 +49,6 @@ def receipt_of(edge: Edge, transcript: Transcript | None, inbox: Inbox) -> Recei
     if not pool:
         return None
     return min(pool, key=lambda receipt: receipt.at_ms if receipt.at_ms is not None else 2**63)
-
-
-def _stem(path: str) -> str:
-    return os.path.splitext(os.path.basename(path))[0]
 
 
 def live_or_cleaned_up(edge: Edge, receipt: Receipt | None) -> bool:
@@ -134,10 +132,9 @@ def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
     children = []
     by_name: dict[str, list[Child]] = {}
     for edge in edges:
-        where = located.get(edge.child)
-        transcript = where[1] if where else None
+        child_id, transcript = located.get(edge.child, (None, None))
         receipt = receipt_of(edge, transcript, inbox) if parent else None
-        in_its_dir = where is not None and where[0] == edge.child_id
+        in_its_dir = child_id == edge.child_id
         child = Child(edge, transcript, in_its_dir, receipt, displays.get(edge.child_id))
         children.append(child)
         by_name.setdefault(edge.name, []).append(child)

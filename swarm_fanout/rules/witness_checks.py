@@ -6,11 +6,9 @@ listed in `_CHECKS` with its reason code, in the shape of rules/integrity.py's t
 `unwitnessed`); `stream` holds a stored run's `stdout.jsonl` against its root transcript
 whether or not the run was witnessed.
 
-Times: the observer notes, for each record, the poll that first found it (`seen`) and the
-poll before (`before`), which did not; the record appeared in between. A record whose own
-time lies more than `TOLERANCE_S` before `before` was backdated; more than `TOLERANCE_S`
-after `seen`, future-dated. The tolerance covers the product stamping a record just before
-it writes it and a busy machine's lag; it is small beside what backdating would buy.
+Times: a record appeared between the poll before (`before`) and the poll that found it
+(`seen`); `TOLERANCE_S` covers the product stamping a record just before it writes it and a
+busy machine's lag, and is small beside what backdating would buy.
 """
 
 from __future__ import annotations
@@ -80,10 +78,8 @@ def _shown(r: _Run) -> tuple[str, tuple[str, ...], tuple[str, ...], frozenset[st
 def _stream(r: _Run) -> Iterator[Failure]:
     """The root's event stream (one-shot: up to its first idle, §7; ACP: its session
     updates, §13) shows only model calls and cells of the root transcript, in its order, and
-    a child update for every child spawned in a cell it shows. It may skip whole turns: the
-    product's daemon sends a client that falls behind a snapshot instead of the events it
-    missed, and the one-shot CLI prints only events (§7 "A turn's events can be missing").
-    A stream that shows a call or a cell the transcript lacks, or in another order, fails."""
+    a child update for every child spawned in a cell it shows; it may skip whole turns (§7
+    "A turn's events can be missing")."""
     parent = r.run.parent
     shown = _shown(r) if parent is not None else None
     if shown is None:

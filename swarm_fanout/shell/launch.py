@@ -1,15 +1,15 @@
 """Launching the agent headless, watching it, and ending every process a run started.
 
 The agent runs in its own session and process group, with the runner as its
-child subreaper (shell/procs.py); a timeout or a SIGINT/SIGTERM to the runner ends the
-run's whole tree, and the product's daemon is shut down over its own socket
-(contract §2) before anything left is signalled.
+child subreaper (shell/procs.py), started, watched and ended through the run's plan
+whatever its kind (shell/sandbox.py's seam: plain, or in bubblewrap); a timeout or a
+SIGINT/SIGTERM to the runner ends the run's whole tree, and the product's daemon is shut
+down over its own socket (contract §2) before anything left is signalled.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import signal
@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from swarm_fanout.rules.result import AgentEnd
-from swarm_fanout.shell import callers, daemon, procs, sandbox
+from swarm_fanout.shell import procs
 from swarm_fanout.shell.acp import AcpClient, AcpSink, stdin_socket
 from swarm_fanout.shell.acp_drive import drive_acp
-from swarm_fanout.shell.file_access import FileAccessWitness
 from swarm_fanout.shell.observer import Channel, Observer, drain_socket, private_dir, stream_socket
 from swarm_fanout.shell.resident import drive_resident
 from swarm_fanout.shell.rundir import RunDir
+from swarm_fanout.shell.sandbox import Plan, Started
 from swarm_fanout.shell.watch import ENDING, ENDING_NOW, Interrupt, Watch
 
 # How long the agent's processes get to act on their own when a run ends, before the
@@ -93,8 +93,6 @@ class Launched:
     channels: list  # the channels published into the run dir (swarm_fanout/shell/observer.py)
     sightings: list  # the observer's
     observer: dict  # {poll_s, polls}
-    file_access: dict  # the file-access witness's status (swarm_fanout/shell/file_access.py)
-    file_opens: list  # its records
     processes: dict  # the run's process tree, as swarm_fanout/shell/callers.py judged it
     exit_code: int | None  # the agent's own (negative: ended by that signal)
     timed_out: bool
@@ -119,28 +117,22 @@ class Talk:
     acp: AcpSink | None = None
 
 
-def _wait_oneshot(run, launch, process, started, watch, talk) -> None:
+def _wait_oneshot(run, launch, agent, watch, talk) -> None:
     """The CLI's `--mode json` run ends when the parent first goes idle."""
-    while _agent_runs(process, started) and not watch.stop_reason():
-        if started is None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=0.05)
-        else:
-            started.status.read(0.05)
+    while agent.runs() and not watch.stop_reason():
+        agent.wait(0.05)
 
 
-def _wait_resident(run, launch, process, started, watch, talk) -> dict:
+def _wait_resident(run, launch, agent, watch, talk) -> dict:
     """The daemon runs the parent as a resident session, until the RLM quiescence barrier."""
-    # Sandboxed, the daemon's own end (the shim's word), not bwrap's, says it died.
-    daemon_runs = functools.partial(_agent_runs, process, started)
     model, task, env = launch.model, launch.task, launch.env
-    return drive_resident(run, daemon_runs, model, task, env, watch, talk.wire, talk.stream)
+    return drive_resident(run, agent.runs, model, task, env, watch, talk.wire, talk.stream)
 
 
-def _wait_acp(run, launch, process, started, watch, talk) -> dict:
+def _wait_acp(run, launch, agent, watch, talk) -> dict:
     """`--mode acp`: the task as `session/prompt` on stdin, waited on until the terminal-
     quiescence update (shell/acp_drive.py)."""
-    client = AcpClient(talk.stdin, talk.acp, functools.partial(_agent_runs, process, started))
+    client = AcpClient(talk.stdin, talk.acp, agent.runs)
     close_s, _, _ = _waits(launch.grace)
     return drive_acp(run, client, launch.task, watch, close_s)
 
@@ -150,7 +142,7 @@ class Drive:
     """How a drive launches the agent and waits for the run to end."""
 
     argv: Callable[[RunDir, Launch], list[str]]
-    # Waits for the run to end (run, launch, process, started, watch, talk); returns the
+    # Waits for the run to end (run, launch, agent: Started, watch, talk); returns the
     # drive's record for the result, if it keeps one.
     wait: Callable[..., dict | None]
     stdout: str  # what the agent's stdout is: "stream" (json), "daemon" (to a file), "acp"
@@ -167,13 +159,13 @@ DRIVES = {
 
 
 def launch_and_wait(
-    run: RunDir, launch: Launch, interrupt: Interrupt, proxy=None, plan: sandbox.Plan | None = None
+    run: RunDir, launch: Launch, interrupt: Interrupt, proxy, plan: Plan
 ) -> Launched:
-    """Launch the agent, wait for it to end or be ended, end every process it left. With a
-    sandbox `plan` the agent runs in it and `proxy` (the recording proxy) serves it there;
-    with `proxy`, each connection's caller is judged (shell/callers.py)."""
+    """Launch the agent as `plan` starts it, wait for it to end or be ended, end every process
+    it left. `proxy` (the recording proxy) serves the agent where it runs, and judges each
+    connection's caller (shell/callers.py)."""
     procs.become_subreaper()
-    watch = Watch(run, launch.timeout, interrupt, launch.label, plan is not None)
+    watch = Watch(run, launch.timeout, interrupt, launch.label, plan.sandboxed)
     drive = DRIVES[launch.drive]
     argv = drive.argv(run, launch)
     # The runner's own channels (shell/observer.py): the one-shot stream comes through a socket
@@ -185,7 +177,6 @@ def launch_and_wait(
     wire = Channel(private, "daemon-wire.jsonl")
     acp_stream = Channel(private, "acp-stream.jsonl")
     observer = Observer(run.paths, launch.artifact).start()
-    opened = FileAccessWitness(run.root, run.tmp).start()
     # The agent's stdout (one-shot: the stream; resident: the daemon's, to a file) and its
     # stderr are socket pairs the runner drains (observer.stream_socket): a socket cannot be
     # opened through /proc/<pid>/fd, as a pipe or a file of the run dir could.
@@ -193,43 +184,27 @@ def launch_and_wait(
     # The ACP drive speaks to the agent on its stdin (shell/acp.py); the others close it.
     acp = drive.stdout == "acp"
     stdin, stdin_end = stdin_socket() if acp else (None, subprocess.DEVNULL)
-    started = None
-    env = launch.env
     try:
-        if plan is None:
-            # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
-            process = subprocess.Popen(
-                argv,
-                cwd=run.paths.repo,
-                env=env,
-                stdin=stdin_end,
-                stdout=out_end,
-                stderr=err_end,
-                start_new_session=True,
-            )
-        else:
-            started = sandbox.start(
-                argv,
-                plan,
-                port=proxy.port,
-                cwd=run.paths.repo,
-                env=env,
-                stdin=stdin_end,
-                stdout=out_end,
-                stderr=err_end,
-            )
-            process = started.process
-            proxy.serve(started.listener)
+        # Closed stdin, or the CLI waits for EOF and prepends it to the prompt (§2).
+        agent = plan.start(
+            argv,
+            cwd=run.paths.repo,
+            env=launch.env,
+            agent_home=run.paths.agent_home,
+            stdin=stdin_end,
+            stdout=out_end,
+            stderr=err_end,
+            proxy=proxy,
+        )
     except BaseException:
         observer.stop()
-        opened.stop()
         shutil.rmtree(private, ignore_errors=True)
         out_end.close()
         err_end.close()
         out.close()
         if stdin is not None:
             stdin.close()
-        # What bwrap said before it gave up is the only word on why (the result names it).
+        # What the start (bwrap) said before it gave up is the only word on why.
         drain_socket(err, FileSink(run.paths.stderr)).join(timeout=5)
         raise
     finally:
@@ -239,10 +214,9 @@ def launch_and_wait(
             stdin_end.close()
     interrupt.ending = _ending(launch.label, launch.grace)
     interrupt.ending_now = _ending_now(launch.label)
-    interrupt.now = functools.partial(_kill_run_now, run, process)
-    processes = _run_processes(process, started)
-    if proxy is not None:
-        proxy.attribute(processes)
+    interrupt.now = agent.kill_now
+    processes = agent.tree().start()
+    proxy.attribute(processes)
     talk = Talk(wire, stream, stdin, AcpSink(acp_stream) if acp else None)
     sink = {"stream": stream, "acp": talk.acp}.get(drive.stdout)
     drains = [
@@ -251,11 +225,12 @@ def launch_and_wait(
     ]
     record: dict | None = None
     try:
-        record = drive.wait(run, launch, process, started, watch, talk)
+        record = drive.wait(run, launch, agent, watch, talk)
     finally:
         wall = round(time.monotonic() - watch.started, 3)
-        stopped = _agent_runs(process, started)
-        cleanup = end_run(run, process, launch.grace, in_sandbox=started is not None)
+        still_running = agent.runs()
+        cleanup = end_run(agent, run.socket, launch.grace)
+        run.cleanup_tmp()
         interrupt.ending, interrupt.ending_now, interrupt.now = ENDING, ENDING_NOW, None
         if stdin is not None:
             stdin.close()
@@ -263,14 +238,8 @@ def launch_and_wait(
         for drained in drains:
             drained.join(timeout=10.0)
         observer.stop()
-        opened.stop()
         processes.stop()
-        exit_code = process.returncode
-        if started is not None:
-            # bwrap says 128 + n for a signal; the shim knows which it was.
-            told = started.status.exit_status()
-            started.status.close()
-            exit_code = exit_code if told is None else told
+        exit_code = agent.exit_code()
         streams = drive.stdout == "stream"
         channels = [stream.publish(run.paths.stdout)] if streams or stream.bytes else []
         if acp:
@@ -284,8 +253,6 @@ def launch_and_wait(
         channels=channels,
         sightings=observer.sightings(),
         observer={"poll_s": observer.interval, "polls": observer.polls},
-        file_access=opened.status(),
-        file_opens=opened.records(),
         processes=processes.summary(),
         exit_code=exit_code,
         timed_out=watch.timed_out,
@@ -294,7 +261,7 @@ def launch_and_wait(
         cleanup=cleanup,
         resident=record if launch.drive == "resident" else None,
         acp=record if acp else None,
-        stderr_tail=stderr_tail(run.paths.stderr) if exit_code and not stopped else None,
+        stderr_tail=stderr_tail(run.paths.stderr) if exit_code and not still_running else None,
     )
 
 
@@ -337,30 +304,6 @@ class FileSink:
         self._file.close()
 
 
-def _run_processes(
-    process: subprocess.Popen, started: sandbox.Started | None
-) -> callers.RunProcesses:
-    """The run's process tree as shell/callers.py judges it. Unsandboxed, it hangs from the runner
-    (a subreaper: what detaches lands here); sandboxed, from the sandbox's init (bwrap's
-    child, where what detaches lands) and the shim, whose child is the agent."""
-    if started is None:
-        return callers.RunProcesses((os.getpid(),), process.pid).start()
-    inside = started.status.agent_pid(sandbox.START_TIMEOUT_S)
-    # Inside, bwrap's init is pid 1 and the shim, its first child, pid 2.
-    by_inside = {procs.namespace_pid(pid): pid for pid in procs.descendants_of((process.pid,))}
-    init, shim, initial = (by_inside.get(ns, -1) for ns in (1, 2, inside))
-    return callers.RunProcesses((init, shim), initial, network_of=init, diag=started.diag).start()
-
-
-def _agent_runs(process: subprocess.Popen, started: sandbox.Started | None) -> bool:
-    """Whether the agent's own process still runs. Sandboxed, `process` is bwrap, which
-    lasts as long as anything the agent left (the shim waits for it all): the shim says
-    when the agent itself ended."""
-    if started is None:
-        return process.poll() is None
-    return process.poll() is None and started.status.exit_status() is None
-
-
 def _waits(grace: float | None) -> tuple[float, float, float]:
     """How long the daemon gets to answer its shutdown, what is left to exit after it, and
     each process between SIGTERM and SIGKILL."""
@@ -385,117 +328,37 @@ def _ending_now(label: str) -> str:
     return f"the agent's processes{of} now, by SIGKILL; what exists is still scored"
 
 
-def _run_marker(run: RunDir) -> tuple[str, str]:
-    """The environment entry every process of the run inherits (shell/procs.py)."""
-    return _run_marker_of(run.paths.agent_home)
-
-
-def _run_marker_of(agent_home: str) -> tuple[str, str]:
-    return ("PRIME_AGENT_CODING_AGENT_DIR", agent_home)
-
-
-def _kill_run_now(run: RunDir, process: subprocess.Popen) -> None:
-    """SIGKILL to every process of the run at once (a second Ctrl-C): `end_run`'s waits then
-    find them gone, and its sweep reaps them."""
-    procs.kill_now(procs.run_processes(process.pid, *_run_marker(run)))
-
-
-def end_run(
-    run: RunDir, process: subprocess.Popen, grace: float | None = None, in_sandbox: bool = False
-) -> dict:
-    """Shut the daemon down over its own socket, then end everything still running.
+def end_run(agent: Started, socket: str, grace: float | None = None) -> dict:
+    """Shut the daemon down over the run's own socket, give what that ends time to exit, then
+    SIGTERM, and SIGKILL after a grace, to every process of the run still running. What
+    outlived it all is in `leaked_pids`.
 
     `grace`, when given, replaces SHUTDOWN_ANSWER_S (down to MIN_ANSWER_S), SETTLE_S and
-    TERM_GRACE_S. `in_sandbox`: the daemon's pids are the sandbox's; `sandbox_pids` in the
-    record maps the pids here to those, for every process of the run seen while ending it."""
+    TERM_GRACE_S."""
     answer, settle, term = _waits(grace)
-    marker = _run_marker(run)
-    inside: dict[int, int] = {}
-    if in_sandbox:
-        _note_inside(procs.run_processes(process.pid, *marker), inside)
-    shutdown = daemon.shutdown_daemon(run.socket, answer)
-    supervisor = shutdown.get("supervisor_pid")
-    if in_sandbox and supervisor:
-        supervisor = next((pid for pid, ns in inside.items() if ns == supervisor), None)
-        shutdown["supervisor_host_pid"] = supervisor
-    if shutdown.get("success") and supervisor == process.pid:
-        # The resident drive's daemon is our own child: let Popen reap it.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=10.0)
-        shutdown["exited"] = process.poll() is not None
-    elif shutdown.get("success") and supervisor:
-        shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
-    owned = {process.pid: process}  # reaped by Popen, which keeps its exit status
+    shutdown, supervisor = agent.shutdown_daemon(socket, answer)
     if shutdown.get("success"):
-        # A forced shutdown ends every worker and kernel (§2); give them a moment
-        # to finish exiting before anything is signalled.
-        procs.wait_gone(procs.run_processes(process.pid, *marker), settle, owned)
+        if supervisor:
+            shutdown["exited"] = not procs.wait_gone([supervisor], 10.0, agent.owned)
+        # A forced shutdown ends every worker and kernel (§2 "Processes"); give them a
+        # moment to finish exiting before anything is signalled.
+        procs.wait_gone(agent.members(), settle, agent.owned)
     rounds = []
     for _ in range(3):
-        remaining = procs.run_processes(process.pid, *marker)
-        if in_sandbox and remaining - {process.pid}:
-            # `process` is bwrap, which takes the whole sandbox down with it at once
-            # (--die-with-parent, shell/sandbox.py): it is ended only once nothing else
-            # is left, so that what runs inside gets its SIGTERM and grace first.
-            remaining.discard(process.pid)
-        elif process.poll() is None:
-            remaining.add(process.pid)
+        remaining = agent.to_signal(agent.members())
         if not remaining:
             break
-        if in_sandbox:
-            _note_inside(remaining, inside)
-        rounds.append(procs.end_processes(remaining, term, owned))
-    process.poll()
-    if process.returncode is not None:
-        procs.reap_children(settle)
-    leaked = sorted(procs.run_processes(process.pid, *marker))
-    run.cleanup_tmp()
+        rounds.append(procs.end_processes(remaining, term, agent.owned))
+    agent.reap(settle)
+    leaked = sorted(agent.members())
     return {
         "daemon_shutdown": shutdown,
         "terminated": sorted({pid for item in rounds for pid in item["terminated"]}),
         "killed": sorted({pid for item in rounds for pid in item["killed"]}),
         "leaked_processes": len(leaked),
         "leaked_pids": leaked,
-        **(
-            {"sandbox_pids": {str(pid): ns for pid, ns in sorted(inside.items())}}
-            if in_sandbox
-            else {}
-        ),
+        **agent.record(),
     }
-
-
-def end_detached(socket: str, agent_home: str, grace: float | None = None) -> dict:
-    """End a run none of whose processes is the caller's child (a verifiers rollout's: its
-    ACP client started the agent): the daemon shut down over the run's own socket, time for
-    what it ends to exit, then SIGTERM and SIGKILL to every process still carrying the run's
-    agent dir (its marker, as `end_run` finds them). What outlived it is in `leaked_pids`."""
-    answer, settle, term = _waits(grace)
-    key, value = _run_marker_of(agent_home)
-
-    def marked() -> set[int]:
-        return procs.with_environment(key, value, procs.process_table())
-
-    shutdown = daemon.shutdown_daemon(socket, answer)
-    supervisor = shutdown.get("supervisor_pid")
-    if shutdown.get("success") and supervisor:
-        # A forced shutdown ends every worker and kernel (§2 "Processes"): let it finish.
-        shutdown["exited"] = not procs.wait_gone([supervisor], 10.0)
-        procs.wait_gone(marked(), settle)
-    remaining = marked()
-    ended = procs.end_processes(remaining, term) if remaining else {}
-    return {
-        "daemon_shutdown": shutdown,
-        "terminated": ended.get("terminated", []),
-        "killed": ended.get("killed", []),
-        "leaked_pids": sorted(marked()),
-    }
-
-
-def _note_inside(pids, inside: dict[int, int]) -> None:
-    for pid in pids:
-        ns = procs.namespace_pid(pid)
-        if ns is not None:
-            inside.setdefault(pid, ns)
 
 
 STDERR_TAIL_CHARS = 500  # what a result keeps of the agent's last words

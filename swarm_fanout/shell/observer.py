@@ -311,14 +311,12 @@ def write_witness(
     model_calls: Iterable[dict],
     sightings: Iterable[dict],
     channels: Iterable[dict],
-    file_opens: Iterable[dict] = (),
 ) -> str:
     """Write witness.jsonl (after the agent's tree is gone); returns its sha256."""
     lines = [{"kind": "witness", "version": WITNESS_VERSION, **header}]
     lines += [{"kind": "model_call", **call} for call in model_calls]
     lines += [{"kind": "sighting", **sighting} for sighting in sightings]
     lines += [{"kind": "channel", **channel} for channel in channels]
-    lines += [{"kind": "file_open", **opened} for opened in file_opens]
     text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
@@ -326,7 +324,7 @@ def write_witness(
 
 
 def witness_record(
-    path: str, *, header: dict, model_calls: list, sightings: list, channels: list, file_opens
+    path: str, *, header: dict, model_calls: list, sightings: list, channels: list
 ) -> dict:
     """Write witness.jsonl; returns the result's `witness`: the file, its digest, counts."""
     digest = write_witness(
@@ -335,7 +333,6 @@ def witness_record(
         model_calls=model_calls,
         sightings=sightings,
         channels=channels,
-        file_opens=file_opens,
     )
     return {
         "file": os.path.basename(path),

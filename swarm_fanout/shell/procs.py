@@ -166,13 +166,12 @@ def with_environment(key: str, value: str, table: dict[int, ProcessInfo]) -> set
     return found
 
 
-def run_processes(pgid: int | None, env_key: str, env_value: str) -> set[int]:
+def run_processes(pgid: int, env_key: str, env_value: str) -> set[int]:
     """Every live process that belongs to this run, never this process itself."""
     table = process_table()
     me = os.getpid()
     found = descendants(me, table) | with_environment(env_key, env_value, table)
-    if pgid is not None:
-        found |= {info.pid for info in table.values() if info.pgid == pgid}
+    found |= {info.pid for info in table.values() if info.pgid == pgid}
     found.discard(me)
     return {pid for pid in found if table.get(pid) and table[pid].state not in ("Z", "X")}
 
@@ -188,12 +187,8 @@ def reap(pids, owned: dict | None = None) -> None:
         if owned and pid in owned:
             owned[pid].poll()
             continue
-        try:
+        with contextlib.suppress(OSError):  # not our child (ChildProcessError), or gone
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        except OSError:
-            pass
 
 
 def reap_children(timeout: float) -> None:

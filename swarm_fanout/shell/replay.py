@@ -210,7 +210,7 @@ def _repo_files(repo: str, children: list[RecordedChild]) -> list[str]:
     """The files of the run's repo (its git dir aside) that every replay's copy holds and
     that hold no number the children replied with (a loader the parent wrote for every
     child; Python's bytecode of one, judged by its source beside it), as paths in the run
-    dir (`repo/…`, as the file-access witness names them), capped."""
+    dir (`repo/…`, as the kernel record names them), capped."""
     replied = {
         n for child in children for message in child.sent_in_run for n in numbers_in(message)
     }

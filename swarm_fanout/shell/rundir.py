@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 
 from swarm_fanout.evidence.fixture import MANIFEST, TASK
 from swarm_fanout.evidence.runpaths import RunPaths
+from swarm_fanout.shell import kernel_record
 from swarm_fanout.shell.cli import print_note
 
 # A Unix socket path holds at most 107 bytes (108 with its NUL; §2 says "about 107").
@@ -174,7 +175,22 @@ class RunDir:
             os.makedirs(path, exist_ok=True)
         self._commit_repo(fixture.name)
         self._copy_agent_config(agent_config)
+        self.install_record()
         self.fit_sockets()
+
+    def install_record(self) -> None:
+        """Every IPython kernel the agent starts records what it does (shell/kernel_record.py):
+        the hook in the run's HOME, and a startup file IPython runs in each kernel, in the
+        profile under HOME that the product's kernels use (contract §11 "The kernel's
+        session"), that runs it in a namespace of its own."""
+        ipython = os.path.join(self.paths.home, ".ipython")
+        hook = os.path.join(ipython, "kernel_record.py")
+        startup = os.path.join(ipython, "profile_default", "startup")
+        os.makedirs(startup, exist_ok=True)
+        os.makedirs(self.paths.kernel_record, exist_ok=True)
+        shutil.copyfile(kernel_record.__file__, hook)
+        with open(os.path.join(startup, kernel_record.STARTUP), "w", encoding="utf-8") as handle:
+            handle.write(kernel_record.startup_file(hook, self.paths.kernel_record))
 
     def fit_sockets(self) -> None:
         """Move TMPDIR or the daemon socket to a short dir under /tmp when the product's

@@ -23,7 +23,9 @@ it, without a container daemon, a view of the machine where:
 unprivileged user namespaces); the runner falls back to an unsandboxed run when it does
 not, unless `--sandbox` was asked for.
 
-The shim, which runs inside, is shell/sandbox_shim.py.
+This module is also the seam shell/launch.py runs the agent through, sandboxed or not: a
+`Plan` starts it, and the `Started` it returns watches and ends its processes; one subclass
+of each per kind. The shim, which runs inside, is shell/sandbox_shim.py.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from swarm_fanout.shell import callers, daemon, procs
 
 PROBE_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 30.0  # for the shim to hand the proxy's socket over
@@ -207,14 +211,6 @@ class Binds:
         }
 
 
-@dataclass(frozen=True)
-class Plan:
-    """How the agent of one run is sandboxed."""
-
-    bwrap: str
-    binds: Binds
-
-
 def install_dirs(executable: str, home: str, path_env: str | None) -> list[str]:
     """The dirs an executable needs to run: the install it belongs to (`install_root`) as
     it is found and as its real path, a venv's root, and for a script the interpreter of its
@@ -338,23 +334,22 @@ def plan_run(
     run_root: str,
     writable: list[str],
     key_names: tuple[str, ...],
-) -> tuple[dict[str, str], Plan | None, dict]:
-    """The agent's environment and sandbox plan for one run (None: unsandboxed, as
-    `available` says: None for --no-sandbox), and the result's `sandbox` record."""
-    plan = None
+) -> tuple[dict[str, str], Plan, dict]:
+    """The agent's environment and plan for one run (sandboxed where `available` says it
+    can be: None for --no-sandbox), and the result's `sandbox` record."""
+    plan = Plan()
     if available is not None and available.usable:
         env = agent_env(env, key_names)
         home = os.path.expanduser("~")
         binds = plan_binds(
             agent_bin=agent_bin, env=env, run_root=run_root, writable=writable, home=home
         )
-        plan = Plan(available.bwrap, binds)
-    record = {
-        "enabled": plan is not None,
-        "bwrap": available.bwrap if available else None,
-        **({"binds": plan.binds.to_json()} if plan else {}),
-        **({} if plan else {"why_not": available.problem if available else "--no-sandbox"}),
-    }
+        plan = Bubblewrap(available.bwrap, binds)
+    record = {"enabled": plan.sandboxed, "bwrap": available.bwrap if available else None}
+    if plan.sandboxed:
+        record["binds"] = plan.binds.to_json()
+    else:
+        record["why_not"] = available.problem if available else "--no-sandbox"
     return env, plan, record
 
 
@@ -417,7 +412,64 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
     return b"".join(struct.pack("=HBBI", *insn) for insn in program)
 
 
-# --- a started sandbox -----------------------------------------------------------------------
+# --- the seam: how the agent's processes are started, watched and ended ------------------
+
+
+class Plan:
+    """How the agent of one run is started: launch.py starts it with `start` and watches and
+    ends it through the `Started` returned, whatever the kind. This one is the plain kind
+    (--no-sandbox, or no bwrap here): the agent runs in the runner's namespaces."""
+
+    sandboxed = False
+
+    def start(self, argv: list[str], *, agent_home: str, proxy, **popen) -> Started:
+        """Start `argv` in a session of its own (`popen`: its cwd, env and standard streams);
+        `proxy`, the recording proxy, serves it where it runs."""
+        return Started(subprocess.Popen(argv, **popen, start_new_session=True), agent_home)
+
+
+@dataclass(frozen=True)
+class Bubblewrap(Plan):
+    """The agent sandboxed: bwrap, and what it shows of the machine."""
+
+    bwrap: str
+    binds: Binds
+    sandboxed = True
+
+    def start(self, argv: list[str], *, agent_home: str, proxy, **popen) -> Started:
+        """Returns once the shim has handed over the socket the proxy serves the sandbox on;
+        raises SandboxError when it does not come."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        status_read, status_write = os.pipe()
+        program = seccomp_filter()
+        seccomp = os.memfd_create("seccomp", 0) if program is not None else None
+        if seccomp is not None:
+            os.write(seccomp, program)
+            os.lseek(seccomp, 0, os.SEEK_SET)
+        # -I -S: the shim reads nothing of the environment's Python settings or site.
+        shim = [sys.executable, "-I", "-S", SHIM, str(proxy.port), str(theirs.fileno())]
+        command = [*bwrap_argv(self.bwrap, self.binds, popen["cwd"], seccomp), "--", *shim]
+        command += [str(status_write), "--", *argv]
+        passed = [theirs.fileno(), status_write, *([seccomp] if seccomp is not None else [])]
+        try:
+            process = subprocess.Popen(command, **popen, pass_fds=passed, start_new_session=True)
+        finally:
+            theirs.close()
+            os.close(status_write)
+            if seccomp is not None:
+                os.close(seccomp)
+        try:
+            listener, diag = _receive_listener(ours, process)
+        except BaseException:
+            os.close(status_read)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
+        finally:
+            ours.close()
+        proxy.serve(listener)
+        return Sandboxed(process, agent_home, StatusPipe(status_read), diag)
 
 
 class SandboxError(OSError):
@@ -467,70 +519,140 @@ class StatusPipe:
             self.fd = -1
 
 
-@dataclass(frozen=True)
 class Started:
-    """A running sandbox: bwrap (the runner's child), the proxy's listening socket in the
-    sandbox's network, the shim's status pipe, and a sock_diag socket of the sandbox's
-    network (None where the shim could not open one)."""
+    """The agent's processes, started: what launch.py asks of every kind. This one is the
+    plain kind's: `process` is the agent's own, and what detaches from it lands on the
+    runner (a subreaper)."""
 
-    process: subprocess.Popen
-    listener: socket.socket
-    status: StatusPipe
-    diag: socket.socket | None = None
+    def __init__(self, process: subprocess.Popen | None, agent_home: str):
+        self.process = process
+        # The environment entry every process of the run inherits (shell/procs.py).
+        self.marker = ("PRIME_AGENT_CODING_AGENT_DIR", agent_home)
+        # The runner's children among them, reaped through their Popen (procs.reap).
+        self.owned = {process.pid: process} if process else {}
+
+    def runs(self) -> bool:
+        """Whether the agent's own process still runs."""
+        return self.process.poll() is None
+
+    def wait(self, seconds: float) -> None:
+        """Wait up to `seconds` for the agent's own process to end."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=seconds)
+
+    def tree(self) -> callers.RunProcesses:
+        """The run's process tree as shell/callers.py judges it (not yet watched)."""
+        return callers.RunProcesses((os.getpid(),), self.process.pid)
+
+    def exit_code(self) -> int | None:
+        """The agent's own exit status once it is ended (negative: the signal that ended it)."""
+        return self.process.returncode
+
+    def kill_now(self) -> None:
+        """SIGKILL to every process of the run at once (a second Ctrl-C)."""
+        procs.kill_now(procs.run_processes(self.process.pid, *self.marker))
+
+    # --- what launch.end_run asks
+
+    def members(self) -> set[int]:
+        """Every live process of the run."""
+        return procs.run_processes(self.process.pid, *self.marker)
+
+    def shutdown_daemon(self, socket_path: str, answer: float) -> tuple[dict, int | None]:
+        """The daemon shut down over its socket (contract §2): the record, and the daemon's
+        supervisor pid as the runner sees it."""
+        shutdown = daemon.shutdown_daemon(socket_path, answer)
+        return shutdown, shutdown.get("supervisor_pid")
+
+    def to_signal(self, remaining: set[int]) -> set[int]:
+        """Which of the run's remaining processes this round of SIGTERM and SIGKILL ends."""
+        return remaining
+
+    def reap(self, settle: float) -> None:
+        """Collect what exited under the runner, once the agent's own process is reaped."""
+        if self.process.poll() is not None:
+            procs.reap_children(settle)
+
+    def record(self) -> dict:
+        """What the kind adds to end_run's record."""
+        return {}
 
 
-def start(
-    argv: list[str],
-    plan: Plan,
-    *,
-    port: int,
-    cwd: str,
-    env: dict,
-    stdout,
-    stderr,
-    stdin=subprocess.DEVNULL,
-) -> Started:
-    """Start `argv` in a sandbox; returns once the shim has handed over the socket the proxy
-    serves the sandbox on. Raises SandboxError when it does not come."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    status_read, status_write = os.pipe()
-    program = seccomp_filter()
-    seccomp = os.memfd_create("seccomp", 0) if program is not None else None
-    if seccomp is not None:
-        os.write(seccomp, program)
-        os.lseek(seccomp, 0, os.SEEK_SET)
-    # -I -S: the shim reads nothing of the environment's Python settings or site.
-    shim = [sys.executable, "-I", "-S", SHIM, str(port), str(theirs.fileno())]
-    command = [*bwrap_argv(plan.bwrap, plan.binds, cwd, seccomp), "--", *shim]
-    command += [str(status_write), "--"]
-    passed = [theirs.fileno(), status_write, *([seccomp] if seccomp is not None else [])]
-    try:
-        process = subprocess.Popen(
-            [*command, *argv],
-            cwd=cwd,
-            env=env,
-            stdin=stdin,
-            stdout=stdout,
-            stderr=stderr,
-            pass_fds=passed,
-            start_new_session=True,
-        )
-    finally:
-        theirs.close()
-        os.close(status_write)
-        if seccomp is not None:
-            os.close(seccomp)
-    try:
-        listener, diag = _receive_listener(ours, process)
-    except BaseException:
-        os.close(status_read)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise
-    finally:
-        ours.close()
-    return Started(process, listener, StatusPipe(status_read), diag)
+class Sandboxed(Started):
+    """In bubblewrap: `process` is bwrap, which lasts as long as anything the agent left (the
+    shim waits for it all); the shim's `status` pipe says when and how the agent itself
+    ended; `diag`, a sock_diag socket of the sandbox's network (or None). `inside` maps the
+    pids here of the run's processes seen while ending it to theirs inside, which the
+    daemon and the agent's logs use."""
+
+    def __init__(self, process, agent_home: str, status: StatusPipe, diag: socket.socket | None):
+        super().__init__(process, agent_home)
+        self.status = status
+        self.diag = diag
+        self.inside: dict[int, int] = {}
+
+    def runs(self) -> bool:
+        return self.process.poll() is None and self.status.exit_status() is None
+
+    def wait(self, seconds: float) -> None:
+        self.status.read(seconds)
+
+    def tree(self) -> callers.RunProcesses:
+        """It hangs from the sandbox's init (pid 1 inside, bwrap's child, where what detaches
+        lands) and the shim (pid 2), whose child is the agent."""
+        agent = self.status.agent_pid(START_TIMEOUT_S)
+        by_inside = {
+            procs.namespace_pid(pid): pid for pid in procs.descendants_of([self.process.pid])
+        }
+        init, shim, initial = (by_inside.get(ns, -1) for ns in (1, 2, agent))
+        return callers.RunProcesses((init, shim), initial, network_of=init, diag=self.diag)
+
+    def exit_code(self) -> int | None:
+        """The shim's word (bwrap says 128 + n for signal n); the status pipe is then closed."""
+        told = self.status.exit_status()
+        self.status.close()
+        return self.process.returncode if told is None else told
+
+    def members(self) -> set[int]:
+        pids = super().members()
+        for pid in pids:
+            ns = procs.namespace_pid(pid)
+            if ns is not None:
+                self.inside.setdefault(pid, ns)
+        return pids
+
+    def shutdown_daemon(self, socket_path: str, answer: float) -> tuple[dict, int | None]:
+        self.members()  # the supervisor's pid is its pid inside: see it before it ends
+        shutdown, supervisor = super().shutdown_daemon(socket_path, answer)
+        if supervisor:
+            supervisor = next((pid for pid, ns in self.inside.items() if ns == supervisor), None)
+            shutdown["supervisor_host_pid"] = supervisor
+        return shutdown, supervisor
+
+    def to_signal(self, remaining: set[int]) -> set[int]:
+        """bwrap takes the whole sandbox down with it at once: it is ended only once nothing
+        else is left, so that what runs inside gets its SIGTERM and grace first."""
+        if remaining - {self.process.pid}:
+            remaining.discard(self.process.pid)
+        return remaining
+
+    def record(self) -> dict:
+        return {"sandbox_pids": {str(pid): ns for pid, ns in sorted(self.inside.items())}}
+
+
+class Detached(Started):
+    """A run none of whose processes is the caller's child (a verifiers rollout's: its ACP
+    client started the agent), only ended: its processes are those carrying its marker, and
+    nothing is reaped (the caller's other children are not the run's)."""
+
+    def __init__(self, agent_home: str):
+        super().__init__(None, agent_home)
+
+    def members(self) -> set[int]:
+        return procs.with_environment(*self.marker, procs.process_table())
+
+    def reap(self, settle: float) -> None:
+        pass
 
 
 def _receive_listener(

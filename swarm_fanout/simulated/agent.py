@@ -63,6 +63,7 @@ from typing import NoReturn
 
 from swarm_fanout.simulated.acp import AcpAgent
 from swarm_fanout.simulated.daemon import Daemon
+from swarm_fanout.simulated.kernel import run_startup_files
 from swarm_fanout.simulated.processes import detach
 from swarm_fanout.simulated.product import bind_worker_socket, log, worker_sessions_dir
 from swarm_fanout.simulated.run import BEHAVIOURS, UsageError, behaviour_of, one_shot_run
@@ -217,6 +218,7 @@ def main(argv: list[str]) -> int:
         if options.version:
             say(VERSION_LINE)
             return 0
+        run_startup_files()  # as each of the product's kernels does at start-up
         if options.mode == "daemon":
             run_daemon(options)
         behaviour = validate(options)

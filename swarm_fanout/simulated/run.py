@@ -47,6 +47,7 @@ from swarm_fanout.simulated.cells import (
     sibling_spawn_cell,
     spawn_cell,
 )
+from swarm_fanout.simulated.kernel import cell_of
 from swarm_fanout.simulated.processes import breakout, escape, hang, hold_files
 from swarm_fanout.simulated.product import (
     PROVIDER,
@@ -382,7 +383,8 @@ class Run:
         session, shard = child.session, child.task
         path = shard_path(self.cwd, shard)
         started = now_ms()
-        answer = compute_answer(path, shard.question)
+        with cell_of(child.session_dir):
+            answer = compute_answer(path, shard.question)
         reply = None
         if child.sends_reply:
             said = JUNK_REPLY if self.behaviour == "junk-replies" else answer
@@ -520,7 +522,12 @@ class Run:
         with the receipt."""
         shard = child.task
         call = self.child_call(child, f"Answering {shard.file}.", code)
-        answer = compute_answer(shard_path(self.cwd, shard), shard.question)
+        with cell_of(child.session_dir):
+            answer = compute_answer(shard_path(self.cwd, shard), shard.question)
+            if self.behaviour == "cache-fallback":
+                with contextlib.suppress(OSError, KeyError, ValueError):
+                    cached = json.loads(Path(self.cache_file()).read_text(encoding="utf-8"))
+                    answer = str(cached[shard.file])
         reply, sent = self.to_parent(child, f"{shard.file}: {answer}")
         stdout = f"{answer} {self.receipt(reply)!r}\n"
         child.session.tool_result(call, stdout, call["timestamp"], sentAgentMessages=[sent])
@@ -534,7 +541,9 @@ class Run:
         shard = child.task
         path = shard_path(self.cwd, shard)
         call = self.child_call(child, f"Answering {shard.file}.", send_only_cell(path, shard))
-        reply, sent = self.to_parent(child, f"{shard.file}: {compute_answer(path, shard.question)}")
+        with cell_of(child.session_dir):
+            answer = compute_answer(path, shard.question)
+        reply, sent = self.to_parent(child, f"{shard.file}: {answer}")
         shown = pprint.pformat(self.receipt(reply), width=79, sort_dicts=False)
         child.session.tool_result(call, "", call["timestamp"], shown, sentAgentMessages=[sent])
         self.end_child(child, f"Reported the answer for {shard.file} to my parent.", 1)
@@ -549,8 +558,9 @@ class Run:
         files = sorted(os.listdir(folder))
         other = os.path.join(folder, files[(files.index(shard.file) + 1) % len(files)])
         call = self.child_call(child, f"Looking at {shard.file} first.", peek_cell(path, other))
-        lines = Path(path).read_text(encoding="utf-8").splitlines()[:PEEK_LINES]
-        lines.append(Path(other).read_text(encoding="utf-8").splitlines()[0])
+        with cell_of(child.session_dir):
+            lines = Path(path).read_text(encoding="utf-8").splitlines()[:PEEK_LINES]
+            lines.append(Path(other).read_text(encoding="utf-8").splitlines()[0])
         child.session.tool_result(call, "".join(f"{line}\n" for line in lines), call["timestamp"])
 
     def relay_through_siblings(self, children: list[Child]) -> list[Reply]:
@@ -789,7 +799,10 @@ class Run:
             code = cache_cell(self.cwd, shards, cache)
         else:
             code = count_cell(self.cwd, shards)
-        with self.cell_turn([self.user], "Counting every shard first.", code) as cell:
+        with (
+            self.cell_turn([self.user], "Counting every shard first.", code) as cell,
+            cell_of(self.artifacts_dir),
+        ):
             self.counted = {
                 s.file: compute_answer(shard_path(self.cwd, s), s.question) for s in shards
             }
@@ -922,7 +935,7 @@ class Run:
         self, incoming: list[dict], shards: list[Shard], known: dict, text: str
     ) -> None:
         code, index = index_cell(self.cwd, shards, known)
-        with self.cell_turn(incoming, text, code) as cell:
+        with self.cell_turn(incoming, text, code) as cell, cell_of(self.artifacts_dir):
             Path(self.cwd, INDEX_FILE).write_text(index, encoding="utf-8")
             cell.stdout = index + "\n"
         self.text_turn([], f"Wrote {INDEX_FILE}.")

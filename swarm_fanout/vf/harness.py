@@ -32,8 +32,9 @@ from verifiers.v1.harnesses.prime_agent.harness import (
 )
 
 from swarm_fanout.evidence.runpaths import RunPaths
-from swarm_fanout.shell.launch import end_detached
+from swarm_fanout.shell.launch import end_run
 from swarm_fanout.shell.rundir import users_kernel_python
+from swarm_fanout.shell.sandbox import Detached
 from swarm_fanout.vf.copyout import RuntimeLayout
 from swarm_fanout.vf.taskset import ACP_KEY, LAYOUT_KEY
 
@@ -173,12 +174,12 @@ class LocalPrimeAgentHarness(PrimeAgentHarness, ACPHarness[LocalPrimeAgentConfig
 
 
 def end_rollout(root: str) -> dict:
-    """End the rollout's processes as the runner ends a run it did not start
-    (shell/launch.py's `end_detached`: the daemon shut down over the rollout's own socket,
-    then what still carries its agent dir), then remove its dir. What was left running is
-    reported, never ignored."""
+    """End the rollout's processes as the runner ends a run it did not start (shell/launch.py's
+    `end_run` of a shell/sandbox.py `Detached`: the daemon shut down over the rollout's own
+    socket, then what still carries its agent dir), then remove its dir. What was left running
+    is reported, never ignored."""
     paths = RunPaths.of(root)
-    ended = end_detached(paths.socket, paths.agent_home)
+    ended = end_run(Detached(paths.agent_home), paths.socket)
     shutil.rmtree(root, ignore_errors=True)
     if ended["leaked_pids"]:
         logger.warning(

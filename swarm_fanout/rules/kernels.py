@@ -1,0 +1,80 @@
+"""What each session's kernel did, by its own record (evidence/kernel_records.py), read
+against the run's other sessions: what it touched that was not its own to work from
+(docs/witness.md "What each kernel did"). Pure.
+
+A session's own files are the ones its kernel wrote and the ones the programs it started
+name (a scratch copy `cp` made). It may not have read, nor named to a program, a record of
+the product (another transcript, the ledger, a display record), a file another session
+wrote or named (unless `held`: a repo file every replay held that holds no reply's number,
+such as a loader the parent wrote for every child), or a file of /tmp or the run's TMPDIR
+that is not its own (withheld from its replay). Nor may it have connected anywhere but the
+product's own sockets in its TMPDIR. A file elsewhere that no session wrote (a library
+probing its config in HOME) is no evidence: nothing put an answer there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from swarm_fanout.evidence.kernel_records import SessionRecord
+from swarm_fanout.evidence.transcripts import Transcript
+
+# The product's records, as paths in the run dir (contract §3, §4, §6).
+RECORD = re.compile(
+    r"^sessions/|^session-artifacts/.*(?:\.jsonl|rlm-subagent\.json)$|^agent-home/rlm-ledger/"
+)
+# The product's own sockets: the daemon's and its workers' in TMPDIR (contract §2).
+PRODUCT_SOCKET = re.compile(r"^tmp/(?:prime-agent-\d+/)?[\w.-]+\.sock$")
+
+
+def session_of(transcript: Transcript) -> str | None:
+    """The record's key for a transcript's session: a child's `sub-<8 hex>` dir (its kernel's
+    session dir, contract §11), else the header id."""
+    child_dir = os.path.basename(os.path.dirname(transcript.path))
+    return child_dir if child_dir.startswith("sub-") else transcript.header_id
+
+
+class KernelAccess:
+    """The run's kernel records (None: the run has none), by session_of."""
+
+    def __init__(self, records: dict[str, SessionRecord] | None):
+        self.records = records or {}
+
+    def watched(self, session: str | None) -> bool:
+        """The session's kernel kept a record."""
+        return session in self.records
+
+    def opened_shard(self, session: str | None, shard: str) -> bool:
+        record = self.records[session or ""]
+        touched = record.read | record.named
+        return any(path.startswith("repo/") and path.endswith("/" + shard) for path in touched)
+
+    def against(self, session: str | None, held: frozenset[str] = frozenset()) -> str | None:
+        """What the session's kernel touched that was not its own, in words; None: nothing."""
+        mine = self.records[session or ""]
+        others = set().union(
+            *(r.written | r.named for key, r in self.records.items() if key != session)
+        )
+        own = mine.written | mine.named
+        for path, how in [(p, "read") for p in sorted(mine.read)] + [
+            (p, "ran") for p in sorted(mine.named - mine.written)
+        ]:
+            why = _foreign(path, own, others, held)
+            if why and how == "read":
+                return f"in the run its kernel read {path}, {why}"
+            if why:
+                line = next((line for line in mine.ran if os.path.basename(path) in line), "")
+                return f"in the run its kernel ran `{line[:120]}`, naming {path}, {why}"
+        outside = [where for where in mine.connected if not PRODUCT_SOCKET.match(where)]
+        return f"in the run its kernel connected to {outside[0]}" if outside else None
+
+
+def _foreign(path: str, own: set[str], others: set[str], held: frozenset[str]) -> str:
+    if RECORD.search(path):
+        return "a record of the product"
+    if path in held or (path in own and path not in others):
+        return ""
+    if path in others:
+        return "which another session wrote"
+    return "from /tmp, not its own scratch" if path.startswith(("/tmp/", "tmp/")) else ""
