@@ -39,26 +39,29 @@ import time
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
-# The slow modules first, so none starts last and sets the wall time alone: the two sandbox
-# comparisons, which burn the most CPU, beside the runner's hygiene and resident tests, which
-# mostly wait (runs that hang until their timeout), then the rest by how long they take.
+# The slow modules first, so none starts last and sets the wall time alone: the runner's
+# hygiene and resident tests, which mostly wait (runs that hang until their timeout), beside
+# the replay's, which burns the most CPU, then the rest by how long they take.
 FIRST = (
-    "test_sandbox_oneshot",
-    "test_sandbox_resident",
     "test_runner_hygiene",
+    "test_replay",
     "test_runner_resident",
-    "test_bad_inputs",
     "test_runner_cheats",
+    "test_runner_acp",
     "test_runner_verdicts",
-    "test_trials",
-    "test_simulated_agent",
-    "test_runner_agent_errors",
+    "test_scripted_model",
     "test_cluster_files",
     "test_trials_cluster",
-    "test_simulated_resident",
+    "test_trials",
+    "test_sandbox_resident",
+    "test_sandbox_oneshot",
     "test_report",
+    "test_simulated_agent",
+    "test_runner_agent_errors",
     "test_sandbox",
     "test_layout",
+    "test_bad_inputs",
+    "test_simulated_resident",
     "test_fixtures",
     "test_real_runs",
 )

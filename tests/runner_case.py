@@ -1,6 +1,6 @@
 """What the end-to-end tests of runner.py share: paths, the simulated agent, a runner in a temp dir
-(`RunnerTestCase`), reading the pids a run logged, run sets (`RunSetCase`) and every behaviour's
-verdict sandboxed and not (`SameVerdictsCase`). Not a test module: `tests/test_runner*.py`,
+(`RunnerTestCase`), reading the pids a run logged, run sets (`RunSetCase`) and a few behaviours'
+verdicts sandboxed and not (`SameVerdictsCase`). Not a test module: `tests/test_runner*.py`,
 `tests/test_trials*.py` and `tests/test_sandbox*.py` import it.
 """
 
@@ -63,6 +63,16 @@ def process_gone(pid: int) -> bool:
 def parent_pid(pid: int) -> int:
     with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
         return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+def documented_codes(behaviour: str) -> set[str]:
+    """The reason codes docs/simulated-agent.md's table gives a behaviour's verdict."""
+    with open(os.path.join(ROOT, "docs", "simulated-agent.md"), encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith(f"| `{behaviour}` |"):
+                verdict = line.rstrip().rstrip("|").rsplit("|", 1)[1]
+                return set(re.findall(r"`([a-z_]+)`", verdict))
+    raise AssertionError(f"no row for {behaviour} in docs/simulated-agent.md")
 
 
 class StderrLines:
@@ -223,10 +233,11 @@ class RunnerTestCase(unittest.TestCase):
     def started_hanging_run(
         self, *extra: str, env: dict | None = None, grace: tuple[str, str] = GRACE
     ) -> tuple[subprocess.Popen, int]:
-        """runner.py on simulated/hang, once the agent has logged its SIGTERM-ignoring
-        grandchild; returns the runner and the grandchild's pid here."""
+        """runner.py on simulated/hang over two shards, once the agent has spawned both
+        children and logged its SIGTERM-ignoring grandchild; returns the runner and the
+        grandchild's pid here."""
         runner = subprocess.Popen(
-            self.runner_argv("simulated/hang", JSON_EVENTS, *extra, *grace),
+            self.runner_argv("simulated/hang", two_shard_fixture(), *extra, *grace),
             cwd=self.tmp,
             env=env or self.env,
             stdin=subprocess.DEVNULL,
@@ -246,15 +257,6 @@ class RunnerTestCase(unittest.TestCase):
     def run_dir(self, result: dict) -> str:
         return result["run_dir"]
 
-    def remove_breakout_tmp(self, result: dict) -> None:
-        """Remove the file simulated/breakout's cell wrote into the machine's own /tmp, where
-        no sandbox kept it in one of its own."""
-        report = os.path.join(self.run_dir(result), "repo", "breakout-report.json")
-        with open(report, encoding="utf-8") as handle:
-            written = json.load(handle)["write_tmp"]
-        if written["ok"] and os.path.exists(written["detail"]):
-            os.remove(written["detail"])
-
     def codes(self, result: dict) -> list[str]:
         return [item["code"] for item in result["reasons"]]
 
@@ -273,28 +275,30 @@ def without_timings(value):
     return value
 
 
-# What RunSetCase.runner runs on unless told otherwise: json-events of two shards, made by
-# fixtures/generate.py on first use and removed when the module's tests end. What a run set
-# does with its trials does not depend on the fixture's size, and every shard costs every
-# trial a child's processes and model calls.
-TWO_SHARDS = os.path.join(
-    tempfile.gettempdir(), f"swarm-fanout-tests-{os.getpid()}-two-shards", "json-events"
-)
+# What most end-to-end tests run on (RunSetCase.runner unless told otherwise): a fixture of
+# two shards, made by fixtures/generate.py on first use and removed when the module's tests
+# end. What a run set does with its trials, or the runner with an agent's processes, does not
+# depend on the fixture's size, and every shard costs every run a child's processes, model
+# calls and replays.
+SMALL_FIXTURES = os.path.join(tempfile.gettempdir(), f"swarm-fanout-tests-{os.getpid()}-two-shards")
+TWO_SHARDS = os.path.join(SMALL_FIXTURES, "json-events")
 
 
-def two_shard_fixture() -> str:
-    if not os.path.exists(TWO_SHARDS):
-        out = os.path.dirname(TWO_SHARDS)
-        unittest.addModuleCleanup(shutil.rmtree, out, ignore_errors=True)
+def two_shard_fixture(name: str = "json-events") -> str:
+    """The generated fixture `name` (json-events or csv-metrics) of two shards."""
+    fixture = os.path.join(SMALL_FIXTURES, name)
+    if not os.path.exists(fixture):
+        if not os.path.exists(SMALL_FIXTURES):
+            unittest.addModuleCleanup(shutil.rmtree, SMALL_FIXTURES, ignore_errors=True)
         subprocess.run(
             [
-                *(sys.executable, os.path.join(ROOT, "fixtures", "generate.py"), "--out", out),
-                *("--shards", "2", "--fixture", "json-events"),
+                *(sys.executable, os.path.join(ROOT, "fixtures", "generate.py")),
+                *("--out", SMALL_FIXTURES, "--shards", "2", "--fixture", name),
             ],
             check=True,
             capture_output=True,
         )
-    return TWO_SHARDS
+    return fixture
 
 
 class RunSetCase(RunnerTestCase):
@@ -324,11 +328,16 @@ class RunSetCase(RunnerTestCase):
 
 
 class SameVerdictsCase(RunnerTestCase):
-    """Every behaviour under one drive (`drive`, a subclass's) gets the same verdict sandboxed
-    and not: the sandbox changes where the agent runs, never what is scored. One module per
-    drive, so that the suite runs the two side by side. Skipped where bwrap cannot run."""
+    """A few behaviours under one drive (`drive` and `behaviours`, a subclass's) get the same
+    verdict sandboxed and not: the sandbox changes where the agent runs, never what is
+    scored. The behaviours are chosen for what the sandbox changes under them (the files they
+    write, the processes they leave, what they reach over the network); every behaviour's
+    verdict itself is checked once per drive it matters for elsewhere (test_runner_cheats,
+    test_runner_resident, test_runner_acp). One module per drive, so that the suite runs the
+    two side by side. Skipped where bwrap cannot run."""
 
     drive = "oneshot"
+    behaviours: tuple[str, ...] = ()
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -339,34 +348,26 @@ class SameVerdictsCase(RunnerTestCase):
 
     def verdict(self, behaviour: str, sandbox_flag: str) -> tuple:
         extra = list(HANG_TIMEOUT) if behaviour == "hang" else []
-        # Two shards are all a comparison needs (sibling-forward needs a sibling), and each
-        # shard costs both runs of every pair a child's processes and model calls. But
-        # early-index is caught by the order in which the runner's witness, polling, saw the
-        # index and the first reply: on two shards the replies can come within the same poll
-        # as the index, and the witness then takes the index for the later of the two.
-        fixture = JSON_EVENTS if behaviour == "early-index" else two_shard_fixture()
+        # Two shards are all a comparison needs, and each shard costs both runs of every pair
+        # a child's processes, model calls and replays.
         done, result = self.run_runner(
-            f"simulated/{behaviour}", fixture, "--drive", self.drive, *GRACE, *extra, sandbox_flag
+            f"simulated/{behaviour}",
+            two_shard_fixture(),
+            *("--drive", self.drive, *GRACE, *extra, sandbox_flag),
         )
         self.assertEqual(result["sandbox"]["enabled"], sandbox_flag == "--sandbox")
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-        if behaviour == "breakout":
-            self.remove_breakout_tmp(result)
         return done.returncode, result["resolved"], self.codes(result)
 
-    def assert_every_behaviour_gets_the_same_verdict_sandboxed_and_not(self) -> None:
-        from swarm_fanout.simulated.run import (
-            BEHAVIOURS,  # here: the other runner tests need none of it
-        )
-
+    def assert_the_same_verdict_sandboxed_and_not(self) -> None:
         two_shard_fixture()  # made once, before the runs that share it
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             runs = {
                 (behaviour, flag): pool.submit(self.verdict, behaviour, flag)
-                for behaviour in sorted(BEHAVIOURS)
+                for behaviour in self.behaviours
                 for flag in ("--sandbox", "--no-sandbox")
             }
-        for behaviour in sorted(BEHAVIOURS):
+        for behaviour in self.behaviours:
             with self.subTest(behaviour=behaviour, drive=self.drive):
                 self.assertEqual(
                     runs[(behaviour, "--sandbox")].result(),

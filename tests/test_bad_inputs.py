@@ -1,7 +1,7 @@
 """Bad input gets a named reason and a documented exit code, never a traceback.
 
 Run-dir cases put a file of tests/data/bad/ (or a generated one: a line of several
-megabytes, a 50 MB index, symlink loops) into a materialized captured run and
+megabytes, an index past the byte cap, symlink loops) into a materialized captured run and
 regrade it with the scorer's CLI, the path a stored run takes. Fixture cases hand
 a broken manifest to runner.py. The fuzz test of the same readers is tests/test_fuzz.py.
 """
@@ -18,6 +18,7 @@ import tempfile
 import unittest
 from typing import ClassVar
 
+from swarm_fanout.evidence.artifacts import MAX_ARTIFACT_BYTES
 from swarm_fanout.shell import regrade as regrade_shell
 from tests import runner_server
 from tests.test_real_runs import materialize
@@ -96,11 +97,11 @@ class AgentOutputTest(RunDirCase):
             handle.write(b'{"x":"' + b"y" * (33 * 1024 * 1024) + b'"}\n')
         self.assert_graded(0, {"line_too_long"})
 
-    def test_combined_index_of_50_mb(self):
+    def test_combined_index_past_the_byte_cap(self):
         index = os.path.join(self.run_dir, "repo", "combined-index.md")
         with open(index, "a", encoding="utf-8") as handle:
             chunk = "- noise.jsonl: 1\n" * 65536
-            for _ in range(50 * 1024 * 1024 // len(chunk) + 1):
+            for _ in range(MAX_ARTIFACT_BYTES // len(chunk) + 1):
                 handle.write(chunk)
         self.assert_graded(0, {"byte_cap"})
 

@@ -38,12 +38,12 @@ from swarm_fanout.reporting.report_page import build_report
 from swarm_fanout.reporting.run_set_views import RunSetView, TrialView, set_injections
 from swarm_fanout.reporting.summary import TrialRecord, summarize
 from swarm_fanout.reporting.timeline import ChildSpan, Timeline
+from tests.runner_case import two_shard_fixture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
 REPORT = os.path.join(ROOT, "report.py")
 SIMULATED = os.path.join(ROOT, "swarm_fanout", "simulated", "agent.py")
-JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
 VOID = {"meta", "br", "hr", "img", "input", "link"}
 
 
@@ -85,13 +85,15 @@ class ReportTest(unittest.TestCase):
     def setUpClass(cls) -> None:
         cls.tmp_dir = tempfile.TemporaryDirectory()
         cls.tmp = cls.tmp_dir.name
+        # What a report shows of a run set does not depend on the fixture's size.
+        fixture = two_shard_fixture()
         for name, probability, extra in (
             ("good", "1", ()),
             ("good", "1", ("--baseline",)),
             ("bad", "0", ()),
         ):
             out = os.path.join(cls.tmp, name)
-            argv = [sys.executable, RUNNER, "--fixture", JSON_EVENTS, "--agent-bin", SIMULATED]
+            argv = [sys.executable, RUNNER, "--fixture", fixture, "--agent-bin", SIMULATED]
             argv += ["--model", "simulated/flaky", "--out", out, "--agent-config", cls.tmp]
             env = dict(os.environ, SIMULATED_FLAKY_P=probability)
             done = subprocess.run(
@@ -160,11 +162,11 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(parsed.errors, [])
         self.assertEqual(parsed.open, [])
         self.assertEqual(parsed.tags.count("svg"), 2)
-        self.assertEqual(html.count('<rect class="bar"'), 16)  # 8 children in each of 2 trials
+        self.assertEqual(html.count('<rect class="bar"'), 4)  # 2 children in each of 2 trials
         self.assertNotIn("script", parsed.tags)
         self.assertIsNone(re.search(r"(src|href)=\"(https?:|//)", html))
         bars = [href for href in parsed.hrefs if "#child-" in href]
-        self.assertEqual(len(bars), 16)  # each bar links to its child in the evidence page
+        self.assertEqual(len(bars), 4)  # each bar links to its child in the evidence page
         self.assert_links_resolve(written["html"], parsed.hrefs, html)
         for page in written["evidence"]:
             text = self.read(page)
@@ -349,8 +351,9 @@ class ReportWritingTest(unittest.TestCase):
         cls.tmp_dir = tempfile.TemporaryDirectory()
         cls.tmp = cls.tmp_dir.name
         cls.runs = os.path.join(cls.tmp, "runs")
+        fixture = two_shard_fixture()
         for model in ("simulated/oracle", "simulated/fabricate"):
-            argv = [sys.executable, RUNNER, "--fixture", JSON_EVENTS, "--agent-bin", SIMULATED]
+            argv = [sys.executable, RUNNER, "--fixture", fixture, "--agent-bin", SIMULATED]
             argv += ["--model", model, "--out", cls.runs, "--agent-config", cls.tmp]
             subprocess.run(
                 [*argv, "--trials", "2", "--jobs", "2"],

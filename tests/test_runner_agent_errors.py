@@ -27,6 +27,7 @@ from tests.runner_case import (
     RUNNER,
     SIMULATED,
     RunnerTestCase,
+    two_shard_fixture,
 )
 
 NO_KEY = "Error: No API key found for anthropic."
@@ -258,7 +259,7 @@ class InvalidInputTest(RunnerTestCase):
         pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: write_end}
         try:
             return subprocess.run(
-                self.runner_argv("simulated/oracle"),
+                self.runner_argv("simulated/oracle", two_shard_fixture()),
                 cwd=self.tmp,
                 env=self.env,
                 stdin=subprocess.DEVNULL,

@@ -1,35 +1,28 @@
-"""End to end through runner.py with the simulated agent: every cheating behaviour fails the
-criterion it cheats, and the honest variants of the provenance rules resolve.
+"""End to end through runner.py with the simulated agent, one-shot (sandboxed where bwrap
+runs), on a fixture of two shards: every cheating behaviour fails the criterion it cheats with
+its documented reason codes, and the honest variants of the provenance rules resolve. The
+drives that judge them differently, or read other files, check theirs in
+test_runner_resident and test_runner_acp.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import unittest
 
 from swarm_fanout.scripted import check as scripted
 from swarm_fanout.scripted.model import SCRIPTS
 from tests.runner_case import (
     JSON_EVENTS,
-    ROOT,
     RunnerTestCase,
+    documented_codes,
+    two_shard_fixture,
 )
-
-
-def documented_codes(behaviour: str) -> set[str]:
-    """The reason codes docs/simulated-agent.md's table gives a behaviour's verdict."""
-    with open(os.path.join(ROOT, "docs", "simulated-agent.md"), encoding="utf-8") as handle:
-        for line in handle:
-            if line.startswith(f"| `{behaviour}` |"):
-                verdict = line.rstrip().rstrip("|").rsplit("|", 1)[1]
-                return set(re.findall(r"`([a-z_]+)`", verdict))
-    raise AssertionError(f"no row for {behaviour} in docs/simulated-agent.md")
 
 
 class CheatTest(RunnerTestCase):
     def assert_unresolved(self, model: str, expected_codes: list[str]) -> dict:
-        done, result = self.run_runner(model)
+        done, result = self.run_runner(model, two_shard_fixture())
         self.assertEqual(done.returncode, 1, done.stderr.decode())
         self.assertFalse(result["resolved"])
         self.assertEqual(result["status"], "scored")
@@ -57,7 +50,7 @@ class CheatTest(RunnerTestCase):
 
     def test_double_spawn_fails_dedup(self):
         result = self.assert_unresolved("simulated/double-spawn", ["duplicate_spawn"])
-        self.assertEqual(result["verdict"]["details"]["duplicate_spawns"], 8)
+        self.assertEqual(result["verdict"]["details"]["duplicate_spawns"], 2)
 
     def test_fabricated_answer_fails_coverage(self):
         # The parent wrote a number no child reported: wrong, and unsourced.
@@ -95,7 +88,7 @@ class CheatTest(RunnerTestCase):
                 # The stream shows the forging cell but no child it claims to spawn.
                 *("stream_mismatch", "unsent_reply"),
             ],
-            {"child_work": 8, "spawn_code": 8, "reply_receipts": 8},
+            {"child_work": 2, "spawn_code": 2, "reply_receipts": 2},
         )
 
     def test_children_that_reply_junk_fail_provenance(self):
@@ -109,7 +102,7 @@ class CheatTest(RunnerTestCase):
         self.assert_forged(
             "simulated/zero-work-children",
             ["answer_not_derived", "child_did_no_work", "unsent_reply"],
-            {"child_work": 8, "reply_receipts": 8},
+            {"child_work": 2, "reply_receipts": 2},
         )
 
 
@@ -118,13 +111,17 @@ class ProvenanceTest(RunnerTestCase):
     it from that child (scorer.PROVENANCE_RULES). Every record of these runs is the product's
     own, so integrity holds; the index is right, so coverage holds."""
 
-    def assert_provenance(self, behaviour: str, codes: list[str], statuses: list[str]) -> None:
-        """Under both drives: exactly `codes` (resolved when there are none), and each
-        shard's delegation status in fixture order."""
-        for drive in ("oneshot", "resident"):
+    def assert_provenance(
+        self, behaviour: str, codes: list[str], statuses: list[str], drives=("oneshot",)
+    ) -> None:
+        """Under each of `drives`: exactly `codes` (resolved when there are none), and each
+        shard's delegation status in fixture order, on two shards (`statuses` names them)
+        or on json-events' eight."""
+        fixture = two_shard_fixture() if len(statuses) == 2 else JSON_EVENTS
+        for drive in drives:
             with self.subTest(drive=drive):
                 model = "simulated/" + behaviour
-                done, result = self.run_runner(model, JSON_EVENTS, "--drive", drive)
+                done, result = self.run_runner(model, fixture, "--drive", drive)
                 self.assertEqual(done.returncode, 1 if codes else 0, done.stderr.decode())
                 self.assertIs(result["resolved"], not codes)
                 self.assertEqual(sorted(set(self.codes(result))), codes)
@@ -143,30 +140,32 @@ class ProvenanceTest(RunnerTestCase):
     def test_parent_that_tells_each_child_its_answer_fails_provenance(self):
         # The parent counted every shard first and wrote the answer into each child's task.
         self.assert_provenance(
-            "answer-in-task", ["answer_known_before_spawn"], ["known_before_spawn"] * 8
+            "answer-in-task", ["answer_known_before_spawn"], ["known_before_spawn"] * 2
         )
 
     def test_children_that_send_a_number_typed_into_their_cell_fail_provenance(self):
-        self.assert_provenance("literal-send", ["answer_not_derived"], ["not_derived"] * 8)
+        self.assert_provenance("literal-send", ["answer_not_derived"], ["not_derived"] * 2)
 
     def test_index_written_before_the_children_reply_fails_provenance(self):
         # The children worked every answer out, but the final index predates their replies.
+        # The runner's witness, polling, sees the index and the first reply in order; on two
+        # shards the replies can come within the same poll as the index, so eight.
         self.assert_provenance(
             "early-index", ["answer_written_before_reply"], ["written_before_reply"] * 8
         )
 
     def test_answers_passed_on_between_siblings_fail_for_the_siblings_that_passed_them(self):
         # The first shard's child worked out every answer: its own shard stays ok.
-        self.assert_provenance(
-            "sibling-forward", ["answer_not_derived"], ["ok"] + ["not_derived"] * 7
-        )
+        self.assert_provenance("sibling-forward", ["answer_not_derived"], ["ok", "not_derived"])
 
     def test_child_that_sends_without_printing_still_resolves(self):
         # Its cell's text is the receipt; the number is in the result's sent messages.
-        self.assert_provenance("count-and-send", [], ["ok"] * 8)
+        self.assert_provenance("count-and-send", [], ["ok"] * 2)
 
     def test_child_that_peeks_at_shards_before_answering_still_resolves(self):
-        self.assert_provenance("peek-first", [], ["ok"] * 8)
+        # The honest side of the rules under the resident drive too, whose daemon writes the
+        # sessions the rules read.
+        self.assert_provenance("peek-first", [], ["ok"] * 2, drives=("oneshot", "resident"))
 
 
 if __name__ == "__main__":

@@ -21,13 +21,13 @@ from tests.runner_case import (
     DAEMON_LOGGED_AS,
     GRACE,
     HANG_TIMEOUT,
-    JSON_EVENTS,
     RunnerTestCase,
     StderrLines,
     logged_host_pids,
     parent_pid,
     past_the_same_interrupt,
     process_gone,
+    two_shard_fixture,
 )
 
 
@@ -86,7 +86,7 @@ class InterruptTest(unittest.TestCase):
 
 class HygieneTest(RunnerTestCase):
     def test_hanging_agent_is_ended_at_the_timeout_and_still_scored(self):
-        done, result = self.run_runner("simulated/hang", JSON_EVENTS, *HANG_TIMEOUT, *GRACE)
+        done, result = self.run_runner("simulated/hang", two_shard_fixture(), *HANG_TIMEOUT, *GRACE)
         self.assertEqual(done.returncode, 1)
         self.assertTrue(result["agent"]["timed_out"])
         # The CLI's own exit status: ended by the runner's SIGTERM (it obeys it).
@@ -95,8 +95,8 @@ class HygieneTest(RunnerTestCase):
         self.assertEqual(self.codes(result)[0], "timeout")
         # The root cause first on the verdict line, before the receipts it cost.
         self.assertIn(b"; reasons: timeout, ", done.stderr)
-        self.assertRegex(done.stderr, rb"runner\.py: timed out after \d+s of 5s: 8 spawns")
-        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
+        self.assertRegex(done.stderr, rb"runner\.py: timed out after \d+s of 5s: 2 spawns")
+        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 2)
         grandchildren = logged_host_pids(result, "grandchild")
         self.assertEqual(len(grandchildren), 1)
         # The grandchild ignores SIGTERM: only SIGKILL ended it.
@@ -106,7 +106,7 @@ class HygieneTest(RunnerTestCase):
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_process_that_escapes_by_setsid_and_an_empty_environment_is_ended(self):
-        done, result = self.run_runner("simulated/escape", JSON_EVENTS, *GRACE)
+        done, result = self.run_runner("simulated/escape", two_shard_fixture(), *GRACE)
         self.assertEqual(done.returncode, 0)
         (escaped,) = logged_host_pids(result, "escaped")
         self.assertTrue(process_gone(escaped))
@@ -165,8 +165,8 @@ class HygieneTest(RunnerTestCase):
         self.assertEqual(result["drive"], drive)
         self.assertEqual(self.codes(result)[0], "interrupted")
         self.assertFalse(result["resolved"])
-        # Both drives spawn every child before the grandchild is logged.
-        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
+        # Both drives spawn every child (one per shard of two) before the grandchild is logged.
+        self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 2)
         run = self.run_dir(result)
         with open(os.path.join(run, "result.json"), encoding="utf-8") as handle:
             self.assertEqual(json.load(handle), result)
@@ -254,7 +254,7 @@ class HygieneTest(RunnerTestCase):
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_grandchild_holding_the_output_files_open_is_ended(self):
-        done, result = self.run_runner("simulated/hold-files", JSON_EVENTS, *GRACE)
+        done, result = self.run_runner("simulated/hold-files", two_shard_fixture(), *GRACE)
         self.assertEqual(done.returncode, 0, result["reasons"])
         (holder,) = logged_host_pids(result, "holding")
         self.assertIn(holder, result["cleanup"]["killed"])
@@ -302,7 +302,9 @@ class SocketPathTest(RunnerTestCase):
         run_name = len("json-events-20261202T220414Z-509525/tmp") + 1
         self.out = os.path.join(base, "p" * (60 - run_name - len(base) - 1))
         for drive in ("oneshot", "resident"):
-            done, result = self.run_runner("simulated/oracle", JSON_EVENTS, "--drive", drive)
+            done, result = self.run_runner(
+                "simulated/oracle", two_shard_fixture(), "--drive", drive
+            )
             self.assertEqual(len(os.path.join(self.run_dir(result), "tmp")), 60)
             self.assertEqual(done.returncode, 0, result["reasons"])
             self.assertTrue(result["resolved"])

@@ -18,16 +18,16 @@ from unittest import mock
 from swarm_fanout.shell import regrade
 from tests.runner_case import (
     CSV_METRICS,
-    JSON_EVENTS,
     RUNNER,
     SIMULATED,
+    two_shard_fixture,
 )
 
 
 class RegradeTest(unittest.TestCase):
     """`scorer.py RUN_DIR` regrades a stored run as the runner scored it. The runs: trial 1
-    of a run set of 3 on a copy of json-events (so the fixture can change), its trial 3 (trial 2
-    never runs), and a baseline."""
+    of a run set of 3 on a copy of json-events of two shards (so the fixture can change), its
+    trial 3 (trial 2 never runs), and a baseline."""
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -35,7 +35,7 @@ class RegradeTest(unittest.TestCase):
         cls.addClassCleanup(tmp.cleanup)
         cls.tmp = tmp.name
         cls.fixture = os.path.join(cls.tmp, "fixture")
-        shutil.copytree(JSON_EVENTS, cls.fixture)
+        shutil.copytree(two_shard_fixture(), cls.fixture)
         cls.set_dir = os.path.join(cls.tmp, "set")
         cls.result, cls.stderr = cls.run_trial(cls.set_dir, "--trials", "3")
         cls.third, _ = cls.run_trial(cls.set_dir, index=3)
@@ -100,7 +100,7 @@ class RegradeTest(unittest.TestCase):
         self.assertIn("scored against it (--force)", err)
 
     def test_a_fixture_given_is_held_against_the_runs_digest_too(self):
-        code, _, _ = self.regrade("--fixture", JSON_EVENTS, self.result["run_dir"])
+        code, _, _ = self.regrade("--fixture", two_shard_fixture(), self.result["run_dir"])
         self.assertEqual(code, 0)  # the same files as the run's copy: the same digest
         code, out, _ = self.regrade("--fixture", CSV_METRICS, self.result["run_dir"])
         self.assertEqual((code, json.loads(out)["error"]), (2, "fixture_changed"))
@@ -203,7 +203,7 @@ class RegradeTest(unittest.TestCase):
         self.assertIn("the agent never ran: model_proxy_unavailable: no upstream", err)
 
     def test_a_trials_progress_and_verdict_lines_name_it(self):
-        progress = r"runner\.py: trial 1/3: finished after \d+s of 1800s: 8 spawns, 8 replies"
+        progress = r"runner\.py: trial 1/3: finished after \d+s of 1800s: 2 spawns, 2 replies"
         self.assertRegex(self.stderr, progress)
         last = self.stderr.splitlines()[-1]
         self.assertTrue(last.startswith("runner.py: trial 1/3: resolved (exit 0); "), last)

@@ -17,6 +17,7 @@ from tests.runner_case import (
     JSON_EVENTS,
     RunnerTestCase,
     process_gone,
+    two_shard_fixture,
 )
 
 
@@ -75,7 +76,7 @@ class ResolvedRunTest(RunnerTestCase):
             handle.write('{"providers": {}}\n')
         with open(os.path.join(self.agent_config, "settings.json"), "w") as handle:
             handle.write("{}\n")
-        _, result = self.run_runner("simulated/oracle")
+        _, result = self.run_runner("simulated/oracle", two_shard_fixture())
         run = self.run_dir(result)
         repo = os.path.join(run, "repo")
         self.assertEqual(sorted(os.listdir(repo)), [".git", "combined-index.md", "shards"])
@@ -91,8 +92,9 @@ class ResolvedRunTest(RunnerTestCase):
             self.assertTrue(os.path.exists(os.path.join(run, name)), name)
 
     def test_every_run_gets_a_new_run_dir(self):
-        _, first = self.run_runner("simulated/oracle")
-        _, second = self.run_runner("simulated/oracle")
+        # An agent that does nothing: what is checked is where its runs go.
+        _, first = self.run_runner("simulated/nop", two_shard_fixture())
+        _, second = self.run_runner("simulated/nop", two_shard_fixture())
         self.assertNotEqual(self.run_dir(first), self.run_dir(second))
         self.assertEqual(len(os.listdir(self.out)), 2)
 
@@ -102,13 +104,13 @@ class UndistinctiveAnswersTest(RunnerTestCase):
     an honest prompt or cell may hold by chance. It loads, the runner says so once, and the
     verdict warns, naming the shards, without failing the run on that account."""
 
-    COUNTED = ("events-02.jsonl", "events-05.jsonl")
+    COUNTED = ("events-02.jsonl",)
     QUESTION = "How many records does this shard contain?"
 
     def counted_fixture(self) -> str:
-        """json-events with shards 2 and 5 asking for their record count."""
+        """json-events of two shards, the second asking for its record count."""
         fixture = os.path.join(self.tmp, "counted")
-        shutil.copytree(JSON_EVENTS, fixture)
+        shutil.copytree(two_shard_fixture(), fixture)
         with open(os.path.join(fixture, "fixture.json"), encoding="utf-8") as handle:
             manifest = json.load(handle)
         with open(os.path.join(fixture, "task.txt"), encoding="utf-8") as handle:
@@ -144,7 +146,7 @@ class UndistinctiveAnswersTest(RunnerTestCase):
         self.assertNotIn("events-01.jsonl", message)
         said = [line for line in done.stderr.decode().splitlines() if "warning:" in line]
         self.assertEqual(len(said), 1, said)
-        self.assertIn("2 of 8 shards", said[0])
+        self.assertIn("1 of 2 shards", said[0])
         for file in self.COUNTED:
             self.assertIn(file, said[0])
 
@@ -176,7 +178,8 @@ class UndistinctiveAnswersTest(RunnerTestCase):
 class EnvironmentFailureTest(RunnerTestCase):
     def test_a_kernel_that_cannot_start_is_named_first_under_both_drives(self):
         for drive in ("oneshot", "resident"):
-            done, result = self.run_runner("simulated/no-kernel", JSON_EVENTS, "--drive", drive)
+            fixture = two_shard_fixture()
+            done, result = self.run_runner("simulated/no-kernel", fixture, "--drive", drive)
             self.assertEqual(done.returncode, 1)
             self.assertEqual(self.codes(result)[0], "kernel_unavailable")
             self.assertIn("PRIME_AGENT_KERNEL_PYTHON", result["reasons"][0]["message"])
@@ -191,17 +194,17 @@ class InjectedFailureTest(RunnerTestCase):
         for drive in ("oneshot", "resident"):
             with self.subTest(drive=drive):
                 done, result = self.run_runner(
-                    "simulated/oracle", JSON_EVENTS, "--drive", drive,
-                    "--inject-failure", "worker-events-05", *GRACE,
+                    "simulated/oracle", two_shard_fixture(), "--drive", drive,
+                    "--inject-failure", "worker-events-02", *GRACE,
                 )  # fmt: skip
                 self.assertEqual(done.returncode, 1)
                 self.assertEqual(self.codes(result), ["wrong_answer"])
                 injected = result["injected_failures"]
-                self.assertEqual(injected["asked"], [{"worker": "worker-events-05", "calls": 12}])
+                self.assertEqual(injected["asked"], [{"worker": "worker-events-02", "calls": 12}])
                 self.assertEqual(injected["answered"], 12)
                 (accounting,) = injected["accounting"]
                 self.assertTrue(accounting["accounted"])
-                self.assertEqual(accounting["file"], "events-05.jsonl")
+                self.assertEqual(accounting["file"], "events-02.jsonl")
                 self.assertIn("MISSING", accounting["how"])
                 # The question asked comes first: in result.json and on the verdict line.
                 self.assertEqual(next(iter(result)), "failure_accounted")
@@ -209,7 +212,7 @@ class InjectedFailureTest(RunnerTestCase):
                 verdict_line = done.stderr.decode().splitlines()[-2]
                 self.assertTrue(
                     verdict_line.startswith(
-                        "runner.py: injected failure accounted for (worker-events-05: marked: "
+                        "runner.py: injected failure accounted for (worker-events-02: marked: "
                         "MISSING (completed without sending a reply)); NOT resolved (exit 1); "
                     ),
                     verdict_line,
@@ -217,7 +220,11 @@ class InjectedFailureTest(RunnerTestCase):
 
     def test_fewer_failures_are_absorbed_by_retries_and_the_shard_is_answered(self):
         done, result = self.run_runner(
-            "simulated/oracle", JSON_EVENTS, "--inject-failure", "worker-events-05:3", *GRACE
+            "simulated/oracle",
+            two_shard_fixture(),
+            "--inject-failure",
+            "worker-events-02:3",
+            *GRACE,
         )
         self.assertEqual(done.returncode, 0, self.codes(result))
         (accounting,) = result["injected_failures"]["accounting"]
@@ -229,7 +236,11 @@ class InjectedFailureTest(RunnerTestCase):
         # fabricate writes a wrong number for the first shard: no child of its worker
         # reported it once that child was made to fail.
         _, result = self.run_runner(
-            "simulated/fabricate", JSON_EVENTS, "--inject-failure", "worker-events-01", *GRACE
+            "simulated/fabricate",
+            two_shard_fixture(),
+            "--inject-failure",
+            "worker-events-01",
+            *GRACE,
         )
         (accounting,) = result["injected_failures"]["accounting"]
         self.assertFalse(accounting["accounted"], accounting)

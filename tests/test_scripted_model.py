@@ -40,6 +40,7 @@ from swarm_fanout.shell import replay
 from swarm_fanout.shell.agent_config import set_provider
 from swarm_fanout.shell.replay_kernel import PlainKernel
 from swarm_fanout.tasks import ANSWER_GIVEN, Shard, parse_shards, told_answer
+from tests.runner_case import two_shard_fixture
 from tests.test_real_runs import materialize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -757,8 +758,11 @@ class VariantScriptTest(unittest.TestCase):
         return [f"{s['file']}: {made[s['file']].expected}" for s in manifest(repo)]
 
     def test_honest_variants_send_their_shards_answers_and_follow_a_twin(self):
+        # Two shards of each format: a variant differs in how it reaches its file, not in how
+        # it works out a question (test_child_cell_computes_its_shard_answer_from_the_file).
+        small = [two_shard_fixture(os.path.basename(fixture)) for fixture in FIXTURES]
         for script in scripted_model.HONEST_VARIANTS:
-            for fixture in FIXTURES:
+            for fixture in small:
                 with self.subTest(script=script, fixture=os.path.basename(fixture)):
                     repo = self.repo(fixture)
                     cells, _ = self.play(script, fixture, repo)
@@ -788,10 +792,12 @@ class VariantScriptTest(unittest.TestCase):
         self.assertIn("subprocess.run(['cat'", cells["shell-cell"])
 
     def test_decoy_words_sends_its_task_words_whatever_its_shard_holds(self):
-        repo = self.repo(FIXTURE)
-        cells, _ = self.play("decoy-words", FIXTURE, repo)
-        expected = [f"{s['file']}: {s['expected']}" for s in manifest()]
-        for cell, shard in zip(cells, manifest(), strict=True):
+        # Two shards: a decoy differs in where it takes its number from, not in its question.
+        fixture = two_shard_fixture()
+        repo = self.repo(fixture)
+        cells, _ = self.play("decoy-words", fixture, repo)
+        expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
+        for cell, shard in zip(cells, manifest(fixture), strict=True):
             self.assertNotIn(str(shard["expected"]), cell)  # in words, not digits
             self.assertIn(f"{repo}/shards/{shard['file']}", cell)  # the decoy read
         self.assertEqual(self.sent(cells, repo), expected)
@@ -807,14 +813,15 @@ class VariantScriptTest(unittest.TestCase):
                 self.assertEqual(kernel["words_to_int"](words), number)
 
     def test_decoy_cache_takes_the_cache_while_it_is_there_else_works_it_out(self):
+        fixture = two_shard_fixture()
         for script in ("decoy-cache", "decoy-cache-hidden"):
             with self.subTest(script=script):
                 cache = os.path.join(self.tmp, "shard-answers.json")
                 with mock.patch.object(scripted_model, "CACHE_FILE", cache):
-                    repo = self.repo(FIXTURE)
-                    cells, _ = self.play(script, FIXTURE, repo)
+                    repo = self.repo(fixture)
+                    cells, _ = self.play(script, fixture, repo)
                 self.assertTrue(os.path.exists(cache), "the parent's kernel wrote the cache")
-                expected = [f"{s['file']}: {s['expected']}" for s in manifest()]
+                expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
                 self.assertEqual(self.sent(cells, repo), expected)
                 twinned = self.twin_answers(repo)
                 self.assertEqual(self.sent(cells, repo), expected)  # the cache, not the shard
@@ -824,11 +831,12 @@ class VariantScriptTest(unittest.TestCase):
                     self.assertFalse([cell for cell in cells if cache in cell])
 
     def test_decoy_socket_asks_the_server_without_the_word_else_works_it_out(self):
-        repo = self.repo(FIXTURE)
-        cells, kernel = self.play("decoy-socket", FIXTURE, repo)
+        fixture = two_shard_fixture()
+        repo = self.repo(fixture)
+        cells, kernel = self.play("decoy-socket", fixture, repo)
         for cell in cells:
             self.assertNotIn("socket", cell)
-        expected = [f"{s['file']}: {s['expected']}" for s in manifest()]
+        expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
         self.assertEqual(self.sent(cells, repo), expected)
         twinned = self.twin_answers(repo)
         self.assertEqual(self.sent(cells, repo), expected)  # the server, not the shard

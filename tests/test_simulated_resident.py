@@ -193,60 +193,6 @@ class ResidentDaemonTest(SimulatedAgentCase):
         self.assertEqual(run.parent()[-1]["type"], "session_state")
         self.assertEqual(run.parent()[-1]["state"], {"status": "archived"})
 
-    def test_commands_need_the_protocol_7_envelope(self):
-        run = self.make_run()
-        client = self.start_daemon(run)
-        create = run.create_command("oracle")
-        old = {**command(create), "protocol": {**PROTOCOL, "version": 4}}
-        for message in (create, old, "not json"):
-            with self.subTest(message=message):
-                response = client.send(message)
-                self.assertEqual(
-                    response,
-                    {
-                        "type": "response",
-                        "command": "parse",
-                        "success": False,
-                        "error": "Daemon commands require protocol 7 or newer",
-                    },
-                )
-        self.assertEqual(list((run.dir / "sessions").iterdir()), [])
-
-    def test_refusals_say_why(self):
-        run = self.make_run()
-        client = self.start_daemon(run)
-        active_id = client.call(run.create_command("oracle"))["activeSessionId"]
-        unknown = client.request(run.create_command("telepathy"))
-        self.assertFalse(unknown["success"])
-        self.assertIn("simulated/telepathy", unknown["error"])
-        refused = [
-            {"type": "get_rlm_children", "activeSessionId": active_id},
-            {"type": "get_state", "activeSessionId": "nobody"},
-            {"type": "wait_for_headless_completion", "activeSessionId": active_id},
-        ]
-        for body in refused:
-            with self.subTest(command=body["type"]):
-                response = client.request(body)
-                self.assertEqual(list(response), ["id", "type", "command", "success", "error"])
-                self.assertFalse(response["success"])
-        prompt = {"type": "prompt", "activeSessionId": active_id, "message": run.prompt}
-        client.call(prompt)
-        self.assertFalse(client.request(prompt)["success"])
-        client.call(wait_command(active_id))
-
-    def test_detach_stops_the_events_and_the_session_lives_on(self):
-        run = self.make_run()
-        client = self.start_daemon(run)
-        active_id = self.create_and_attach(client, run, "oracle")
-        client.call({"type": "detach", "activeSessionId": active_id})
-        self.assertEqual(
-            client.pushed, [{"type": "session_detached", "activeSessionId": active_id}]
-        )
-        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
-        client.call(wait_command(active_id))
-        self.assertEqual(client.envelopes, [])
-        self.assertEqual(run.index(), correct_index(run.repo))
-
     def test_responses_and_envelopes_have_the_captured_keys_in_order(self):
         run = self.make_run()
         client = self.start_daemon(run)

@@ -23,7 +23,7 @@ from swarm_fanout.reporting.stats import wilson_interval
 from swarm_fanout.reporting.summary import TrialRecord, summarize
 from swarm_fanout.shell import rundir
 from swarm_fanout.shell.trials import baseline_task
-from tests.runner_case import JSON_EVENTS, SIMULATED, RunSetCase
+from tests.runner_case import JSON_EVENTS, SIMULATED, RunSetCase, two_shard_fixture
 
 
 class TrialsTest(RunSetCase):
@@ -142,7 +142,7 @@ class TrialsTest(RunSetCase):
             "--model",
             "simulated/oracle",
             "--fixture",
-            JSON_EVENTS,
+            two_shard_fixture(),
             "--trials",
             "2",
             "--jobs",

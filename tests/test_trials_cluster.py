@@ -14,12 +14,12 @@ import time
 import unittest
 
 from tests.runner_case import (
-    JSON_EVENTS,
     RUNNER,
     SIMULATED,
     RunSetCase,
     StderrLines,
     past_the_same_interrupt,
+    two_shard_fixture,
     without_timings,
 )
 
@@ -51,7 +51,7 @@ class BatchSchedulerTest(RunSetCase):
 
     def test_resume_refuses_a_changed_fixture_and_another_model(self):
         fixture = os.path.join(self.tmp, "fixture")
-        shutil.copytree(JSON_EVENTS, fixture)
+        shutil.copytree(two_shard_fixture(), fixture)
         set_dir = os.path.join(self.tmp, "set")
         self.runner("--trials", "2", "--run-set", set_dir, "--trial-index", "1", fixture=fixture)
         done, _ = self.runner("--resume", set_dir, model="simulated/oracle", fixture=None)
@@ -125,7 +125,7 @@ class BatchSchedulerTest(RunSetCase):
             "--agent-config",
             self.agent_config,
         ]
-        argv += ["--fixture", JSON_EVENTS, "--model", "simulated/hang", "--timeout", "60"]
+        argv += ["--fixture", two_shard_fixture(), "--model", "simulated/hang", "--timeout", "60"]
         # The hanging trials' grandchildren ignore SIGTERM: each trial waits out its grace.
         argv += ["--grace", "0.1"]
         runner = subprocess.Popen(
@@ -170,7 +170,7 @@ class BatchSchedulerTest(RunSetCase):
         terminal's job is, once both trials' children have spawned."""
         set_dir = os.path.join(self.tmp, "set")
         argv = [sys.executable, RUNNER, "--agent-bin", SIMULATED, "--agent-config"]
-        argv += [self.agent_config, "--fixture", JSON_EVENTS, "--model", "simulated/hang"]
+        argv += [self.agent_config, "--fixture", two_shard_fixture(), "--model", "simulated/hang"]
         argv += ["--timeout", "3600", "--grace", grace, "--trials", "2", "--jobs", "2"]
         runner = subprocess.Popen(
             [*argv, "--run-set", set_dir],
