@@ -31,6 +31,16 @@ from tests.runner_case import (
 )
 
 
+def tmpdir_of(pid: int) -> str | None:
+    """The TMPDIR in a process's environment, if it can still be read."""
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            for entry in handle.read().split(b"\0"):
+                if entry.startswith(b"TMPDIR="):
+                    return os.fsdecode(entry[len(b"TMPDIR=") :])
+    return None
+
+
 class InterruptTest(unittest.TestCase):
     """The handler itself, in this process: what the first signal says, what the second does."""
 
@@ -118,11 +128,15 @@ class HygieneTest(RunnerTestCase):
         timeout): the sandbox must end with it, grandchild that ignores SIGTERM and all."""
         if not sandbox.availability().usable:
             self.skipTest(sandbox.availability().problem)
-        # Its temp files are left too: in this test's own temp dir, removed with it.
+        # Its temp files are left too: in this test's own temp dir, removed with it, and
+        # the short dir under /tmp its sockets moved to (rundir.fit_sockets), named by the
+        # TMPDIR its processes were given.
         env = {**self.env, "TMPDIR": self.tmp}
         runner, grandchild = self.started_hanging_run("--sandbox", env=env)
         tree = procs.descendants(runner.pid, procs.process_table())
         self.assertIn(grandchild, tree)
+        for short in {tmpdir_of(pid) for pid in tree} - {None, self.tmp}:
+            self.addCleanup(shutil.rmtree, short, ignore_errors=True)
         ends = {}
         for pid in tree:
             with contextlib.suppress(ProcessLookupError):  # one that has already ended
