@@ -33,11 +33,10 @@ from tests.runner_case import (
 
 def tmpdir_of(pid: int) -> str | None:
     """The TMPDIR in a process's environment, if it can still be read."""
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            for entry in handle.read().split(b"\0"):
-                if entry.startswith(b"TMPDIR="):
-                    return os.fsdecode(entry[len(b"TMPDIR=") :])
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/environ", "rb") as handle:
+        for entry in handle.read().split(b"\0"):
+            if entry.startswith(b"TMPDIR="):
+                return os.fsdecode(entry[len(b"TMPDIR=") :])
     return None
 
 
