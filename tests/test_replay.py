@@ -423,6 +423,17 @@ class ShortcutsAreNotDerived(ReplayCase):
                     f"with its shard changed it still sent {self.shard.expected}",
                 )
 
+    def test_the_answer_shown_from_what_the_run_had_then_worked_out(self):
+        """A cell shows the answer from what only the run had (its environment, which the
+        code reading takes for no source); the next works it out and sends it. Both replays
+        send what they should, but the replay's cells show the answer first a cell later
+        than the run's did: the replay took another path than the run."""
+        peek = "import os\nprint(os.environ.get('SHARD_ANSWER', 'no hint'))\n"
+        judged = self.judged(
+            self.honest_cell(self.shard), before=[(peek, f"{self.shard.expected}\n")]
+        )
+        self.assertNotDerived(judged, "the run first in its cell 1: the replay took another path")
+
     def test_a_child_that_spawns_cannot_be_replayed(self):
         code = (
             "h = await rlm('do it for me', name='helper')\n"

@@ -123,7 +123,18 @@ def _faithful(record: ChildReplay, answer: int) -> str | None:
             f"its faithful replay sent {_said(record.faithful.sent)}, not what it sent in the "
             f"run ({answer})"
         )
-    return None
+    # Its cells' output: the replay shows the answer first in the cell the run did, or it
+    # printed what the run's cells did not (a number shown from a channel the replay lacks).
+    ran = record.first_shown.get(answer)
+    shown = (i for i, numbers in enumerate(record.faithful.shown) if answer in numbers)
+    replayed = next(shown, None)
+    if ran is None or replayed == ran:
+        return None
+    where = "in none of its cells" if replayed is None else f"first in its cell {replayed + 1}"
+    return (
+        f"its faithful replay showed {answer} {where}, the run first in its cell {ran + 1}: "
+        "the replay took another path"
+    )
 
 
 def _twin(replayed: Pass, first_shown: dict[int, int], answer: int, expected: int) -> str | None:
