@@ -34,6 +34,9 @@ AVAILABLE = sandbox.availability()
 needs_bwrap = unittest.skipUnless(AVAILABLE.usable, f"no sandbox here: {AVAILABLE.problem}")
 KIND = generate.KINDS_BY_NAME["json-events"]
 REPO = Path(__file__).resolve().parent.parent
+# The Python the builder runs' children are replayed on: the product's kernel Python where
+# PRIME_AGENT_KERNEL_PYTHON names one (IPython, pandas), else this one (plain Python).
+KERNEL = os.environ.get(replay.KERNEL_PYTHON_ENV) or sys.executable
 
 
 def make_fixture(parent: str):
@@ -130,7 +133,7 @@ class ReplayCase(unittest.TestCase):
         build.index_cell([f"- {s.file}: {s.expected}" for s in self.fixture.shards])
         twins = generate.twins(self.fixture)
         made = {file: replay.Twin(twin.expected, twin.content) for file, twin in twins.items()}
-        replay.replay_run(self.run_dir, self.fixture, made, sys.executable, workers=2)
+        replay.replay_run(self.run_dir, self.fixture, made, KERNEL, workers=2)
         verdict = score(self.fixture, collect(self.run_dir, self.fixture.artifact))
         row = next(row for row in verdict.shards if row["file"] == shard.file)
         reasons = [r for r in verdict.reasons if r.shard == shard.file]
@@ -227,6 +230,18 @@ class HonestChildrenAreDerived(ReplayCase):
             "raw = open('mine.jsonl').read()\n"
             + self.answer_lines("raw")
             + send_code(self.shard.file)
+        )
+        self.assertDerived(self.judged(code))
+
+    def test_a_child_that_reads_its_shard_with_pandas(self):
+        has = subprocess.run([KERNEL, "-c", "import pandas"], capture_output=True, check=False)
+        if has.returncode != 0:
+            self.skipTest(f"no pandas in {KERNEL} (set {replay.KERNEL_PYTHON_ENV})")
+        code = (
+            "import pandas as pd\n"
+            f"frame = pd.read_json('shards/{self.shard.file}', lines=True)\n"
+            "records = frame.to_dict('records')\n"
+            f"answer = int({self.expression})\n" + send_code(self.shard.file)
         )
         self.assertDerived(self.judged(code))
 
