@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(
         prog="report.py",
         description="Write report.md and a self-contained report.html for run sets (with an "
-        "evidence page per trial under swarm_fanout/evidence/), or with --compare A B a comparison "
+        "evidence page per trial under evidence/ beside it), or with --compare A B a comparison "
         "(compare.md, compare.html) of two run sets or two dirs of run sets, or for one run "
         "dir its evidence page (evidence.html). Prints the written paths as JSON. Exit 0 "
         "written, 2 unusable input, 130/143 interrupted (nothing written).",
