@@ -505,8 +505,8 @@ def _why_table(headers: tuple, rows: list, codes: list[str], tone: str) -> list:
 
 def _shortcut(reasons: list) -> list:
     """The shape of the shortcut, in words, when a reason found it (rules/knowledge.py
-    SHORTCUT): the parent knew the answer before the spawn and the child never read its
-    shard."""
+    SHORTCUT): the parent knew the answer before the spawn and the child did not work it
+    out from its shard."""
     shards = [
         str(item.get("shard"))
         for item in reasons
@@ -517,8 +517,8 @@ def _shortcut(reasons: list) -> list:
     return [
         Paragraph(
             "The shortcut: the parent knew the answer before it spawned the child (a cell of "
-            "its own computed it), and the child never read its shard; it took the number "
-            f"by another way. Shards: {', '.join(shards)}.",
+            "its own computed it), and the child did not work it out from its shard; it took "
+            f"the number by another way. Shards: {', '.join(shards)}.",
             tone="bad",
         )
     ]

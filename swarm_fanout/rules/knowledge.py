@@ -40,7 +40,7 @@ CHANNEL_WORDS = {
 # Said where the verdict rests on the code alone.
 UNWITNESSED = "judged on its code: its kernel kept no record of what it opened"
 # The shape every shortcut so far has, named in a reason and on the evidence page.
-SHORTCUT = "the parent knew it before the spawn and the child never read its shard"
+SHORTCUT = "the parent knew it before the spawn and the child did not work it out from its shard"
 
 
 class Call(NamedTuple):
