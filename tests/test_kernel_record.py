@@ -243,6 +243,21 @@ class RecordedRuns(ReplayCase):
                 code = reading + self.answer_lines("raw") + send_code(file)
                 self.assertDerived(self.judged(code))
 
+    def test_a_child_whose_scratch_file_has_the_name_the_parent_used_stays_derived(self):
+        """The parent wrote notes to a /tmp path; the child writes its own shard to the same
+        path and reads it back: a file it wrote is its own, whoever wrote the name before."""
+        scratch = "/tmp/swarm-fanout-scratch.jsonl"
+        self.addCleanup(lambda: os.path.exists(scratch) and os.remove(scratch))
+        self.parent_cells = (f"open({scratch!r}, 'w').write('notes of the parent')\n",)
+        code = (
+            "import json\n"
+            f"open({scratch!r}, 'w').write(open('shards/{self.shard.file}').read())\n"
+            f"raw = open({scratch!r}).read()\n"
+            + self.answer_lines("raw")
+            + send_code(self.shard.file)
+        )
+        self.assertDerived(self.judged(code))
+
     def test_a_child_that_imports_the_parents_loader_stays_derived(self):
         loader = "import json\n\ndef load(name):\n    return open('shards/' + name).read()\n"
         self.parent_cells = (f"open('shardtools.py', 'w').write({loader!r})\n",)

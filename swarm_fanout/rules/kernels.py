@@ -3,13 +3,15 @@ against the run's other sessions: what it touched that was not its own to work f
 (docs/witness.md "What each kernel did"). Pure.
 
 A session's own files are the ones its kernel wrote and the ones the programs it started
-name (a scratch copy `cp` made). It may not have read, nor named to a program, a record of
-the product (another transcript, the ledger, a display record), a file another session
-wrote or named (unless `held`: a repo file every replay held that holds no reply's number,
-such as a loader the parent wrote for every child), or a file of /tmp or the run's TMPDIR
-that is not its own (withheld from its replay). Nor may it have connected anywhere but the
-product's own sockets in its TMPDIR. A file elsewhere that no session wrote (a library
-probing its config in HOME) is no evidence: nothing put an answer there.
+name (a scratch copy `cp` made): a file its kernel wrote whoever else wrote the same path
+(two sessions' scratch file of one name), a file a program named only where no other
+session wrote or named it (`cat` names what it reads). It may not have read, nor named to
+a program, a record of the product (another transcript, the ledger, a display record), a
+file another session wrote or named (unless `held`: a repo file every replay held that holds
+no reply's number, such as a loader the parent wrote for every child), or a file of /tmp or
+the run's TMPDIR that is not its own (withheld from its replay). Nor may it have connected
+anywhere but the product's own sockets in its TMPDIR. A file elsewhere that no session
+wrote (a library probing its config in HOME) is no evidence: nothing put an answer there.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ class KernelAccess:
         for path, how in [(p, "read") for p in sorted(mine.read)] + [
             (p, "ran") for p in sorted(mine.named - mine.written)
         ]:
-            why = _foreign(path, own, others, held)
+            why = _foreign(path, mine, own, others, held)
             if why and how == "read":
                 return f"in the run its kernel read {path}, {why}"
             if why:
@@ -70,10 +72,12 @@ class KernelAccess:
         return f"in the run its kernel connected to {outside[0]}" if outside else None
 
 
-def _foreign(path: str, own: set[str], others: set[str], held: frozenset[str]) -> str:
+def _foreign(
+    path: str, mine: SessionRecord, own: set[str], others: set[str], held: frozenset[str]
+) -> str:
     if RECORD.search(path):
         return "a record of the product"
-    if path in held or (path in own and path not in others):
+    if path in held or path in mine.written or (path in own and path not in others):
         return ""
     if path in others:
         return "which another session wrote"
