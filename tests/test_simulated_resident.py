@@ -1,6 +1,9 @@
-"""The simulated agent under the resident drive: the oracle's and every behaviour's artifacts
-again, protocol 7 against a client of the test's own (contract §8), and model calls through
-the recording proxy.
+"""The simulated agent under the resident drive: the oracle's artifacts again (the root file's
+name and the first idle point are where the drives differ), and protocol 7 against a client of
+the test's own (contract §8). The behaviours and the model calls through the recording proxy
+are played by the one `Run` both drives share (simulated/run.py): test_simulated_agent
+checks them once, and test_runner_resident and test_sandbox_resident run the resident
+behaviours end to end.
 """
 
 from __future__ import annotations
@@ -32,12 +35,6 @@ from tests.simulated_case import (
 
 class ResidentOracleTest(oneshot.OracleTest):
     """The same artifacts under the resident drive (contract §8.3)."""
-
-    drive = RESIDENT
-
-
-class ResidentBehaviourTest(oneshot.BehaviourTest):
-    """Every behaviour leaves the same artifacts, so earns the same verdict, when resident."""
 
     drive = RESIDENT
 
@@ -138,10 +135,6 @@ class ResidentDaemonTest(SimulatedAgentCase):
             with self.subTest(event=kind):
                 self.assertIn(kind, theirs)
                 self.assertEqual(found - theirs[kind], set())
-
-
-class ResidentWitnessedModelTest(oneshot.WitnessedModelTest):
-    drive = RESIDENT
 
 
 if __name__ == "__main__":
