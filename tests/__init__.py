@@ -6,7 +6,7 @@ found through the project's editable install (pyproject.toml)."""
 import os
 
 if os.environ.get("SWARM_FANOUT_KEEP_RUNS"):
-    # Every run dir a test makes is copied there before it is removed, for tests/verdicts.py.
+    # Every run dir a test makes is copied there before it is removed, for tools/verdicts.py.
     from tests import keep_runs
 
     keep_runs.install(os.environ["SWARM_FANOUT_KEEP_RUNS"])

@@ -1,5 +1,5 @@
 """Builders for run dirs in the product's on-disk formats, to keep scorer tests short;
-tests/bench.py builds its synthetic runs with them too.
+tools/bench.py builds its synthetic runs with them too.
 
 Record shapes follow the captured real runs (tests/data/real-runs); the test
 `test_real_runs.BuilderFidelityTest` pins every builder record to the key sets of

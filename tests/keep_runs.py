@@ -1,4 +1,4 @@
-"""Keeping the run dirs the suite makes, for tests/verdicts.py (not a test module).
+"""Keeping the run dirs the suite makes, for tools/verdicts.py (not a test module).
 
 With `SWARM_FANOUT_KEEP_RUNS=DIR`, tests/__init__.py calls `install`, and every run dir a
 test made (runner runs, simulated agent runs, builder-made and materialized ones) is copied
@@ -11,7 +11,7 @@ path it had, and `fixture/` the fixture it is scored against when the run dir do
 one itself (a captured run's fixture.json): the one its result.json or run-meta.json
 records, else the one a test scored it against. A run dir is scored where it ran, because
 the product keys the ledger's file name on the run's absolute path (a hash of its sessions
-dir): moved, it has no ledger, and every run scores `no_spawn`. tests/verdicts.py puts the
+dir): moved, it has no ledger, and every run scores `no_spawn`. tools/verdicts.py puts the
 copy back at that path to score it.
 
 Three hooks, all in the test's own process; the harness's code is not touched:
@@ -125,7 +125,7 @@ class Keeper:
         """Copy every run dir under `top` not yet kept; a failure is said on stderr, never
         raised: keeping runs must not change a test's outcome."""
         if self.test is None and self.module is None:
-            return  # no test has run in this process (tests/verdicts.py itself, the bench)
+            return  # no test has run in this process (tools/verdicts.py itself, the bench)
         top = os.path.realpath(top)
         if top == self.dest or top.startswith(self.dest + os.sep) or not os.path.isdir(top):
             return

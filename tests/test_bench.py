@@ -1,5 +1,5 @@
 """The benchmark's synthetic runs must be honest runs: scored resolved with every
-integrity check passing, so that tests/bench.py times the whole scoring path (the
+integrity check passing, so that tools/bench.py times the whole scoring path (the
 benchmark itself is not a test; this only pins what it measures)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import unittest
 from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.fixture import load_manifest
 from swarm_fanout.scorer import score
-from tests import bench
+from tools import bench
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

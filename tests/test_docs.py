@@ -257,7 +257,7 @@ class ReadmeIsAGuide(unittest.TestCase):
             for path in tracked_python_files()
             if not path.endswith("__init__.py")
             and not path.startswith(OPTIONAL_PACKAGE)
-            and (not path.startswith("tests/") or path in ("tests/builders.py", "tests/bench.py"))
+            and (not path.startswith("tests/") or path == "tests/builders.py")
         }
         self.assertEqual(sorted(tree - mapped), [], "modules missing from the README's layout")
         gone = sorted(path for path in mapped if not os.path.isfile(os.path.join(ROOT, path)))

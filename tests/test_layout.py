@@ -5,9 +5,11 @@ may read; evidence/ and
 ledger.py, readers that never raise; rules/, pure judgements, and scorer.py, the rubric over them;
 reporting/; shell/;
 and the entry points at the top (runner.py, scorer.py and report.py run as programs, the fixture
-generator). A module imports only its own layer and those below it. The test doubles
-(scripted/, simulated/) import only the task language and themselves, and no layer imports
-them: only runner.py and trial.py, the composition root, start the scripted model in its own
+generator). A module imports only its own layer and those below it. The maintainer's tools
+(tools/: the benchmark, the verdict dump) stand beside the tests: they may import any layer, the
+scripted model (the benchmark serves it) and the tests' modules; only tests import them. The
+test doubles (scripted/, simulated/) import only the task language and themselves, and no layer
+imports them: only runner.py and trial.py, the composition root, start the scripted model in its own
 process and name the simulated behaviours. The optional verifiers taskset (verifiers-taskset/) sits
 above the entry points and below nothing: it may import any layer but the doubles and the
 tests; its tests are tests.
@@ -47,7 +49,9 @@ MAY_IMPORT = {
     "scripted": {"task", "scripted"},
     "simulated": {"task", "simulated"},
     "tests": {"task", "evidence", "rules", "rubric", "reporting", "shell", "entry", "scripted",
-              "simulated", "tests", "taskset"},
+              "simulated", "tests", "taskset", "tools"},
+    "tools": {"task", "evidence", "rules", "rubric", "reporting", "shell", "entry", "scripted",
+              "tests", "tools"},
     "taskset": {"task", "evidence", "rules", "rubric", "reporting", "shell", "entry", "taskset"},
 }  # fmt: skip
 TASKSET_DIR = "verifiers-taskset"
@@ -111,7 +115,7 @@ def layer_of(module: str) -> str | None:
         return "rubric"
     if top == "rules":
         return "rules"
-    if top in ("reporting", "shell", "scripted", "simulated", "tests"):
+    if top in ("reporting", "shell", "scripted", "simulated", "tests", "tools"):
         return top
     if module in ("runner", "trial", "report", "fixtures.generate") or module in ENTRY_POINTS:
         return "entry"
@@ -242,7 +246,7 @@ class LayerTest(unittest.TestCase):
 
     def test_every_layer_folder_says_what_it_is_for(self):
         for folder in ("evidence", "rules", "reporting", "shell", "scripted", "simulated",
-                       "fixtures", "tests"):  # fmt: skip
+                       "fixtures", "tests", "tools"):  # fmt: skip
             with self.subTest(folder=folder):
                 docstring = ast.get_docstring(
                     ast.parse(

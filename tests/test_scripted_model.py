@@ -39,14 +39,13 @@ from swarm_fanout.scripted.model import ScriptedModelServer, decide, read_reques
 from swarm_fanout.shell import replay
 from swarm_fanout.shell.agent_config import set_provider
 from swarm_fanout.shell.replay_kernel import PlainKernel
-from swarm_fanout.tasks import ANSWER_GIVEN, Shard, parse_shards, told_answer
+from swarm_fanout.tasks import ANSWER_GIVEN, parse_shards, told_answer
 from tests.runner_case import two_shard_fixture
 from tests.test_real_runs import materialize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = [os.path.join(ROOT, "fixtures", name) for name in ("json-events", "csv-metrics")]
 FIXTURE = FIXTURES[0]
-CAPTURES = os.path.join(ROOT, "tests", "data", "real-runs")
 PARENT_ID = "01a236e9-5adc-756a-b902-5f45a940ae96"
 PARENT_LOG = "/runs/r1/sessions/01a236e9-5025-7768-b8a6-526c5f07cf93.jsonl"
 TOOLS = [{"type": "function", "function": {"name": "ipython", "parameters": {"type": "object"}}}]
@@ -102,10 +101,6 @@ def reply(worker: str, payload: str) -> dict:
     )
 
 
-def notice(worker: str) -> dict:
-    return user(f"RLM child {worker} (sub-b5202204) completed without sending a reply")
-
-
 def body(script: str, messages: list[dict], tools: bool = True, stream: bool = True) -> dict:
     request = {"model": script, "messages": messages, "stream": stream}
     if stream:
@@ -118,12 +113,6 @@ def body(script: str, messages: list[dict], tools: bool = True, stream: bool = T
 def parent_body(script: str, later: list[dict], cwd: str = FIXTURE) -> dict:
     system = {"role": "system", "content": system_prompt(cwd, PARENT_LOG, 0)}
     return body(script, [system, user(task_text()), *later])
-
-
-def spawned(script: str = "fanout") -> list[dict]:
-    """The parent's first turn and its result: the spawn cell, as the model sent it."""
-    code = decide(read_request(parent_body(script, []))).code
-    return [assistant("Spawning one child per shard.", code), tool("spawned [...]\n")]
 
 
 def child_body(
@@ -376,35 +365,6 @@ class EchoTest(unittest.TestCase):
 
 
 class ParentScriptTest(unittest.TestCase):
-    def test_first_turn_spawns_every_worker_of_the_task_in_one_cell(self):
-        turn = decide(read_request(parent_body("fanout", [])))
-        self.assertEqual(turn.decision, "spawn_children")
-        rlm = FakeRlm()
-        run_cell(turn.code, {"rlm": rlm})
-        shards = manifest()
-        self.assertEqual(rlm.names, [shard["worker"] for shard in shards])
-        for (_, prompt), shard in zip(rlm.attempts, shards, strict=True):
-            [task_line] = parse_shards(prompt)
-            self.assertEqual(
-                (task_line.file, task_line.question), (shard["file"], shard["question"])
-            )
-
-    def test_double_spawn_tries_every_name_twice_and_survives_the_refusals(self):
-        turn = decide(read_request(parent_body("double-spawn", [])))
-        rlm = FakeRlm()
-        namespace = run_cell(turn.code, {"rlm": rlm})
-        workers = [shard["worker"] for shard in manifest()]
-        self.assertEqual([name for name, _ in rlm.attempts], workers + workers)
-        self.assertEqual([h.name for h in namespace["handles"]], workers)
-
-    def test_forge_call_calls_the_model_itself_first_then_fans_out(self):
-        turn = decide(read_request(parent_body("forge-call", [])))
-        self.assertEqual(turn.decision, "forge_calls")
-        compile(turn.code, "forge cell", "exec")
-        later = [assistant(turn.text, turn.code), tool("HTTP 403\ndetached: HTTP 403\n")]
-        self.assertEqual(decide(read_request(parent_body("forge-call", later))).decision,
-                         "spawn_children")  # fmt: skip
-
     def test_the_forged_call_is_a_childs_call_to_the_runs_model(self):
         # What a forger needs: a request the proxy would record for a child's conversation.
         with tempfile.TemporaryDirectory() as home:
@@ -422,86 +382,6 @@ class ParentScriptTest(unittest.TestCase):
                 (logged,) = [json.loads(line) for line in handle]
         self.assertIn("HTTP 200", out.getvalue())
         self.assertEqual((logged["conversation_log"], logged["depth"]), ("/forged/child.jsonl", 1))
-
-    def test_parent_polls_while_children_run(self):
-        later = [*spawned(), assistant("waiting", scripted_model.POLL_CELL), tool("RUNNING=3\n")]
-        turn = decide(read_request(parent_body("fanout", later)))
-        self.assertEqual((turn.decision, turn.code), ("poll_sleep", scripted_model.POLL_CELL))
-
-    def test_parent_ends_its_turn_when_no_child_runs_so_notices_arrive(self):
-        later = [*spawned(), assistant("waiting", scripted_model.POLL_CELL), tool("RUNNING=0\n")]
-        turn = decide(read_request(parent_body("fanout", later)))
-        self.assertEqual((turn.decision, turn.code), ("end_turn", None))
-
-    def test_end_turn_early_ends_its_turn_right_after_spawning(self):
-        turn = decide(read_request(parent_body("end-turn-early", spawned("end-turn-early"))))
-        self.assertEqual((turn.decision, turn.code), ("end_turn", None))
-
-    def test_parent_with_every_reply_writes_the_index_from_the_replies(self):
-        shards = manifest()
-        replies = [reply(s["worker"], f"{s['file']}: {1000 + n}") for n, s in enumerate(shards)]
-        with tempfile.TemporaryDirectory() as cwd:
-            turn = decide(read_request(parent_body("end-turn-early", [*spawned(), *replies], cwd)))
-            self.assertEqual(turn.decision, "write_index")
-            run_cell(turn.code, {})
-            with open(os.path.join(cwd, "combined-index.md"), encoding="utf-8") as handle:
-                lines = [line for line in handle.read().splitlines() if line.startswith("- ")]
-        self.assertEqual(lines, [f"- {s['file']}: {1000 + n}" for n, s in enumerate(shards)])
-
-    def test_a_terminal_notice_becomes_a_missing_line(self):
-        shards = manifest()
-        later = [*spawned(), *(reply(s["worker"], f"{s['file']}: 7") for s in shards[:-1])]
-        later.append(notice(shards[-1]["worker"]))
-        turn = decide(read_request(parent_body("child-fail", later)))
-        self.assertEqual(turn.decision, "write_index")
-        self.assertIn(
-            f"- {shards[-1]['file']}: MISSING (completed without sending a reply)", turn.code
-        )
-
-    def test_replies_and_notices_are_read_in_the_products_own_words(self):
-        """The custom messages of the captured child-fail parent, as the model receives them."""
-        root = os.path.join(CAPTURES, "child-fail")
-        with open(os.path.join(root, "fixture.json"), encoding="utf-8") as handle:
-            captured = json.load(handle)["shards"]
-        [parent] = glob.glob(os.path.join(root, "sessions", "*.jsonl"))
-        with open(parent, encoding="utf-8") as handle:
-            entries = [json.loads(line) for line in handle]
-        texts = tuple(
-            entry["content"] for entry in entries if entry.get("type") == "custom_message"
-        )
-        shards = [Shard(s["file"], s["worker"], s["question"]) for s in captured]
-        missing = "MISSING (completed without sending a reply)"
-        expected = {
-            s["file"]: missing
-            if s["file"] in ("events-05.jsonl", "events-06.jsonl")
-            else str(s["expected"])
-            for s in captured
-        }
-        self.assertEqual(scripted_model.shard_results(shards, texts), expected)
-
-    def test_after_the_index_the_parent_ends_with_text(self):
-        shards = manifest()
-        replies = [reply(s["worker"], f"{s['file']}: 7") for s in shards]
-        index = decide(read_request(parent_body("fanout", [*spawned(), *replies]))).code
-        later = [*spawned(), *replies, assistant("writing", index), tool("written\n")]
-        turn = decide(read_request(parent_body("fanout", later)))
-        self.assertEqual((turn.decision, turn.code), ("final_text", None))
-
-    def test_no_spawn_parent_answers_every_shard_itself(self):
-        turn = decide(read_request(parent_body("no-spawn", [])))
-        self.assertEqual(turn.decision, "count_shards_and_write_index")
-        self.assertNotIn("rlm(", turn.code)
-        with tempfile.TemporaryDirectory() as cwd:
-            previous = os.getcwd()
-            os.chdir(cwd)
-            try:
-                run_cell(turn.code, {})
-            finally:
-                os.chdir(previous)
-            with open(os.path.join(cwd, "combined-index.md"), encoding="utf-8") as handle:
-                text = handle.read()
-        for shard in manifest():
-            self.assertIn(f"- {shard['file']}: {shard['expected']}\n", text)
 
     def test_answer_in_task_counts_every_shard_then_tells_each_child_its_answer(self):
         count = decide(read_request(parent_body("answer-in-task", [])))
@@ -624,26 +504,6 @@ class ChildScriptTest(unittest.TestCase):
                     run_cell(turn.code, {"agent_message": agent_message})
                     sent = [(f"{shard['file']}: {shard['expected']}", "parent")]
                     self.assertEqual(agent_message.sent, sent)
-
-    def test_child_closes_with_text_after_its_cell(self):
-        shard = manifest()[0]
-        later = [assistant("Answering", "print(1)"), tool("1\n")]
-        turn = decide(read_request(child_body("fanout", shard, 1, 8, FIXTURE, later)))
-        self.assertEqual((turn.decision, turn.code, turn.http_status), ("closing_text", None, 200))
-
-    def test_child_fail_fails_only_the_last_shards_child(self):
-        shards = manifest()
-        statuses = [
-            decide(read_request(child_body("child-fail", s, n, len(shards), FIXTURE))).http_status
-            for n, s in enumerate(shards, 1)
-        ]
-        self.assertEqual(statuses, [200] * (len(shards) - 1) + [500])
-
-    def test_request_kind_depth_and_log_come_from_the_system_prompt(self):
-        request = read_request(child_body("fanout", manifest()[0], 1, 8, FIXTURE))
-        self.assertEqual((request.kind, request.depth, request.spawned_by), ("child", 1, PARENT_ID))
-        self.assertTrue(request.conversation_log.startswith("/runs/r1/session-artifacts/"))
-        self.assertEqual(read_request(parent_body("fanout", [])).kind, "parent")
 
 
 def run_kernel_cell(code: str, namespace: dict) -> dict:

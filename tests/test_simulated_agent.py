@@ -1,7 +1,8 @@
-"""The simulated agent (simulated/agent.py) under the one-shot drive: its command line, its
-detached supervisor, its formats against the capture for the oracle and every behaviour, a
-parent that ends its turn early, model calls through the recording proxy with injected
-failures, and repeated trials.
+"""The simulated agent (simulated/agent.py) under the one-shot drive: its detached supervisor,
+its formats against the capture for the oracle and every behaviour, a parent that ends its
+turn early, model calls through the recording proxy with injected failures, and repeated
+trials. What its command line says is the double's own business: runner.py's use of it is
+tested end to end (test_runner_*, test_trials: `simulated/flaky` at 1 and 0, `--baseline`).
 """
 
 from __future__ import annotations
@@ -9,11 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import signal
 import socket
 import stat
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,55 +62,6 @@ from tests.simulated_case import (
     wait_for,
     worker,
 )
-
-
-class CommandLineTest(SimulatedAgentCase):
-    def run_cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, str(AGENT), *args],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE_S,
-        )
-
-    def test_version_prints_one_line_and_exits_0(self):
-        done = self.run_cli("--version")
-        self.assertEqual((done.returncode, done.stdout), (0, "prime-agent 0.8.0 (simulated)\n"))
-
-    def test_help_documents_both_modes_and_every_behaviour(self):
-        done = self.run_cli("--help")
-        self.assertEqual(done.returncode, 0)
-        for text in ("--mode json", "--mode daemon", "wait_for_headless_completion"):
-            self.assertIn(text, done.stdout)
-        behaviours = re.findall(r"^    ([a-z-]+)  +\S", done.stdout, re.M)
-        self.assertEqual(
-            behaviours,
-            [
-                *("oracle", "nop", "no-spawn", "double-spawn", "fabricate", "silent-drop"),
-                *("hang", "escape", "hold-files", "end-turn-early", "flaky"),
-                *("forge-ledger", "junk-replies", "zero-work-children", "forge-consistent"),
-                "no-kernel",
-                *("answer-in-task", "literal-send", "early-index", "sibling-forward"),
-                *("count-and-send", "peek-first", "cd-shards", "cache-fallback", "breakout"),
-            ],
-        )
-
-    def test_file_is_an_executable_python3_script(self):
-        self.assertTrue(AGENT.read_text().startswith("#!/usr/bin/env python3\n"))
-        self.assertTrue(os.access(AGENT, os.X_OK))
-
-    def test_unknown_behaviour_exits_1_before_starting_a_supervisor(self):
-        run = self.launch("telepathy")
-        self.assertEqual(run.process.returncode, 1)
-        self.assertIn("simulated/telepathy", run.stderr())
-        self.assertFalse(run.socket.exists())
-
-    def test_missing_cwd_exits_1(self):
-        run = self.launch(cwd="/nonexistent/repo")
-        self.assertEqual(run.process.returncode, 1)
-        self.assertIn("--cwd", run.stderr())
-        self.assertFalse(run.socket.exists())
 
 
 class SupervisorTest(SimulatedAgentCase):
@@ -359,13 +309,6 @@ class OracleTest(SimulatedAgentCase):
             checked += 1
         self.assertEqual(checked, len(messages(run.parent(), "assistant")))
 
-    def test_usage_numbers_are_deterministic(self):
-        def usages(run: Run) -> list[dict]:
-            files = [run.parent_file(), *sorted(run.child_files(), key=session_name)]
-            return [m["usage"] for p in files for m in messages(read_jsonl(p), "assistant")]
-
-        self.assertEqual(usages(self.shared_launch()), usages(self.launch()))
-
 
 class BehaviourTest(SimulatedAgentCase):
     def test_silent_drop_leaves_the_last_child_without_reply_or_notice(self):
@@ -514,7 +457,8 @@ class BehaviourTest(SimulatedAgentCase):
 
 
 class EndTurnEarlyTest(SimulatedAgentCase):
-    """A parent that ends its turn right after spawning: lost one-shot, fine resident."""
+    """A parent that ends its turn right after spawning: lost one-shot. Fine resident: the
+    daemon's first idle point and the index after it are test_simulated_resident's."""
 
     def test_one_shot_tears_the_children_down_mid_call(self):
         run = self.shared_launch("end-turn-early", ONESHOT)
@@ -573,25 +517,6 @@ class EndTurnEarlyTest(SimulatedAgentCase):
     def test_one_shot_records_have_the_captured_shapes(self):
         run = self.shared_launch("end-turn-early", ONESHOT)
         self.assert_captured_shapes(run, ENDTURN_CAPTURE)
-
-    def test_resident_answers_every_reply_in_its_own_run_and_writes_the_index(self):
-        run = self.launch("end-turn-early", drive=RESIDENT)
-        parent = run.parent()
-        self.assertEqual(run.index(), correct_index(run.repo))
-        self.assertEqual(len(replies(parent)), len(TASKS))
-        self.assertEqual(notices(parent), [])
-        received = [
-            f"Received {k}/{len(TASKS)} shard results so far; waiting."
-            for k in range(1, len(TASKS))
-        ]
-        self.assertEqual(
-            assistant_texts(parent)[1 : len(TASKS) + 1],
-            [f"Spawned {len(TASKS)} children. Waiting for their replies.", *received],
-        )
-        events = run.stdout()
-        self.assertEqual([e["type"] for e in events].count("agent_start"), 1 + len(TASKS))
-        for path in run.child_files():
-            self.assertEqual(messages(read_jsonl(path), "assistant")[-1]["stopReason"], "stop")
 
 
 # A model call's requests until it gives up (contract §5 "Retries", captured child-fail: a child
@@ -769,11 +694,11 @@ class WitnessedModelTest(SimulatedAgentCase):
 
 
 class RepeatedTrialTest(SimulatedAgentCase):
-    """What runner.py --trials and --baseline need: a flaky model whose draw is fixed by the
-    trial index, and a parent that answers a single-agent prompt itself."""
+    """What runner.py --trials needs: a flaky model whose draw is fixed by the trial index
+    (what it draws at 1 and 0, and the baseline's single agent, are test_trials')."""
 
-    def run_with(self, env: dict, prompt: str | None = None) -> Run:
-        run = self.make_run(prompt)
+    def run_with(self, env: dict) -> Run:
+        run = self.make_run()
         argv = [
             *(sys.executable, str(AGENT), "--mode", "json"),
             *("--daemon-socket", str(run.socket), "--cwd", str(run.repo)),
@@ -785,32 +710,11 @@ class RepeatedTrialTest(SimulatedAgentCase):
         run.process.wait(timeout=DEADLINE_S)
         return run
 
-    def test_flaky_with_probability_1_is_an_oracle_and_0_fabricates_the_first_answer(self):
-        good = self.run_with({"SIMULATED_FLAKY_P": "1", "SWARM_FANOUT_TRIAL": "1"})
-        self.assertEqual(good.index(), correct_index(good.repo))
-        bad = self.run_with({"SIMULATED_FLAKY_P": "0", "SWARM_FANOUT_TRIAL": "1"})
-        first, *rest = bad.index().splitlines()[2:]
-        file, question = TASKS[0]
-        self.assertNotEqual(
-            first, f"- {file}: {expected_answer(bad.repo / 'shards' / file, question)}"
-        )
-        self.assertEqual(rest, correct_index(bad.repo).splitlines()[3:])
-        self.assertEqual(len(bad.child_files()), len(TASKS))
-
     def test_flaky_draws_the_same_for_the_same_trial_index_and_seed(self):
         env = {"SIMULATED_FLAKY_SEED": "7", "SWARM_FANOUT_TRIAL": "3"}
         first, second = self.run_with(env), self.run_with(env)
         right = [run.index() == correct_index(run.repo) for run in (first, second)]
         self.assertEqual(right[0], right[1])
-
-    def test_single_agent_prompt_is_answered_by_the_parent_from_the_files(self):
-        lines = "".join(f"- `shards/{file}` | {question}\n" for file, question in TASKS)
-        prompt = f"Do not spawn subagents: answer every question yourself.\n\n{lines}"
-        run = self.run_with({"SIMULATED_FLAKY_P": "1"}, prompt)
-        self.assertEqual(run.index(), correct_index(run.repo))
-        self.assertFalse((run.dir / "agent-home" / "rlm-ledger").exists())
-        self.assertFalse((run.dir / "session-artifacts").exists())
-        self.assertEqual(len(ipython_codes(run.parent())), 1)
 
 
 if __name__ == "__main__":

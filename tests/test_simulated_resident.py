@@ -1,21 +1,20 @@
-"""The simulated agent under the resident drive: the oracle's and every behaviour's artifacts
-again, protocol 7 against a client of the test's own (contract §8), and model calls through
-the recording proxy.
+"""The simulated agent under the resident drive: the oracle's artifacts again (the root file's
+name and the first idle point are where the drives differ), and protocol 7 against a client of
+the test's own (contract §8). The behaviours and the model calls through the recording proxy
+are played by the one `Run` both drives share (simulated/run.py): test_simulated_agent
+checks them once, and test_runner_resident and test_sandbox_resident run the resident
+behaviours end to end.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import unittest
-from pathlib import Path
 
 from tests import test_simulated_agent as oneshot
 from tests.simulated_case import (
     ISO_MS,
-    NEEDS_PROC,
-    PROTOCOL,
     RESIDENT,
     TASKS,
     DaemonClient,
@@ -24,29 +23,18 @@ from tests.simulated_case import (
     attach_command,
     captured_response,
     captured_wire,
-    command,
     correct_index,
     event_kind,
-    ignores_sigterm,
     key_orders,
-    kill_and_wait,
     messages,
-    process_gone,
     replies,
     shapes,
     wait_command,
-    wait_for,
 )
 
 
 class ResidentOracleTest(oneshot.OracleTest):
     """The same artifacts under the resident drive (contract §8.3)."""
-
-    drive = RESIDENT
-
-
-class ResidentBehaviourTest(oneshot.BehaviourTest):
-    """Every behaviour leaves the same artifacts, so earns the same verdict, when resident."""
 
     drive = RESIDENT
 
@@ -61,28 +49,6 @@ class ResidentDaemonTest(SimulatedAgentCase):
         active_id = client.call(run.create_command(behaviour))["activeSessionId"]
         client.call(attach_command(active_id, client))
         return active_id
-
-    def test_hello_offers_protocol_7_and_the_quiescence_barrier(self):
-        run = self.make_run()
-        hello = self.start_daemon(run).hello
-        self.assertEqual(hello["protocol"], PROTOCOL)
-        self.assertGreaterEqual(hello["schemaRevision"], 18)
-        self.assertIn("rlm_quiescence_barrier", hello["serverCapabilities"])
-        self.assertEqual(hello["supervisorPid"], run.process.pid)
-        self.assertEqual(list(key_orders(hello)), list(key_orders(captured_wire()[0])))
-        self.assertEqual(stat.S_IMODE(run.socket.stat().st_mode), 0o600)
-
-    def test_create_fails_when_the_worker_socket_would_be_too_long(self):
-        run = self.make_run()
-        client = self.start_daemon(run)
-        long_tmp = str(run.dir / ("t" * 60))
-        create = run.create_command("oracle", {**run.env, "TMPDIR": long_tmp})
-        response = client.request(create)
-        self.assertFalse(response["success"])
-        self.assertIn("Timed out connecting to daemon session worker", response["error"])
-        self.assertEqual(list((run.dir / "sessions").iterdir()), [])
-        # A TMPDIR that fits is still taken afterwards.
-        self.assertIn("activeSessionId", client.call(run.create_command("oracle")))
 
     def test_events_arrive_as_session_events_in_sequence(self):
         run = self.make_run()
@@ -109,25 +75,6 @@ class ResidentDaemonTest(SimulatedAgentCase):
         starts = [e for e in client.events if e["type"] == "agent_start"]
         self.assertEqual(len(starts), 1 + len(replies(parent)))
         self.assertEqual(client.events[-1]["type"], "agent_end")
-
-    def test_get_state_after_the_barrier_reports_the_settled_session(self):
-        run = self.make_run()
-        client = self.start_daemon(run)
-        created = client.call(run.create_command("oracle"))
-        active_id = created["activeSessionId"]
-        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
-        client.call(wait_command(active_id))
-        state = client.call({"type": "get_state", "activeSessionId": active_id})
-        header = run.parent()[0]
-        self.assertEqual(run.parent_file(), run.dir / "sessions" / f"{header['id']}.jsonl")
-        for summary in (created, state):
-            self.assertEqual(summary["activeSessionId"], active_id)
-            self.assertEqual(summary["sessionId"], header["id"])
-            self.assertEqual(summary["sessionFile"], str(run.parent_file()))
-            self.assertEqual(summary["workerPid"], run.process.pid)
-        self.assertEqual(created["hasRunningRlmChildren"], False)
-        self.assertEqual((state["hasRunningRlmChildren"], state["isStreaming"]), (False, False))
-        self.assertEqual(run.index(), correct_index(run.repo))
 
     def test_ledger_is_keyed_on_the_launch_env_session_dir_not_the_config(self):
         run = self.make_run(session_dir_env=False)
@@ -165,34 +112,6 @@ class ResidentDaemonTest(SimulatedAgentCase):
         self.assertEqual([e["child"]["status"] for e in done], ["done"] * len(TASKS))
         self.assertEqual(run.index(), correct_index(run.repo))
 
-    @NEEDS_PROC
-    def test_hang_never_reaches_quiescence_and_leaves_its_grandchild(self):
-        run = self.make_run()
-        client = self.start_daemon(run)
-        active_id = self.create_and_attach(client, run, "hang")
-        client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
-        grandchild = wait_for(lambda: run.logged_pid("grandchild"), "the grandchild's pid")
-        self.addCleanup(kill_and_wait, grandchild)
-        waiting = command(wait_command(active_id), "t-wait")
-        client.post(waiting)
-        state = client.call({"type": "get_state", "activeSessionId": active_id})
-        # get_state was answered after the wait was sent: the wait is still pending.
-        self.assertNotIn("t-wait", [m.get("id") for m in client.pushed])
-        self.assertEqual((state["hasRunningRlmChildren"], state["isStreaming"]), (True, True))
-        self.assertEqual(os.getpgid(grandchild), run.process.pid)
-        self.assertTrue(ignores_sigterm(grandchild))
-        environ = Path(f"/proc/{grandchild}/environ").read_bytes().split(b"\0")
-        self.assertIn(f"PRIME_AGENT_CODING_AGENT_DIR={run.dir / 'agent-home'}".encode(), environ)
-        self.shut_down_daemon(run)
-        self.assertFalse(process_gone(grandchild))
-
-    def test_forced_shutdown_on_a_second_connection_archives_and_exits(self):
-        run = self.launch("oracle")
-        self.assertEqual(run.process.returncode, 0)
-        self.assertFalse(run.socket.exists())
-        self.assertEqual(run.parent()[-1]["type"], "session_state")
-        self.assertEqual(run.parent()[-1]["state"], {"status": "archived"})
-
     def test_responses_and_envelopes_have_the_captured_keys_in_order(self):
         run = self.make_run()
         client = self.start_daemon(run)
@@ -216,10 +135,6 @@ class ResidentDaemonTest(SimulatedAgentCase):
             with self.subTest(event=kind):
                 self.assertIn(kind, theirs)
                 self.assertEqual(found - theirs[kind], set())
-
-
-class ResidentWitnessedModelTest(oneshot.WitnessedModelTest):
-    drive = RESIDENT
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""tests/verdicts.py, the check that a scorer change leaves every verdict's bytes as they
+"""tools/verdicts.py, the check that a scorer change leaves every verdict's bytes as they
 were: `compare` finds every difference and every missing case; a case's bytes are those
 `scorer.py` prints; a run dir kept by SWARM_FANOUT_KEEP_RUNS scores, put back, as it did
 where it ran."""
@@ -15,10 +15,10 @@ import sys
 import tempfile
 import unittest
 
-from tests import verdicts
 from tests.builders import RunBuilder, small_fixture
 from tests.keep_runs import FIXTURE, KEPT, RUN, Keeper
 from tests.test_real_runs import materialize
+from tools import verdicts
 
 SCORER = os.path.join(verdicts.ROOT, "scorer.py")
 
@@ -85,7 +85,7 @@ class CompareTest(unittest.TestCase):
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             code = verdicts.main(["compare", path, path])
         self.assertEqual(code, 2)
-        self.assertIn("not a dump of tests.verdicts", err.getvalue())
+        self.assertIn("not a dump of tools.verdicts", err.getvalue())
 
 
 class CaseBytesTest(unittest.TestCase):

@@ -1,7 +1,7 @@
 """Verdict bytes before and after a scorer change (not a test): issue 22's "done means".
 
-    uv run --locked python -m tests.verdicts dump OUT.json [--runs DIR ...]
-    uv run --locked python -m tests.verdicts compare A.json B.json
+    uv run --locked python -m tools.verdicts dump OUT.json [--runs DIR ...]
+    uv run --locked python -m tools.verdicts compare A.json B.json
 
 `dump` scores every case with the scorer of the tree it runs from and writes, per case,
 what `scorer.py` prints for it (its stdout, made by shell/regrade.py's `main`, called here
@@ -114,7 +114,7 @@ def bad_cases():
             continue  # bad/fixtures/: broken manifests, refused before any verdict
         places = next((v for k, v in BAD_PLACES.items() if file.startswith(k)), None)
         if places is None:
-            raise SystemExit(f"tests/data/bad/{file}: no place known for it in tests/verdicts.py")
+            raise SystemExit(f"tests/data/bad/{file}: no place known for it in tools/verdicts.py")
         for place, mode in places:
             parent = os.path.join(STAGE, "bad", f"{file}@{place}")
             run_dir = test_real_runs.materialize("main", parent)
@@ -254,7 +254,7 @@ def compare(first: str, second: str) -> int:
                 raise ValueError("a case without its verdict or exit code")
             dumps.append((loaded.get("commit"), cases))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-            print(f"{path}: not a dump of tests.verdicts: {error}", file=sys.stderr)
+            print(f"{path}: not a dump of tools.verdicts: {error}", file=sys.stderr)
             return 2
     (commit_a, before), (commit_b, after) = dumps
     print(f"A: {first} (commit {commit_a})\nB: {second} (commit {commit_b})")
@@ -290,7 +290,7 @@ def compare(first: str, second: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.verdicts",
+        prog="python -m tools.verdicts",
         description="Dump every case's verdict bytes as this tree's scorer prints them, or "
         "compare two dumps (exit 0 identical, 1 not, 2 unreadable dump).",
     )

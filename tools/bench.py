@@ -21,11 +21,11 @@ tests pin to the captured real runs. The simulated agent (simulated/) keeps writ
 its own on purpose: it stands in for the product, and were it to share the builders a
 mistake in one would hide in both.
 
-    uv run --locked python -m tests.bench                          # every shape and scale
-    uv run --locked python -m tests.bench --shapes progress --scales 100,1000
-    uv run --locked python -m tests.bench --no-stream              # without the stdout stream
-    uv run --locked python -m tests.bench --shapes numbers --scales 1000 --keep /tmp/runs
-    uv run --locked python -m tests.bench --proxy                  # the recording proxy (below)
+    uv run --locked python -m tools.bench                          # every shape and scale
+    uv run --locked python -m tools.bench --shapes progress --scales 100,1000
+    uv run --locked python -m tools.bench --no-stream              # without the stdout stream
+    uv run --locked python -m tools.bench --shapes numbers --scales 1000 --keep /tmp/runs
+    uv run --locked python -m tools.bench --proxy                  # the recording proxy (below)
 
 The recording proxy (--proxy; shell/proxy.py): time to first byte of the scripted model, direct
 and through the proxy; the delay of each event of a paced SSE stream, from its send to its
@@ -566,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] == "--serve":
         return serve_main(args[1:])
     parser = argparse.ArgumentParser(
-        prog="python -m tests.bench", description=__doc__.split("\n\n")[0]
+        prog="python -m tools.bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
         "--scales",
