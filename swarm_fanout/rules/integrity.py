@@ -1,14 +1,9 @@
-"""Evidence integrity: the records a real delegation leaves must agree with each other.
-
-The parent runs Python as the same user as the product, so it can write every file
-the scorer reads (docs/product-contract.md §10 "Forgeable"). The product writes each
-child's traces in several places at once: a ledger line, a child dir with its
-transcript and display file, usage entries and replies in the parent transcript.
-A forger who writes some of them by hand rarely writes all of them consistently;
-these checks compare exactly those records (§10 "Checks per live edge").
-
-Every check is a small pure function of the collected artifacts with one stable reason
-code; `_CHECKS` lists them in a fixed order, and reads as the rubric's integrity section.
+"""Evidence integrity: the records a real delegation leaves must agree with each other
+(docs/rubric.md "Evidence integrity"; contract §10). The parent can write every file the
+scorer reads, but a forger who writes some of a child's traces by hand rarely writes all of
+them consistently: a ledger line, a child dir with its transcript and display file, usage
+entries and replies in the parent transcript. One small pure function per check, with one
+stable reason code; `_CHECKS` lists them in verdict order.
 """
 
 from __future__ import annotations

@@ -2,9 +2,7 @@
 worked it out and the parent learned it from that child (docs/rubric.md "Provenance").
 Each rule is a small function over one shard's `ShardTrace` returning why it fails (None
 when it holds); `PROVENANCE_RULES` orders them, and the scorer reports the first that
-fails. Numbers are number tokens (evidence/number_tokens.py), followed from session to session
-by rules/knowledge.py: a number counts as knowledge only where the session that had it derived
-it or received it from one that knew it.
+fails. Numbers are followed from session to session by rules/knowledge.py.
 """
 
 from __future__ import annotations
