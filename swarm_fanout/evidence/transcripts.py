@@ -158,7 +158,6 @@ class Transcript(NamedTuple):
     # Aborted by a teardown with no response id and no usage: whether the request reached
     # the model the transcript cannot tell (§5), so it is counted apart.
     aborted_calls: int = 0
-    tool_calls: int = 0
     usage: Usage = Usage()
     # Dollars over its assistant messages (`usage.cost.total`); None when none said a cost.
     cost_usd: float | None = None
@@ -285,7 +284,7 @@ class _TranscriptAccumulator:
         self.header: dict = {}
         self.task_id = None
         self.task_from_session_id = None
-        self.turns = self.failed_calls = self.aborted_calls = self.tool_calls = 0
+        self.turns = self.failed_calls = self.aborted_calls = 0
         self.usage = Usage()
         self.cost_usd: float | None = None
         self.first_error = None
@@ -376,7 +375,6 @@ class _TranscriptAccumulator:
         for part in content:
             if not isinstance(part, dict) or part.get("type") != "toolCall":
                 continue
-            self.tool_calls += 1
             code = text_field(dict_field(part, "arguments"), "code")
             call_id = text_field(part, "id")
             if call_id and len(self.tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT:
