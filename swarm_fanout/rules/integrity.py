@@ -265,7 +265,7 @@ def _spawn_code(f: _Family) -> Iterator[Failure]:
     calls: dict[str, list] = {}
     for call in f.parent.ipython_calls if f.parent else ():
         calls.setdefault(call.code_sha256, []).append(call)
-    for edge in f.checked if f.parent else ():
+    for edge in f.checked:
         child_dir = f.dirs.get(edge.child_id)
         if child_dir is None or child_dir.display is None:
             continue  # edge_dirs and display report these
@@ -494,9 +494,8 @@ def run_checks(table: tuple, context: object) -> Integrity:
 
 
 def _with_transcripts(f: _Family) -> Iterator[tuple[Edge, Transcript]]:
-    """Checked edges whose transcript is where the product puts it (else child_path fails)."""
-    if f.parent is None:
-        return
+    """Checked edges whose transcript is where the product puts it (else child_path fails);
+    none without a parent (`check`)."""
     for edge in f.checked:
         transcript = f.transcript(edge)
         if transcript is not None:

@@ -125,12 +125,10 @@ def written_before_reply(trace: ShardTrace) -> str | None:
     witnessed = _witnessed_order(run, first)
     if witnessed is not None:
         return witnessed or None
-    artifact = trace.view.fixture.artifact
     written = trace.view.last_write
-    if written is None:
-        return None  # no call writes the file by a name it holds: nothing to order
-    if written > first:
-        return None
+    if written is None or written > first:
+        return None  # written after the reply, or no call writes the file by a name it holds
+    artifact = trace.view.fixture.artifact
     return (
         f"the parent's last call writing {artifact} (line {written}) came before the "
         f"first reply holding {trace.answer} (line {first})"
