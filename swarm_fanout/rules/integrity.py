@@ -87,14 +87,9 @@ class _Family(NamedTuple):
     checked: tuple[Edge, ...]  # the ones that count: live, or deleted after their receipt
     dirs: dict[str, ChildDir]
     located: dict[str, tuple[str, Transcript]]  # canonical transcript path -> (dir, transcript)
-    # Paths already made relative: every check names the same few files per child.
-    relative_paths: dict[str, str]
 
     def path(self, path: str) -> str:
-        known = self.relative_paths.get(path)
-        if known is None:
-            known = self.relative_paths[path] = relative(self.run.run_dir, path)
-        return known
+        return relative(self.run.run_dir, path)
 
     def transcript(self, edge: Edge) -> Transcript | None:
         child_id, transcript = self.located.get(edge.child, (None, None))
@@ -131,10 +126,10 @@ def _ledger(f: _Family) -> Iterator[Failure]:
     for spawn in f.run.replay.spawns:
         if spawn.child_id in seen:
             first_file, first_line = seen[spawn.child_id]
-            detail = f"childId spawned again (first at {first_file} line {first_line})"
+            detail = f"childId spawned again (first at {f.path(first_file)} line {first_line})"
             yield Failure(detail, spawn.child_id, f.path(spawn.ledger), spawn.line)
         else:
-            seen[spawn.child_id] = (f.path(spawn.ledger), spawn.line)
+            seen[spawn.child_id] = (spawn.ledger, spawn.line)
         if f.parent is not None and spawn.parent == f.parent.path and spawn.depth != 1:
             detail = f"depth {spawn.depth} under the root, whose children are depth 1"
             yield Failure(detail, spawn.child_id, f.path(spawn.ledger), spawn.line)
@@ -478,7 +473,7 @@ def check(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]
         # Nothing to compare a child against (parent_transcript_missing fails the run).
         family = checked = ()
     dirs = {child.child_id: child for child in run.children}
-    context = _Family(run, parent, family, checked, dirs, transcripts_by_path(run.children), {})
+    context = _Family(run, parent, family, checked, dirs, transcripts_by_path(run.children))
     return run_checks(INTEGRITY_CHECKS, context)
 
 
