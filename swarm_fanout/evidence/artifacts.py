@@ -412,20 +412,15 @@ def read_stream(path: str) -> Stream | None:
         kind = record.get("type")
         if line.number == 1 and kind == "session":
             header_id = text_field(record, "id")
-            continue
-        if kind == "tool_execution_start":
+        elif kind == "tool_execution_start":
             call_id = text_field(record, "toolCallId")
             if call_id and len(tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT:
                 tool_call_ids.append(call_id)
-            continue
-        if kind == "rlm_child_update":
+        elif kind == "rlm_child_update":
             child_id = text_field(dict_field(record, "child"), "id")
             if child_id and len(child_ids) < MAX_KEPT_PER_TRANSCRIPT:
                 child_ids.add(child_id)
-            continue
-        if kind not in ("turn_end", "message_end"):
-            continue
-        message = record.get("message")
+        message = record.get("message") if kind in ("turn_end", "message_end") else None
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
         response_id = text_field(message, "responseId")
