@@ -55,7 +55,7 @@ class ShardTrace(NamedTuple):
         at = self.knowledge.derived_at(child.transcript, self.answer, self.shard)
         if at is None:
             return False
-        sent = {message.message_id: message.line for message in child.transcript.sent_messages}
+        sent = self.knowledge.sent[child.transcript.path]  # message id -> its receipt's line
         lines = [sent.get(reply.reply_id or "") for reply in self.replies(child)]
         return any(line is None or at <= line for line in lines)
 
