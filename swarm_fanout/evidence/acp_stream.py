@@ -1,10 +1,7 @@
 """The ACP drive's stream read back: `acp-stream.jsonl`, every JSON-RPC message the agent
-wrote on its stdout under `--mode acp` (docs/product-contract.md §13), kept by the runner.
-
-What the witness's stream check holds against the root transcript
-(rules/witness_checks.py): the cells its `tool_call` updates showed, in order, and the
-children its subagent updates named. ACP carries no model call's response id, so the
-stream shows no calls of the model. Never raises: a bad line is a finding.
+wrote on its stdout under `--mode acp` (docs/product-contract.md §13), kept by the runner,
+for the witness's stream check (rules/witness_checks.py). ACP carries no model call's
+response id, so the stream shows no calls of the model. Never raises: a bad line is a finding.
 """
 
 from __future__ import annotations

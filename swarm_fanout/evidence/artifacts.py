@@ -171,12 +171,7 @@ def collect(
     )
     findings.extend(artifact_findings)
     witness = read_witness(paths.witness)
-    served = None
-    if witness is not None and witness.header.get("proxy") is True:
-        # The runner's proxy relayed the model (no proxy: a stand-in that calls none).
-        served = served_by_proxy(witness, canon)
-    elif os.path.lexists(paths.model_log):
-        served = read_model_log(paths.model_log, findings, canon)
+    served = served_by(witness, paths.model_log, findings, canon)
     meta = read_json_object(paths.run_meta, findings) if os.path.lexists(paths.run_meta) else None
     return RunArtifacts(
         run_dir=paths.root,
@@ -205,30 +200,31 @@ def collect(
     )
 
 
-def read_model_log(
-    path: str, findings: list[Finding], canon: ledger.Canon
-) -> dict[str, str | None]:
-    """Response ids the harness's model endpoint served, with the transcript each
-    request named in its system prompt (`Conversation log:`, §9 "Children")."""
-    served: dict[str, str | None] = {}
-    for line in iter_objects(path, findings):
-        response_id = text_field(line.record, "response_id")
-        if response_id:
-            log = text_field(line.record, "conversation_log")
-            served[response_id] = canon.file(log) if log else None
-    return served
-
-
-def served_by_proxy(witness: Witness, canon: ledger.Canon) -> dict[str, str | None]:
-    """Response ids the runner's proxy relayed with status 200, with the transcript each
-    request named (§9), as `read_model_log` gives them for the scripted endpoint."""
-    served: dict[str, str | None] = {}
-    for call in witness.model_calls:
-        response_id = call.get("response_id")
-        if isinstance(response_id, str) and response_id and call.get("status") == 200:
-            session = call.get("session")
-            served[response_id] = canon.file(session) if isinstance(session, str) else None
-    return served
+def served_by(
+    witness: Witness | None, model_log: str, findings: list[Finding], canon: ledger.Canon
+) -> dict[str, str | None] | None:
+    """Response ids a harness-controlled model endpoint served, with the transcript each request
+    named in its system prompt (`Conversation log:`, §9 "Children"): those the runner's proxy
+    relayed with status 200, else those the scripted model's endpoint logged; None: neither."""
+    if witness is not None and witness.header.get("proxy") is True:
+        # The runner's proxy relayed the model (no proxy: a stand-in that calls none).
+        calls = [
+            (call.get("response_id"), call.get("session"))
+            for call in witness.model_calls
+            if call.get("status") == 200
+        ]
+    elif os.path.lexists(model_log):
+        calls = [
+            (line.record.get("response_id"), line.record.get("conversation_log"))
+            for line in iter_objects(model_log, findings)
+        ]
+    else:
+        return None
+    return {
+        response_id: canon.file(log) if isinstance(log, str) and log else None
+        for response_id, log in calls
+        if isinstance(response_id, str) and response_id
+    }
 
 
 def root_transcript_files(sessions_dir: str, findings: list[Finding]) -> list[tuple[str, dict]]:
@@ -416,20 +412,15 @@ def read_stream(path: str) -> Stream | None:
         kind = record.get("type")
         if line.number == 1 and kind == "session":
             header_id = text_field(record, "id")
-            continue
-        if kind == "tool_execution_start":
+        elif kind == "tool_execution_start":
             call_id = text_field(record, "toolCallId")
             if call_id and len(tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT:
                 tool_call_ids.append(call_id)
-            continue
-        if kind == "rlm_child_update":
+        elif kind == "rlm_child_update":
             child_id = text_field(dict_field(record, "child"), "id")
             if child_id and len(child_ids) < MAX_KEPT_PER_TRANSCRIPT:
                 child_ids.add(child_id)
-            continue
-        if kind not in ("turn_end", "message_end"):
-            continue
-        message = record.get("message")
+        message = record.get("message") if kind in ("turn_end", "message_end") else None
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
         response_id = text_field(message, "responseId")

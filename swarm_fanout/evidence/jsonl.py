@@ -46,17 +46,10 @@ def iter_objects(
     max_bytes: int | None = None,
     skip: tuple[bytes, ...] = (),
 ) -> Iterator[Line]:
-    """Yield every line of a JSONL file that decodes to a JSON object.
-
-    A whole line (it ends in a newline) that starts with one of `skip` is passed over
-    unread: it yields nothing and no finding.
-
-    Everything else is appended to `findings` with a code: `unreadable`,
-    `line_too_long`, `invalid_utf8`, `malformed_json`, `not_an_object`,
-    `torn_tail` (a final line with no newline that does not parse: a torn
-    append, which the product itself tolerates), `byte_cap` (stopped reading
-    after `max_bytes`; the line that crosses the cap is still read whole).
-    """
+    """Yield every line of a JSONL file that decodes to a JSON object; everything else is a
+    finding (docs/rubric.md "Findings"). A whole line (it ends in a newline) that starts with
+    one of `skip` is passed over unread. Reading stops after `max_bytes` (`byte_cap`), but
+    the line that crosses the cap is still read whole."""
     handle = open_regular(path, findings)
     if handle is None:
         return

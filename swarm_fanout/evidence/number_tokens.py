@@ -1,9 +1,7 @@
 """The number token: one definition shared by the answer parser, the provenance rules
 and the fixture generator, so that what the generator keeps out of a prompt is exactly
-what the scorer would read as a number in it. A number token is a maximal run of word
-characters, `.`, `,`, `+` and `-`, with any trailing `.` and `,` dropped, that is an integer:
-optional sign, then digits (0-9), or digits grouped by thousands with commas (examples
-both ways: docs/rubric.md "Number tokens").
+what the scorer would read as a number in it (the definition, with examples both ways:
+docs/rubric.md "Number tokens").
 """
 
 from __future__ import annotations

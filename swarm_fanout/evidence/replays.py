@@ -1,12 +1,6 @@
 """`replay.jsonl` read back: what each child's recorded cells did when the harness ran them
-again (shell/replay.py writes it; docs/results.md "replay.jsonl"). Never raises: a file
-that is missing is None, a line that is not a well-formed record is left out.
-
-Its first line heads it (`"type": "replay"`): the kernel Python, whether it had IPython,
-each shard's twin's expected answer. Then one line per child that sent its parent a reply
-in the run (`"type": "child"`): the messages it sent its parent in the run, and for each of
-the two replays (`faithful`, `twin`) the messages it sent its parent there, each cell's
-error, whether the time limit ended it.
+again (shell/replay.py writes it; its lines: docs/results.md "The run dir"). Never raises: a
+file that is missing is None, a line that is not a well-formed record is left out.
 """
 
 from __future__ import annotations

@@ -71,27 +71,13 @@ class RunPaths(NamedTuple):
 
     @classmethod
     def of(cls, root: str) -> RunPaths:
-        return cls(
-            root=root,
-            repo=os.path.join(root, "repo"),
-            sessions=os.path.join(root, "sessions"),
-            session_artifacts=os.path.join(root, "session-artifacts"),
-            agent_home=os.path.join(root, "agent-home"),
-            home=os.path.join(root, "home"),
-            tmp=os.path.join(root, "tmp"),
-            socket=os.path.join(root, "daemon.sock"),
-            stdout=os.path.join(root, "stdout.jsonl"),
-            stderr=os.path.join(root, "stderr.txt"),
-            wire=os.path.join(root, "daemon-wire.jsonl"),
-            daemon_stdout=os.path.join(root, "daemon-stdout.txt"),
-            acp_stream=os.path.join(root, "acp-stream.jsonl"),
-            model_log=os.path.join(root, "model-log.jsonl"),
-            run_meta=os.path.join(root, "run-meta.json"),
-            result=os.path.join(root, "result.json"),
-            witness=os.path.join(root, "witness.jsonl"),
-            replay=os.path.join(root, "replay.jsonl"),
-            kernel_record=os.path.join(root, "home", ".kernel-record"),
+        # Each field's file or dir, in the fields' order (the tree above).
+        names = (
+            "repo sessions session-artifacts agent-home home tmp daemon.sock stdout.jsonl "
+            "stderr.txt daemon-wire.jsonl daemon-stdout.txt acp-stream.jsonl model-log.jsonl "
+            "run-meta.json result.json witness.jsonl replay.jsonl home/.kernel-record"
         )
+        return cls(root, *(os.path.join(root, name) for name in names.split()))
 
     def artifact(self, name: str) -> str:
         """The combined answer, written by the agent at the repo's root."""

@@ -158,7 +158,6 @@ class Transcript(NamedTuple):
     # Aborted by a teardown with no response id and no usage: whether the request reached
     # the model the transcript cannot tell (§5), so it is counted apart.
     aborted_calls: int = 0
-    tool_calls: int = 0
     usage: Usage = Usage()
     # Dollars over its assistant messages (`usage.cost.total`); None when none said a cost.
     cost_usd: float | None = None
@@ -284,19 +283,19 @@ class _TranscriptAccumulator:
         self.tool_call_ids: list[str] = []
         self.header: dict = {}
         self.task_id = None
-        self.task_from = None
-        self.turns = self.failed = self.aborted = self.tool_calls = 0
+        self.task_from_session_id = None
+        self.turns = self.failed_calls = self.aborted_calls = 0
         self.usage = Usage()
-        self.cost: float | None = None
+        self.cost_usd: float | None = None
         self.first_error = None
         self.kernel_error = None
         self.replies: list[Reply] = []
         self.notices: list[Notice] = []
-        self.calls: list[AssistantCall] = []
-        self.attributions: list[UsageAttribution] = []
-        self.ipython: list[IpythonCall] = []
-        self.running: dict[str, int] = {}  # toolCall id -> index in self.ipython
-        self.sent: list[SentMessage] = []
+        self.assistant_calls: list[AssistantCall] = []
+        self.usage_attributions: list[UsageAttribution] = []
+        self.ipython_calls: list[IpythonCall] = []
+        self.running: dict[str, int] = {}  # toolCall id -> index in self.ipython_calls
+        self.sent_messages: list[SentMessage] = []
         self.capped: set[str] = set()
         self.first_response_stamp = None
         self.last_stamp = None
@@ -321,7 +320,7 @@ class _TranscriptAccumulator:
             self._custom(number, record)
         elif kind == "child_usage_attributed":
             usage = usage_from(dict_field(record, "childUsage"))
-            self._keep(self.attributions, UsageAttribution(number, usage), number)
+            self._keep(self.usage_attributions, UsageAttribution(number, usage), number)
 
     def _keep(self, kept: list, item, number: int) -> bool:
         """Append within the per-transcript cap; the first item past it is a finding."""
@@ -357,16 +356,16 @@ class _TranscriptAccumulator:
         if response_id or stop == "error" or usage.total:
             self.turns += 1
         elif stop == "aborted":
-            self.aborted += 1
+            self.aborted_calls += 1
         self.usage = self.usage.plus(usage)
         # The dollars it cost, as the product prices it from its own model catalog (§5).
         cost = dict_field(dict_field(message, "usage"), "cost").get("total")
         if cost.__class__ in (int, float) and 0 <= cost < float("inf"):
-            self.cost = (self.cost or 0.0) + cost
+            self.cost_usd = (self.cost_usd or 0.0) + cost
         call = AssistantCall(number, stop, response_id or None, usage)
-        self._keep(self.calls, call, number)
+        self._keep(self.assistant_calls, call, number)
         if stop == "error":
-            self.failed += 1
+            self.failed_calls += 1
             if self.first_error is None:
                 self.first_error = text_field(message, "errorMessage") or "model call failed"
         content = message.get("content")
@@ -376,7 +375,6 @@ class _TranscriptAccumulator:
         for part in content:
             if not isinstance(part, dict) or part.get("type") != "toolCall":
                 continue
-            self.tool_calls += 1
             code = text_field(dict_field(part, "arguments"), "code")
             call_id = text_field(part, "id")
             if call_id and len(self.tool_call_ids) < MAX_KEPT_PER_TRANSCRIPT:
@@ -384,8 +382,8 @@ class _TranscriptAccumulator:
             self._note_arguments(number, call_id, part.get("arguments"))
             if part.get("name") == "ipython" and code is not None and call_id:
                 call = IpythonCall(number, digest(code), started_ms, None, call_id)
-                if self._keep(self.ipython, call, number):
-                    self.running[call_id] = len(self.ipython) - 1
+                if self._keep(self.ipython_calls, call, number):
+                    self.running[call_id] = len(self.ipython_calls) - 1
 
     def _note_arguments(self, number: int, call_id: str | None, arguments: object) -> None:
         if not self.noting:
@@ -439,7 +437,7 @@ class _TranscriptAccumulator:
         index = self.running.pop(text_field(message, "toolCallId") or "", None)
         if index is not None:
             ended = iso_to_ms(record.get("timestamp"))
-            self.ipython[index] = self.ipython[index]._replace(ended_ms=ended)
+            self.ipython_calls[index] = self.ipython_calls[index]._replace(ended_ms=ended)
         if message.get("isError") is True and self.kernel_error is None:
             self.kernel_error = kernel_error(message)
         sent = dict_field(message, "details").get("sentAgentMessages")
@@ -452,7 +450,7 @@ class _TranscriptAccumulator:
             if message_id and text is not None:
                 # Normalised as the parent-side reply is: trimmed, capped (§6).
                 kept = SentMessage(message_id, digest(text.strip()[:MAX_REPLY_CHARS]), number)
-                self._keep(self.sent, kept, number)
+                self._keep(self.sent_messages, kept, number)
 
     def _custom(self, number: int, record: dict) -> None:
         custom_type = record.get("customType")
@@ -472,7 +470,8 @@ class _TranscriptAccumulator:
             if heard and len(self.heard) < MAX_KEPT_PER_TRANSCRIPT:
                 self.heard.append(Heard(number, message_id, from_id, relationship, heard))
             if relationship == "parent" and self.task_id is None:
-                self.task_id, self.task_from, self.task_numbers = message_id, from_id, heard
+                self.task_id, self.task_numbers = message_id, heard
+                self.task_from_session_id = from_id
             elif relationship == "child":
                 # Trimmed and capped as the product caps a message (§9).
                 message = text.strip()[:MAX_REPLY_CHARS]
@@ -487,8 +486,10 @@ class _TranscriptAccumulator:
     def result(self) -> Transcript:
         header = self.header
         parent_session = text_field(header, "parentSession")
-        return Transcript(
-            path=self.path,
+        # The accumulator's attributes named as Transcript's fields are the result's.
+        kept = {name: value for name, value in vars(self).items() if name in Transcript._fields}
+        lists = {name: tuple(value) for name, value in kept.items() if isinstance(value, list)}
+        return Transcript(**{**kept, **lists})._replace(
             header_id=text_field(header, "id"),
             cwd=text_field(header, "cwd"),
             rlm_depth=int_field(header, "rlmDepth"),
@@ -497,27 +498,7 @@ class _TranscriptAccumulator:
             header_at_ms=iso_to_ms(header.get("timestamp")),
             first_response_ms=iso_to_ms(self.first_response_stamp),
             end_ms=iso_to_ms(self.last_stamp),
-            task_id=self.task_id,
-            task_from_session_id=self.task_from,
-            turns=self.turns,
-            failed_calls=self.failed,
-            aborted_calls=self.aborted,
-            tool_calls=self.tool_calls,
-            usage=self.usage,
-            cost_usd=self.cost,
-            first_error=self.first_error,
-            kernel_error=self.kernel_error,
-            replies=tuple(self.replies),
-            notices=tuple(self.notices),
-            assistant_calls=tuple(self.calls),
-            usage_attributions=tuple(self.attributions),
-            ipython_calls=tuple(self.ipython),
-            sent_messages=tuple(self.sent),
-            task_numbers=self.task_numbers,
             call_facts=self._calls_in_order(),
-            heard=tuple(self.heard),
             searched_for=None if self.sought is self.interest else self.sought,
             first_showings=self.first is not None,
-            tool_call_ids=tuple(self.tool_call_ids),
-            findings=tuple(self.findings),
         )

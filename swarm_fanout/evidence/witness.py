@@ -81,12 +81,11 @@ def read_witness(path: str) -> Witness | None:
     findings: list[Finding] = []
     header: dict = {}
     kept: dict = {kind: [] for kind in ("model_call", "sighting", "channel")}
-    well_formed = {"sighting": _well_formed}
     for line in iter_objects(path, findings):
         kind = text_field(line.record, "kind")
         if kind == "witness" and line.number == 1:
             header = line.record
-        elif kind in well_formed and not well_formed[kind](line.record):
+        elif kind == "sighting" and not _well_formed(line.record):
             findings.append(Finding(path, line.number, "wrong_type", f"a malformed {kind}"))
         elif kind in kept:
             kept[kind].append(line.record)

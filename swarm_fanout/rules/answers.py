@@ -54,9 +54,8 @@ class ShardAnswer(NamedTuple):
     value: int | None = None  # the one integer the index gives the shard, if it gives one
 
 
-def judge_answers(shard: Shard, lines: list[AnswerLine]) -> ShardAnswer:
-    """The verdict on one shard from the index lines that name its file (others ignored)."""
-    mine = [line for line in lines if line.file == shard.file]
+def judge_answers(shard: Shard, mine: list[AnswerLine]) -> ShardAnswer:
+    """The verdict on one shard from the index lines that name its file (`judge_all`)."""
     if not mine:
         return ShardAnswer("missing", ())
     found = tuple(dict.fromkeys(line.answer for line in mine))

@@ -1,14 +1,9 @@
-"""Evidence integrity: the records a real delegation leaves must agree with each other.
-
-The parent runs Python as the same user as the product, so it can write every file
-the scorer reads (docs/product-contract.md §10 "Forgeable"). The product writes each
-child's traces in several places at once: a ledger line, a child dir with its
-transcript and display file, usage entries and replies in the parent transcript.
-A forger who writes some of them by hand rarely writes all of them consistently;
-these checks compare exactly those records (§10 "Checks per live edge").
-
-Every check is a small pure function of the collected artifacts with one stable reason
-code; `_CHECKS` lists them in a fixed order, and reads as the rubric's integrity section.
+"""Evidence integrity: the records a real delegation leaves must agree with each other
+(docs/rubric.md "Evidence integrity"; contract §10). The parent can write every file the
+scorer reads, but a forger who writes some of a child's traces by hand rarely writes all of
+them consistently: a ledger line, a child dir with its transcript and display file, usage
+entries and replies in the parent transcript. One small pure function per check, with one
+stable reason code; `_CHECKS` lists them in verdict order.
 """
 
 from __future__ import annotations
@@ -92,14 +87,9 @@ class _Family(NamedTuple):
     checked: tuple[Edge, ...]  # the ones that count: live, or deleted after their receipt
     dirs: dict[str, ChildDir]
     located: dict[str, tuple[str, Transcript]]  # canonical transcript path -> (dir, transcript)
-    # Paths already made relative: every check names the same few files per child.
-    relative_paths: dict[str, str]
 
     def path(self, path: str) -> str:
-        known = self.relative_paths.get(path)
-        if known is None:
-            known = self.relative_paths[path] = relative(self.run.run_dir, path)
-        return known
+        return relative(self.run.run_dir, path)
 
     def transcript(self, edge: Edge) -> Transcript | None:
         child_id, transcript = self.located.get(edge.child, (None, None))
@@ -136,10 +126,10 @@ def _ledger(f: _Family) -> Iterator[Failure]:
     for spawn in f.run.replay.spawns:
         if spawn.child_id in seen:
             first_file, first_line = seen[spawn.child_id]
-            detail = f"childId spawned again (first at {first_file} line {first_line})"
+            detail = f"childId spawned again (first at {f.path(first_file)} line {first_line})"
             yield Failure(detail, spawn.child_id, f.path(spawn.ledger), spawn.line)
         else:
-            seen[spawn.child_id] = (f.path(spawn.ledger), spawn.line)
+            seen[spawn.child_id] = (spawn.ledger, spawn.line)
         if f.parent is not None and spawn.parent == f.parent.path and spawn.depth != 1:
             detail = f"depth {spawn.depth} under the root, whose children are depth 1"
             yield Failure(detail, spawn.child_id, f.path(spawn.ledger), spawn.line)
@@ -270,7 +260,7 @@ def _spawn_code(f: _Family) -> Iterator[Failure]:
     calls: dict[str, list] = {}
     for call in f.parent.ipython_calls if f.parent else ():
         calls.setdefault(call.code_sha256, []).append(call)
-    for edge in f.checked if f.parent else ():
+    for edge in f.checked:
         child_dir = f.dirs.get(edge.child_id)
         if child_dir is None or child_dir.display is None:
             continue  # edge_dirs and display report these
@@ -483,7 +473,7 @@ def check(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]
         # Nothing to compare a child against (parent_transcript_missing fails the run).
         family = checked = ()
     dirs = {child.child_id: child for child in run.children}
-    context = _Family(run, parent, family, checked, dirs, transcripts_by_path(run.children), {})
+    context = _Family(run, parent, family, checked, dirs, transcripts_by_path(run.children))
     return run_checks(INTEGRITY_CHECKS, context)
 
 
@@ -499,9 +489,8 @@ def run_checks(table: tuple, context: object) -> Integrity:
 
 
 def _with_transcripts(f: _Family) -> Iterator[tuple[Edge, Transcript]]:
-    """Checked edges whose transcript is where the product puts it (else child_path fails)."""
-    if f.parent is None:
-        return
+    """Checked edges whose transcript is where the product puts it (else child_path fails);
+    none without a parent (`check`)."""
     for edge in f.checked:
         transcript = f.transcript(edge)
         if transcript is not None:

@@ -1,17 +1,7 @@
 """What each session's kernel did, by its own record (evidence/kernel_records.py), read
-against the run's other sessions: what it touched that was not its own to work from
-(docs/witness.md "What each kernel did"). Pure.
-
-A session's own files are the ones its kernel wrote and the ones the programs it started
-name (a scratch copy `cp` made): a file its kernel wrote whoever else wrote the same path
-(two sessions' scratch file of one name), a file a program named only where no other
-session wrote or named it (`cat` names what it reads). It may not have read, nor named to
-a program, a record of the product (another transcript, the ledger, a display record), a
-file another session wrote or named (unless `held`: a repo file every replay held that holds
-no reply's number, such as a loader the parent wrote for every child), or a file of /tmp or
-the run's TMPDIR that is not its own (withheld from its replay). Nor may it have connected
-anywhere but the product's own sockets in its TMPDIR. A file elsewhere that no session
-wrote (a library probing its config in HOME) is no evidence: nothing put an answer there.
+against the run's other sessions: what it touched that was not its own to work from, by the
+rule of docs/witness.md "What each kernel did". Pure. A file elsewhere that no session wrote
+(a library probing its config in HOME) is no evidence: nothing put an answer there.
 """
 
 from __future__ import annotations
@@ -75,6 +65,11 @@ class KernelAccess:
 def _foreign(
     path: str, mine: SessionRecord, own: set[str], others: set[str], held: frozenset[str]
 ) -> str:
+    """Why `path` is not the session's own, or "". Its own: a file its kernel wrote, whoever
+    else wrote the same path (two scratch files of one name), and a file a program it started
+    named (the copy `cp` made) where no other session wrote or named it (`cat` names what it
+    reads). `held`: repo files every replay held that hold no reply's number (a loader the
+    parent wrote for every child)."""
     if RECORD.search(path):
         return "a record of the product"
     if path in held or path in mine.written or (path in own and path not in others):

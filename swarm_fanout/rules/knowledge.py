@@ -1,10 +1,7 @@
 """Who knew a number, and from when: the flow of knowledge between the sessions of a run,
 pure over the transcripts' records of each tool call and each message received. The rules
-are docs/rubric.md's "Knowledge" and "Positive evidence": a session *derived* a number that
-first showed up in the result of its own call whose arguments did not hold it and that read
-no foreign file, unless it had *received* it before (in a message from a session that knew
-it, or by reading a foreign file); a child derived its shard's answer only where that call
-drew on the shard and on nothing foreign nor the network (`why_not_from_shard`).
+(what a session *derived* and *received*, and when a child worked from its shard,
+`why_not_from_shard`) are docs/rubric.md's "Knowledge" and "Positive evidence".
 """
 
 from __future__ import annotations
@@ -197,11 +194,6 @@ class Knowledge:
 
     # --- when a session had a number ---------------------------------------------------
 
-    def _showings(self, transcript: Transcript, number: int) -> Iterable[tuple[int, bool]]:
-        """(line, read from a foreign file) of each call whose result showed `number`."""
-        for line, index in self._showing_calls(transcript, number):
-            yield line, self.foreign_file(transcript, index) is not None
-
     def _showing_calls(self, transcript: Transcript, number: int) -> Iterable[tuple[int, int]]:
         """(line, index) of each call whose result showed `number`, in order."""
         for index, call in enumerate(self.calls[transcript.path]):
@@ -212,7 +204,11 @@ class Knowledge:
     def received_at(self, transcript: Transcript, number: int) -> int | None:
         """The first line at which the session received `number` from a session that knew it
         (a message, or a foreign file it read)."""
-        lines = [line for line, foreign in self._showings(transcript, number) if foreign]
+        lines = [
+            line
+            for line, index in self._showing_calls(transcript, number)
+            if self.foreign_file(transcript, index) is not None
+        ]
         lines += [
             heard.line
             for heard in transcript.heard
@@ -220,22 +216,12 @@ class Knowledge:
         ]
         return min(lines, default=None)
 
-    def derived_at(
-        self, transcript: Transcript, number: int, shard: str | None = None
-    ) -> int | None:
-        """The line at which the session derived `number`, or None if it never did. With
-        `shard`, only on positive evidence: the call that first showed it worked from that
-        shard (`why_not_from_shard`)."""
-        if shard is not None:
-            own, index = next(iter(self._showing_calls(transcript, number)), (None, 0))
-            if own is None or self.why_not_from_shard(transcript, index, shard) is not None:
-                return None
-        else:
-            own = min(
-                (line for line, foreign in self._showings(transcript, number) if not foreign),
-                default=None,
-            )
-        if own is None:
+    def derived_at(self, transcript: Transcript, number: int, shard: str) -> int | None:
+        """The line at which the session derived `number` from its shard `shard`, or None if
+        it never did: only on positive evidence, the call that first showed it worked from
+        that shard (`why_not_from_shard`)."""
+        own, index = next(iter(self._showing_calls(transcript, number)), (None, 0))
+        if own is None or self.why_not_from_shard(transcript, index, shard) is not None:
             return None
         received = self.received_at(transcript, number)
         return own if received is None or own < received else None
@@ -243,18 +229,19 @@ class Knowledge:
     def why_not_derived(self, transcript: Transcript, number: int, shard: str) -> str:
         """What the session did instead of deriving `number` from its shard `shard` (for
         the reason's detail)."""
-        for _, index in self._showing_calls(transcript, number):
+        showing = [index for _, index in self._showing_calls(transcript, number)]
+        calls = self.calls[transcript.path]
+        for index in showing:
             path = self.foreign_file(transcript, index)
             if path is not None:
-                return f"read it from {path} (line {self.calls[transcript.path][index].facts.line})"
+                return f"read it from {path} (line {calls[index].facts.line})"
         received = self.received_at(transcript, number)
         if received is not None:
             return f"received it from a session that knew it (line {received})"
-        first = next(iter(self._showing_calls(transcript, number)), None)
-        if first is None:
+        if not showing:
             return "no tool call of its own showed it: it was typed into code"
-        _, index = first
-        line = self.calls[transcript.path][index].facts.line
+        index = showing[0]
+        line = calls[index].facts.line
         how = self.why_not_from_shard(transcript, index, shard)
         return f"its call that first showed it (line {line}) did not read its shard {shard}: {how}"
 
@@ -268,7 +255,7 @@ class Knowledge:
             self._asking.add(asking)
             try:
                 self._knew[key] = any(
-                    at <= line for at, _ in self._showings(transcript, number)
+                    at <= line for at, _ in self._showing_calls(transcript, number)
                 ) or any(
                     heard.line < line and self._sender_knew(heard, number)
                     for heard in transcript.heard

@@ -2,9 +2,7 @@
 worked it out and the parent learned it from that child (docs/rubric.md "Provenance").
 Each rule is a small function over one shard's `ShardTrace` returning why it fails (None
 when it holds); `PROVENANCE_RULES` orders them, and the scorer reports the first that
-fails. Numbers are number tokens (evidence/number_tokens.py), followed from session to session
-by rules/knowledge.py: a number counts as knowledge only where the session that had it derived
-it or received it from one that knew it.
+fails. Numbers are followed from session to session by rules/knowledge.py.
 """
 
 from __future__ import annotations
@@ -57,7 +55,7 @@ class ShardTrace(NamedTuple):
         at = self.knowledge.derived_at(child.transcript, self.answer, self.shard)
         if at is None:
             return False
-        sent = {message.message_id: message.line for message in child.transcript.sent_messages}
+        sent = self.knowledge.sent[child.transcript.path]  # message id -> its receipt's line
         lines = [sent.get(reply.reply_id or "") for reply in self.replies(child)]
         return any(line is None or at <= line for line in lines)
 
@@ -127,12 +125,10 @@ def written_before_reply(trace: ShardTrace) -> str | None:
     witnessed = _witnessed_order(run, first)
     if witnessed is not None:
         return witnessed or None
-    artifact = trace.view.fixture.artifact
     written = trace.view.last_write
-    if written is None:
-        return None  # no call writes the file by a name it holds: nothing to order
-    if written > first:
-        return None
+    if written is None or written > first:
+        return None  # written after the reply, or no call writes the file by a name it holds
+    artifact = trace.view.fixture.artifact
     return (
         f"the parent's last call writing {artifact} (line {written}) came before the "
         f"first reply holding {trace.answer} (line {first})"

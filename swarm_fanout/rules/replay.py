@@ -1,15 +1,9 @@
-"""Provenance by replay (docs/rubric.md "Provenance"): whether a child's answer follows its
-shard, judged from what its cells did when the harness ran them again (replay.jsonl,
-evidence/replays.py) and from what the run itself shows against it (rules/knowledge.py).
-
-A child's answer is *derived* when its faithful replay sends its parent the answer it sent in
-the run, its twin replay (every shard replaced by its twin) sends its twin's answer and not
-the run's, and the run holds no evidence that it took the answer from elsewhere: a call that
-showed it read a foreign file (a product record, a file another session wrote, a file outside
-the run), took data over the network, or received it from a session that knew it; or its
-kernel recorded that it touched what is not its own (rules/kernels.py). Replay is necessary,
-not sufficient: a child may take a shortcut where the run offers one and fall back to honest
-work where, as under replay, it does not.
+"""Provenance by replay: whether a child's answer follows its shard, judged from what its
+cells did when the harness ran them again (replay.jsonl, evidence/replays.py) and from what
+the run itself shows against it (rules/knowledge.py, rules/kernels.py). When an answer is
+*derived*, and why replay is necessary but not sufficient (a child may take a shortcut where
+the run offers one and work honestly where, as under replay, it does not): docs/rubric.md
+"Provenance" ("Provenance by replay").
 
 Pure. `judge` answers None where replay cannot say (no replay.jsonl, the child was not
 replayed, its shard has no twin): the code reading alone decides then.

@@ -22,9 +22,8 @@ class AgentEnd(NamedTuple):
     interrupted: bool
     stderr_tail: str | None  # the last words of an agent that failed on its own
     daemon_error: str | None = None  # the resident daemon's, in its own words
-    acp_error: dict | None = (
-        None  # the ACP drive's {code, message} (swarm_fanout/shell/acp_drive.py)
-    )
+    # The ACP drive's {code, message} (shell/acp_drive.py).
+    acp_error: dict | None = None
     seen_exit: bool = True  # False: a run the runner never saw end (a killed run's meta)
 
 

@@ -46,9 +46,7 @@ def receipt_of(edge: Edge, transcript: Transcript | None, inbox: Inbox) -> Recei
         Receipt("notice:" + notice.kind, notice.at_ms)
         for notice in inbox.notices.get(edge.child_id, ())
     ]
-    if not pool:
-        return None
-    return min(pool, key=lambda receipt: receipt.at_ms if receipt.at_ms is not None else 2**63)
+    return min(pool, key=lambda r: 2**63 if r.at_ms is None else r.at_ms, default=None)
 
 
 def live_or_cleaned_up(edge: Edge, receipt: Receipt | None) -> bool:

@@ -1,11 +1,8 @@
 """Whose failure a run is: the model's, or the agent's own before the model got to work.
-
 An eval keeps errors apart from scores (Inspect's error vs score, Harbor's exception
-trials): a misspelt model, bad credentials or an agent that exits before it writes a
-transcript say nothing about the model, and a run set must not count them as its
-failures. `agent_error` is the rule (docs/results.md#agent-errors). It is pure, over what
-the run left on disk and what the runner saw of the agent's end, so the runner and a
-regrade of the stored run decide alike.
+trials): a run that never reached the model says nothing about it. `agent_error` is the
+rule (docs/results.md#agent-errors), pure over what the run left on disk and what the runner
+saw of the agent's end, so the runner and a regrade of the stored run decide alike.
 """
 
 from __future__ import annotations
@@ -21,15 +18,9 @@ def agent_error(
     interrupted: bool,
     stderr_tail: str | None,
 ) -> dict | None:
-    """The reason `{code, message}` when the run is an agent error, else None.
-
-    A run the runner did not interrupt is an agent error when no model call of it was
-    answered (`model_answered`) and either some model call failed (`model_calls_failed`:
-    bad credentials, a model the provider does not know, a provider that is down) or the
-    agent ended on its own, not at the timeout (`agent_exited`, in its last stderr line).
-    A run in which the model answered even once is the model's, however it ended; one that
-    timed out before any model call answered or failed is scored, as a timeout.
-    """
+    """The reason `{code, message}` when the run is an agent error, else None: no model call
+    was answered (`model_answered`) and one failed (`model_calls_failed`), or the agent ended
+    on its own, not at the timeout (`agent_exited`)."""
     if interrupted or model_answered(run):
         return None
     failure = first_failure(run)

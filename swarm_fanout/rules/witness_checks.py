@@ -1,10 +1,7 @@
-"""The disk held against the runner's own channels (evidence/witness.py; docs/witness.md).
-
-Each check is a small function over the run that yields a `Failure` per inconsistency,
-listed in `_CHECKS` with its reason code, in the shape of rules/integrity.py's table. All but
-`stream` need a witness and pass vacuously without one (the verdict then warns
-`unwitnessed`); `stream` holds a stored run's `stdout.jsonl` against its root transcript
-whether or not the run was witnessed.
+"""The disk held against the runner's own channels (evidence/witness.py; docs/rubric.md
+"Witness"): one small function per check, listed in `_CHECKS` with its reason code as in
+rules/integrity.py. All but `stream` need a witness and pass vacuously without one (the
+verdict then warns `unwitnessed`).
 
 Times: a record appeared between the poll before (`before`) and the poll that found it
 (`seen`); `TOLERANCE_S` covers the product stamping a record just before it writes it and a
@@ -30,12 +27,8 @@ class _Run(NamedTuple):
     run: RunArtifacts
     family: tuple[Edge, ...]  # the parent's depth-1 edges
 
-    @property
-    def witness(self):
-        return self.run.witness
-
     def sightings(self, what: str) -> Iterator[dict]:
-        for sighting in self.witness.sightings if self.witness else ():
+        for sighting in self.run.witness.sightings if self.run.witness else ():
             if sighting.get("what") == what:
                 yield sighting
 
@@ -45,13 +38,13 @@ class _Run(NamedTuple):
 
 def _witness_present(r: _Run) -> Iterator[Failure]:
     """The runner says it witnessed the run (result.json): its witness must be there."""
-    if r.run.witness_expected and r.witness is None:
+    if r.run.witness_expected and r.run.witness is None:
         yield Failure("result.json names a witness.jsonl that is not in the run dir")
 
 
 def _witness_digest(r: _Run) -> Iterator[Failure]:
     """The witness is the very file the runner wrote."""
-    expected, witness = r.run.witness_expected, r.witness
+    expected, witness = r.run.witness_expected, r.run.witness
     if expected and witness is not None and witness.sha256 != expected:
         detail = f"witness.jsonl has sha256 {witness.sha256}, result.json recorded {expected}"
         yield Failure(detail, file="witness.jsonl")
@@ -118,7 +111,7 @@ def _stream(r: _Run) -> Iterator[Failure]:
 
 def _ledger_lines(r: _Run) -> Iterator[Failure]:
     """Every ledger line is the one the runner saw appear, and it saw every one."""
-    if r.witness is None:
+    if r.run.witness is None:
         return
     seen = {
         (str(sighting.get("file")), int(sighting.get("line") or 0)): str(sighting.get("sha256"))
@@ -136,7 +129,7 @@ def _ledger_lines(r: _Run) -> Iterator[Failure]:
 def _timed_records(r: _Run) -> Iterator[tuple[str, str | None, str, int, int, dict]]:
     """(what, child id, file, line, its own time in ms, the sighting) for every record the
     runner saw appear and whose time the record states."""
-    if r.witness is None:
+    if r.run.witness is None:
         return
     records = {
         (os.path.basename(record.ledger), record.line): record
@@ -192,7 +185,7 @@ def _callers(r: _Run) -> Iterator[Failure]:
     """Every model call came from a process of the product's own, as the runner judged the
     caller of each connection to its proxy (shell/callers.py): not a kernel, nor anything a cell
     started."""
-    for call in r.witness.model_calls if r.witness else ():
+    for call in r.run.witness.model_calls if r.run.witness else ():
         caller = call.get("caller")
         if isinstance(caller, dict) and caller.get("product") is False:
             yield Failure(
@@ -208,11 +201,11 @@ STREAM_FILES = ("stdout.jsonl", ACP_STREAM)  # the CLI's stdout, one-shot or ACP
 def _stream_writers(r: _Run) -> Iterator[Failure]:
     """Every byte of the one-shot or ACP stream was written by the CLI the runner started:
     the kernel names the writer of each piece that reaches the runner's end of its socket."""
-    if r.witness is None:
+    if r.run.witness is None:
         return
-    processes = r.witness.header.get("processes")
+    processes = r.run.witness.header.get("processes")
     cli = processes.get("initial_pid") if isinstance(processes, dict) else None
-    for channel in r.witness.channels:
+    for channel in r.run.witness.channels:
         if channel.get("file") not in STREAM_FILES or not isinstance(channel.get("writers"), list):
             continue
         for writer in channel["writers"]:
