@@ -67,6 +67,11 @@ class AgentOutputTest(RunDirCase):
         verdict = self.assert_graded(0, {"invalid_utf8", "malformed_json"})
         self.assertEqual(verdict["efficiency"]["stream"]["tokens"]["total"], 0)
 
+    def test_stream_records_of_every_wrong_type_are_read_not_raised(self):
+        # Assistant turns the root transcript lacks: model calls only the stream shows.
+        self.put("stdout-wrong-types.jsonl", os.path.join(self.run_dir, "stdout.jsonl"), True)
+        self.assert_graded(1, set(), {"stream_mismatch"})
+
     def test_transcript_records_of_every_wrong_type(self):
         self.put("transcript-bad-lines.jsonl", self.parent, append=True)
         self.assert_graded(0, {"invalid_utf8", "not_an_object", "wrong_type", "malformed_json"})

@@ -429,7 +429,8 @@ def read_stream(path: str) -> Stream | None:
             # here when the stream left out its message_end and tool_execution_start.
             if not response_id or response_id in response_ids[-1:]:
                 continue
-            for part in message.get("content") or ():
+            content = message.get("content")
+            for part in content if isinstance(content, list) else ():
                 call_id = text_field(part, "id") if isinstance(part, dict) else None
                 if (
                     call_id
