@@ -29,7 +29,7 @@ from swarm_fanout.evidence.fixture import FixtureError, load_manifest
 from swarm_fanout.evidence.jsonl import read_json_object
 from swarm_fanout.evidence.number_tokens import INTEGER
 from swarm_fanout.evidence.runpaths import RunPaths
-from swarm_fanout.evidence.runsets import injected
+from swarm_fanout.evidence.runsets import MAX_RESULT_BYTES, injected
 from swarm_fanout.reporting import timeline
 from swarm_fanout.reporting.conversations import (
     MAX_TEXT_CHARS,
@@ -100,7 +100,7 @@ def read_evidence(run_dir: str, budget: int = CONVERSATION_BUDGET) -> Evidence:
     """What the page shows of a run dir. Without a result.json (a killed run, or a captured
     one) the run is regraded when it holds its own fixture.json."""
     root = os.path.realpath(run_dir)
-    result = read_json_object(RunPaths.of(root).result, [], max_bytes=64 * 1024 * 1024)
+    result = read_json_object(RunPaths.of(root).result, [], max_bytes=MAX_RESULT_BYTES)
     verdict = result.get("verdict") if result is not None else None
     fixture = None
     if result is None and os.path.isfile(os.path.join(root, "fixture.json")):

@@ -89,7 +89,7 @@ def load_run_set(set_dir: str) -> RunSetView:
 
 def _verdict_of(run_dir: str) -> dict | None:
     """The verdict in a trial's result.json, if it has one."""
-    result = read_json_object(RunPaths.of(run_dir).result, [], max_bytes=64 * 1024 * 1024)
+    result = read_json_object(RunPaths.of(run_dir).result, [], max_bytes=runsets.MAX_RESULT_BYTES)
     verdict = (result or {}).get("verdict")
     return verdict if isinstance(verdict, dict) else None
 

@@ -6,14 +6,32 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections import Counter
 
 from swarm_fanout.evidence.fixture import Fixture, undistinctive_answers
-from swarm_fanout.rules.exit_codes import EXIT_SIGNAL
-from swarm_fanout.rules.result import agent_error_head, reason_counts, state
+from swarm_fanout.rules.exit_codes import EXIT_AGENT, EXIT_SIGNAL
 from swarm_fanout.scorer import COVERAGE, CRITERION_NAMES
 
 # The project: its pyproject.toml and uv.lock, where the commands said run from.
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def state(resolved: bool, exit_code: int) -> str:
+    """`resolved (exit 0)` or `NOT resolved (exit 1)`."""
+    return f"{'resolved' if resolved else 'NOT resolved'} (exit {exit_code})"
+
+
+def agent_error_head(reason: dict) -> str:
+    """An agent error said as the agent's own failure, in its own words."""
+    return f"agent error (exit {EXIT_AGENT}): {reason['code']}: {reason['message']}"
+
+
+def reason_counts(codes) -> str:
+    """`reasons: timeout, missing_receipt x8` in the order given (root causes first), or ""."""
+    counts = Counter(codes)
+    if not counts:
+        return ""
+    return "reasons: " + ", ".join(c if n == 1 else f"{c} x{n}" for c, n in counts.items())
 
 
 def undistinctive_warning(fixture: Fixture) -> str | None:

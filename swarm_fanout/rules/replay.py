@@ -61,14 +61,15 @@ def run_evidence(
     if against is not None:
         return against
     calls = knowledge.calls.get(transcript.path, [])
-    for index, (call, _, _, sources) in enumerate(calls):
-        if answer not in call.shown:
+    for index, call in enumerate(calls):
+        if answer not in call.facts.shown:
             continue
+        line = call.facts.line
         foreign = knowledge.foreign_file(transcript, index)
         if foreign is not None:
-            return f"in the run it read it from {foreign} (line {call.line})"
-        if "<network>" in sources:
-            return f"in the run its call that showed it took data over a network (line {call.line})"
+            return f"in the run it read it from {foreign} (line {line})"
+        if "<network>" in call.sources:
+            return f"in the run its call that showed it took data over a network (line {line})"
     received = knowledge.received_at(transcript, answer)
     if received is not None:
         return f"in the run it received it from a session that knew it (line {received})"

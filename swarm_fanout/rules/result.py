@@ -6,7 +6,6 @@ caused; then the verdict), and the record result.json is written from. Pure.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import NamedTuple
 
 from swarm_fanout.evidence.artifacts import RunArtifacts
@@ -163,21 +162,3 @@ def root_causes(end: AgentEnd | None) -> tuple[dict, ...]:
     if end.timed_out:
         seen.append({"code": "timeout", "message": "the agent did not finish in time"})
     return tuple(seen)
-
-
-def state(resolved: bool, exit_code: int) -> str:
-    """`resolved (exit 0)` or `NOT resolved (exit 1)`."""
-    return f"{'resolved' if resolved else 'NOT resolved'} (exit {exit_code})"
-
-
-def agent_error_head(reason: dict) -> str:
-    """An agent error said as the agent's own failure, in its own words."""
-    return f"agent error (exit {EXIT_AGENT}): {reason['code']}: {reason['message']}"
-
-
-def reason_counts(codes) -> str:
-    """`reasons: timeout, missing_receipt x8` in the order given (root causes first), or ""."""
-    counts = Counter(codes)
-    if not counts:
-        return ""
-    return "reasons: " + ", ".join(c if n == 1 else f"{c} x{n}" for c, n in counts.items())

@@ -21,8 +21,9 @@ from swarm_fanout.evidence.artifacts import RunArtifacts, collect
 from swarm_fanout.evidence.fixture import Fixture, FixtureError, fixture_digest, load_manifest
 from swarm_fanout.evidence.jsonl import read_json_object
 from swarm_fanout.evidence.runpaths import RunPaths
+from swarm_fanout.reporting.terminal import agent_error_head, reason_counts, state
 from swarm_fanout.rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_SIGNAL
-from swarm_fanout.rules.result import AgentEnd, agent_error_head, reason_counts, run_result, state
+from swarm_fanout.rules.result import AgentEnd, run_result
 from swarm_fanout.scorer import COVERAGE, Verdict, score
 from swarm_fanout.shell.cli import ArgumentParser, print_json, print_note
 
