@@ -560,6 +560,25 @@ class ReplayEvidence(ReplayCase):
         self.assertTrue(only.faithful.timed_out)
         self.assertTrue(only.twin.timed_out)
 
+    def test_a_child_whose_cells_need_asyncio_is_replayed_once_on_a_fresh_copy(self):
+        """A plain kernel starts without asyncio and the child is replayed again with it where
+        a cell imports it or suspends: what the cells before did is not seen twice."""
+        mark = "open('marks.txt', 'a').write('x')\nopen('/tmp/marks.txt', 'a').write('x')\n"
+        pause = "import types\n\n@types.coroutine\ndef pause():\n    yield\n\nawait pause()\n"
+        count = (
+            "marks = len(open('marks.txt').read()) + len(open('/tmp/marks.txt').read())\n"
+            "await agent_message.send(f'marks: {marks}', receiver_role='parent')\n"
+        )
+        for needs in ("import asyncio\nawait asyncio.sleep(5)\n", pause):
+            with self.subTest(needs=needs):
+                self.setUp()
+                code = needs + count + self.honest_cell(self.shard)
+                self.assertDerived(self.judged(code, before=[(mark, "")]))
+                record = read_replay(os.path.join(self.run_dir, "replay.jsonl"))
+                child = next(c for c in record.children.values() if len(c.faithful.sent) > 1)
+                self.assertEqual(child.faithful.sent[0], "marks: 2")
+                self.assertEqual(child.twin.sent[0], "marks: 2")
+
 
 @needs_bwrap
 class BreakoutReplayed(ReplayCase):

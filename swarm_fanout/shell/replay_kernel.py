@@ -14,10 +14,16 @@ answers as for a child with no children; spawning, deleting, model calls and eve
 call raise `NeedsProduct`. Sleeps return at once. With IPython the cells run as the kernel
 runs them (`InteractiveShell.run_cell`: `!`, `%`, `%%`, top-level await); without it, as
 Python with top-level await, `!cmd` lines and `%%bash` cells run by the shell, `%cd`.
+
+Without IPython, asyncio (three quarters of this kernel's start-up) is not imported unless the
+spec asks for it (`"asyncio": true`): a cell's top-level await that finishes without ever
+suspending runs to its end as the loop would run it, and nothing can tell a loop was not there
+without importing asyncio. The first import of asyncio, or an await that suspends, ends the
+kernel at once with `{"needs_asyncio": true}`; shell/replay.py then replays the child again
+from the start, in a fresh sandbox, with asyncio.
 """
 
 import ast
-import asyncio
 import contextlib
 import datetime
 import json
@@ -28,6 +34,7 @@ import subprocess
 import sys
 import time
 import traceback
+import types
 import uuid
 
 NEEDS_PRODUCT = "needs the product"
@@ -104,12 +111,29 @@ def _no_sleep(*_, **__):
     return None
 
 
-async def _no_async_sleep(_delay=0, result=None):
-    await _real_async_sleep(0)
-    return result
+def _with_asyncio() -> None:
+    """asyncio imported, its sleeps returning at once (after a turn of the loop)."""
+    import asyncio
+
+    real_sleep = asyncio.sleep
+
+    async def no_async_sleep(_delay=0, result=None):
+        await real_sleep(0)
+        return result
+
+    asyncio.sleep = no_async_sleep
 
 
-_real_async_sleep = asyncio.sleep
+class NeedsAsyncio:
+    """On sys.meta_path in a kernel started without asyncio: the first import of it ends the
+    kernel (`restart`), whatever the cell that imports it would catch."""
+
+    def __init__(self, restart):
+        self.restart = restart
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "asyncio":
+            self.restart()
 
 
 class Reaching:
@@ -204,14 +228,25 @@ def _translate(code: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _cannot_suspend() -> None:
+    raise RuntimeError("a cell's await suspended where no asyncio loop runs")
+
+
 class PlainKernel:
-    def __init__(self, namespace: dict):
+    """Cells as Python with top-level await: in an asyncio loop of its own where asyncio is
+    imported already, else (see the module docstring) to their end without one, or not at all:
+    `suspended` is called where a cell's await suspends."""
+
+    def __init__(self, namespace: dict, suspended=None):
         self.namespace = namespace
         namespace["__replay_shell__"] = lambda command, capture=False: _shell(
             namespace, command, capture
         )
-        self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self.loop)
+        self.loop = None
+        self.suspended = suspended or _cannot_suspend
+        if "asyncio" in sys.modules:
+            self.loop = sys.modules["asyncio"].new_event_loop()
+            sys.modules["asyncio"].set_event_loop(self.loop)
 
     def run(self, code: str) -> BaseException | None:
         try:
@@ -219,8 +254,15 @@ class PlainKernel:
                 _translate(code), "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
             )
             result = eval(compiled, self.namespace)
-            if asyncio.iscoroutine(result):
+            if isinstance(result, types.CoroutineType) and self.loop is not None:
                 self.loop.run_until_complete(result)
+            elif isinstance(result, types.CoroutineType):
+                try:
+                    result.send(None)
+                except StopIteration:
+                    pass
+                else:
+                    self.suspended()
         except BaseException as error:  # a cell's SystemExit is its failure, not ours
             traceback.print_exc()
             return error
@@ -247,15 +289,23 @@ def main() -> int:
     os.dup2(output, 1)
     os.dup2(output, 2)
     time.sleep = _no_sleep
-    asyncio.sleep = _no_async_sleep
+    if spec.get("asyncio") or _findable("IPython"):
+        _with_asyncio()
+
+    def restart() -> None:
+        _answer(answer, {"needs_asyncio": True})
+        os._exit(0)
+
     sent: list = []
     namespace = {"__name__": "__main__", "agent_message": AgentMessage(sent), "rlm": Rlm()}
     try:
         kernel = IPythonKernel(namespace)
         ipython = True
     except ImportError:
-        kernel = PlainKernel(namespace)
+        kernel = PlainKernel(namespace, suspended=restart)
         ipython = False
+    if "asyncio" not in sys.modules:
+        sys.meta_path.insert(0, NeedsAsyncio(restart))
     reaching = Reaching(str(spec.get("run_root") or ""), os.getcwd(), os.environ.get("HOME", ""))
     sys.addaudithook(reaching)
     cells = []
@@ -280,22 +330,34 @@ def main() -> int:
                 "output": printed.decode("utf-8", "replace"),
             }
         )
+    _answer(
+        answer,
+        {
+            "ipython": ipython,
+            "python": sys.version.split()[0],
+            "reached": reaching.found,
+            "cells": cells,
+        },
+    )
+    return 0
+
+
+def _findable(module: str) -> bool:
+    """The module can be imported (it is not imported here)."""
+    return any(
+        finder.find_spec(module, None) is not None
+        for finder in sys.meta_path
+        if hasattr(finder, "find_spec")
+    )
+
+
+def _answer(answer, record: dict) -> None:
+    """The kernel's one answer on the stdout it was given, with its CPU and PID namespace."""
     used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     cpu = sum(usage.ru_utime + usage.ru_stime for usage in used)
-    answer.write(
-        json.dumps(
-            {
-                "ipython": ipython,
-                "python": sys.version.split()[0],
-                "cpu_s": cpu,
-                "reached": reaching.found,
-                "pid_namespace": os.readlink("/proc/self/ns/pid"),
-                "cells": cells,
-            }
-        )
-    )
+    namespace = os.readlink("/proc/self/ns/pid")
+    answer.write(json.dumps({**record, "cpu_s": cpu, "pid_namespace": namespace}))
     answer.flush()
-    return 0
 
 
 if __name__ == "__main__":
