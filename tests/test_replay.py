@@ -579,6 +579,23 @@ class ReplayEvidence(ReplayCase):
                 self.assertEqual(child.faithful.sent[0], "marks: 2")
                 self.assertEqual(child.twin.sent[0], "marks: 2")
 
+    def test_without_a_tmpdir_the_copies_are_made_in_memory_where_it_has_room(self):
+        memory = os.path.join(self.tmp, "memory")
+        os.mkdir(memory)
+        env = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+        making = mock.patch.object(replay.tempfile, "mkdtemp", wraps=tempfile.mkdtemp)
+        with mock.patch.object(replay, "IN_MEMORY", memory):
+            with mock.patch.dict(os.environ, env, clear=True), making as made:
+                self.assertDerived(self.judged(self.honest_cell(self.shard)))
+                full = mock.Mock(f_bavail=0, f_frsize=4096)
+                with mock.patch.object(replay.os, "statvfs", return_value=full):
+                    self.assertIsNone(replay._scratch_dir(self.repo, 2))
+            with mock.patch.dict(os.environ, {"TMPDIR": self.tmp}):
+                self.assertIsNone(replay._scratch_dir(self.repo, 2))
+        self.assertEqual({call.kwargs["dir"] for call in made.call_args_list}, {memory})
+        self.assertEqual(len(made.call_args_list), 4)
+        self.assertEqual(os.listdir(memory), [])
+
 
 @needs_bwrap
 class BreakoutReplayed(ReplayCase):

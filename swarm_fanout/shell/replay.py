@@ -82,6 +82,11 @@ class RecordedChild(NamedTuple):
 MAX_REPO_FILES = 10_000
 END_WAIT_S = 5.0  # how long a replay waits for the processes it killed to exit
 MAX_REPO_FILE_BYTES = 4 << 20
+# Where the repo's copies go when $TMPDIR names no place: memory, where it has room for
+# every copy at once many times over (each replay makes one and deletes it; on a disk file
+# system a copy of a run's repo cost ten times the CPU).
+IN_MEMORY = "/dev/shm"
+IN_MEMORY_ROOM = 8
 
 
 class ReplayRefused(Exception):
@@ -262,11 +267,12 @@ def replay_run(
     jobs = [(child, twin) for child in children for twin in (False, True)]
     passes: dict[tuple[str, bool], dict] = {}
     size = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
+    scratch = _scratch_dir(paths.repo, size)
     with concurrent.futures.ThreadPoolExecutor(size) as pool:
         futures = {
             pool.submit(
                 _replay_once, available.bwrap, python, paths.repo, fixture, child,
-                twins if twin else None, timeout_s,
+                twins if twin else None, timeout_s, scratch,
             ): (child.session_id, twin)
             for child, twin in jobs
         }  # fmt: skip
@@ -317,6 +323,23 @@ def replay_run(
     }
 
 
+def _scratch_dir(repo: str, copies: int) -> str | None:
+    """Where the replays' copies of the repo go: in memory (IN_MEMORY) where $TMPDIR names
+    no place and there is room for IN_MEMORY_ROOM times `copies` copies, else the temp dir."""
+    if os.environ.get("TMPDIR") or not os.path.isdir(IN_MEMORY):
+        return None
+    size = 0
+    for where, _, files in os.walk(repo):
+        for name in files:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(where, name)).st_size
+    try:
+        room = os.statvfs(IN_MEMORY)
+    except OSError:
+        return None
+    return IN_MEMORY if room.f_bavail * room.f_frsize > IN_MEMORY_ROOM * copies * size else None
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -330,6 +353,7 @@ def _replay_once(
     child: RecordedChild,
     twins: Mapping[str, Twin] | None,
     timeout_s: float,
+    scratch_dir: str | None = None,
 ) -> dict:
     """One replay of the child's cells in a sandbox of its own: what it sent its parent. A
     plain kernel starts without asyncio; where the cells need it, the child is replayed again
@@ -342,7 +366,7 @@ def _replay_once(
     cpu = 0.0
     for with_asyncio in (False, True):
         spec = {"cells": cells, "run_root": os.path.dirname(where), "asyncio": with_asyncio}
-        scratch = tempfile.mkdtemp(prefix="swarm-fanout-replay-")
+        scratch = tempfile.mkdtemp(prefix="swarm-fanout-replay-", dir=scratch_dir)
         try:
             copy = os.path.join(scratch, "repo")
             shutil.copytree(repo, copy, symlinks=True)
