@@ -44,8 +44,13 @@ from swarm_fanout.evidence.witness import file_digest
 from swarm_fanout.shell import sandbox
 
 KERNEL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replay_kernel.py")
-# Run with -c, the kernel's sys.path starts with the working dir ('') as ipykernel's does.
-BOOTSTRAP = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
+# Run with -c, the kernel's sys.path starts with the working dir ('') as ipykernel's does;
+# the script runs as `runpy.run_path(script, run_name='__main__')` would run it, without
+# importing runpy (with the pkgutil and typing it brings, a tenth of the kernel's start-up).
+BOOTSTRAP = (
+    "import sys; sys.argv[0] = __file__ = sys.argv[1]; "
+    "exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))"
+)
 REPLAY_TIMEOUT_S = 120.0
 KERNEL_PYTHON_ENV = "PRIME_AGENT_KERNEL_PYTHON"
 # The environment inside: nothing of the user's or the run's.
