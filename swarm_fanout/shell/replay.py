@@ -257,11 +257,13 @@ def replay_run(
     *,
     timeout_s: float = REPLAY_TIMEOUT_S,
     workers: int | None = None,
+    available: sandbox.Availability | None = None,
 ) -> dict:
     """Replay every child of the run that sent its parent a reply, write replay.jsonl, and
     return the result's `replay` record. Raises ReplayRefused where no sandbox can run or
-    the kernel Python is not there; nothing is written then."""
-    available = sandbox.availability()
+    the kernel Python is not there; nothing is written then. `available`: what the run
+    found of the sandbox, where it looked (else it is looked for here)."""
+    available = available or sandbox.availability()
     if not available.usable:
         raise ReplayRefused(f"no sandbox: {available.problem}")
     if not os.path.exists(python):
