@@ -23,7 +23,6 @@ kernel at once with `{"needs_asyncio": true}`; shell/replay.py then replays the 
 from the start, in a fresh sandbox, with asyncio.
 """
 
-import ast
 import contextlib
 import datetime
 import json
@@ -33,9 +32,11 @@ import resource
 import sys
 import time
 import types
+from _ast import PyCF_ALLOW_TOP_LEVEL_AWAIT  # ast's, without the rest of ast
 
-# subprocess, traceback and uuid are imported where they are first used (a `!` line, a cell's
-# error, a send): a sixth of a plain kernel's CPU, which is most of a replay's.
+# subprocess and traceback are imported where they are first used (a `!` line, a cell's
+# error), and neither ast nor uuid (which brings platform) is: a plain kernel's start-up is
+# most of a replay's CPU, and they were a quarter of it.
 
 NEEDS_PRODUCT = "needs the product"
 OUTPUT_BYTES = 256 * 1024  # of each cell's output, what the replay reads
@@ -65,6 +66,14 @@ class Listing(list):
         return self
 
 
+def _uuid4() -> str:
+    """`str(uuid.uuid4())`: 16 random bytes, version 4, the RFC 4122 variant."""
+    raw = bytearray(os.urandom(16))
+    raw[6], raw[8] = raw[6] & 0x0F | 0x40, raw[8] & 0x3F | 0x80
+    digits = raw.hex()
+    return "-".join((digits[:8], digits[8:12], digits[12:16], digits[16:20], digits[20:]))
+
+
 class AgentMessage:
     """The stand-in `agent_message` skill: `send` is recorded, nothing is delivered."""
 
@@ -76,12 +85,10 @@ class AgentMessage:
         self._sent.append(
             {"message": text, "receiver_role": receiver_role, "receiver_name": receiver_name}
         )
-        import uuid
-
         now = datetime.datetime.now(datetime.timezone.utc)
         return Receipt(
             {
-                "id": f"agentmsg_{uuid.uuid4()}",
+                "id": f"agentmsg_{_uuid4()}",
                 "source": "agent_message",
                 "target": {"runtimeKind": "top-level" if receiver_role == "parent" else "subagent"},
                 "from": {"sessionName": "replay", "runtimeKind": "subagent", "clientId": "agent"},
@@ -254,9 +261,7 @@ class PlainKernel:
 
     def run(self, code: str) -> BaseException | None:
         try:
-            compiled = compile(
-                _translate(code), "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-            )
+            compiled = compile(_translate(code), "<cell>", "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT)
             result = eval(compiled, self.namespace)
             if isinstance(result, types.CoroutineType) and self.loop is not None:
                 self.loop.run_until_complete(result)
