@@ -137,7 +137,10 @@ class Trial:
         if not launched.interrupted:
             print_note("runner.py: replaying the children's cells (swarm_fanout/shell/replay.py)")
             python = replay.kernel_python(None, launch.env, run.root)
-            self._fill(replay=replay.replay_step(run.root, fixture, generate.twins, python))
+            replayed = replay.replay_step(
+                run.root, fixture, generate.twins, python, available=available
+            )
+            self._fill(replay=replayed)
         if config.inject_failure:
             asked = [{"worker": worker, "calls": calls} for worker, calls in config.inject_failure]
             answered = sum(1 for call in proxy.records() if call.injected)

@@ -392,12 +392,12 @@ class TestModulesRunAloneTest(unittest.TestCase):
         self.assertEqual(late, [])
 
     def test_a_module_run_as_a_script_runs_every_test(self):
-        # The same count as `python -m unittest tests.test_stats`, from another directory.
+        # The same count as `python -m unittest tests.test_difference`, from another directory.
         counts = []
         with tempfile.TemporaryDirectory() as cwd:
             for argv in (
-                [sys.executable, str(REPO / "tests" / "test_stats.py")],
-                [sys.executable, "-m", "unittest", "tests.test_stats"],
+                [sys.executable, str(REPO / "tests" / "test_difference.py")],
+                [sys.executable, "-m", "unittest", "tests.test_difference"],
             ):
                 done = subprocess.run(
                     argv, cwd=cwd if argv[1] != "-m" else REPO, capture_output=True, text=True,
@@ -461,11 +461,11 @@ class SuiteRunnerTest(unittest.TestCase):
         )
 
     def test_named_modules_run_and_are_totalled(self):
-        done = self.run_tests("test_stats", "test_jsonl")
+        done = self.run_tests("test_difference", "test_jsonl")
         self.assertEqual(done.returncode, 0, done.stdout[-2000:])
         # Each module's result line with its count and time, then the total of them last.
         each = re.findall(r"^tests\.(test_\w+): OK, (\d+) tests, [0-9.]+ s$", done.stdout, re.M)
-        self.assertEqual(sorted(name for name, _ in each), ["test_jsonl", "test_stats"])
+        self.assertEqual(sorted(name for name, _ in each), ["test_difference", "test_jsonl"])
         (ran,) = (int(n) for n in re.findall(r"^Ran (\d+) tests", done.stdout, re.M))
         self.assertEqual(ran, sum(int(n) for _, n in each))
         self.assertTrue(done.stdout.rstrip().endswith(f"{ran} passed, 0 failed"))

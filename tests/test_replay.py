@@ -560,6 +560,42 @@ class ReplayEvidence(ReplayCase):
         self.assertTrue(only.faithful.timed_out)
         self.assertTrue(only.twin.timed_out)
 
+    def test_a_child_whose_cells_need_asyncio_is_replayed_once_on_a_fresh_copy(self):
+        """A plain kernel starts without asyncio and the child is replayed again with it where
+        a cell imports it or suspends: what the cells before did is not seen twice."""
+        mark = "open('marks.txt', 'a').write('x')\nopen('/tmp/marks.txt', 'a').write('x')\n"
+        pause = "import types\n\n@types.coroutine\ndef pause():\n    yield\n\nawait pause()\n"
+        count = (
+            "marks = len(open('marks.txt').read()) + len(open('/tmp/marks.txt').read())\n"
+            "await agent_message.send(f'marks: {marks}', receiver_role='parent')\n"
+        )
+        for needs in ("import asyncio\nawait asyncio.sleep(5)\n", pause):
+            with self.subTest(needs=needs):
+                self.setUp()
+                code = needs + count + self.honest_cell(self.shard)
+                self.assertDerived(self.judged(code, before=[(mark, "")]))
+                record = read_replay(os.path.join(self.run_dir, "replay.jsonl"))
+                child = next(c for c in record.children.values() if len(c.faithful.sent) > 1)
+                self.assertEqual(child.faithful.sent[0], "marks: 2")
+                self.assertEqual(child.twin.sent[0], "marks: 2")
+
+    def test_without_a_tmpdir_the_copies_are_made_in_memory_where_it_has_room(self):
+        memory = os.path.join(self.tmp, "memory")
+        os.mkdir(memory)
+        env = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+        making = mock.patch.object(replay.tempfile, "mkdtemp", wraps=tempfile.mkdtemp)
+        with mock.patch.object(replay, "IN_MEMORY", memory):
+            with mock.patch.dict(os.environ, env, clear=True), making as made:
+                self.assertDerived(self.judged(self.honest_cell(self.shard)))
+                full = mock.Mock(f_bavail=0, f_frsize=4096)
+                with mock.patch.object(replay.os, "statvfs", return_value=full):
+                    self.assertIsNone(replay._scratch_dir(self.repo, 2))
+            with mock.patch.dict(os.environ, {"TMPDIR": self.tmp}):
+                self.assertIsNone(replay._scratch_dir(self.repo, 2))
+        self.assertEqual({call.kwargs["dir"] for call in made.call_args_list}, {memory})
+        self.assertEqual(len(made.call_args_list), 4)
+        self.assertEqual(os.listdir(memory), [])
+
 
 @needs_bwrap
 class BreakoutReplayed(ReplayCase):

@@ -44,8 +44,13 @@ from swarm_fanout.evidence.witness import file_digest
 from swarm_fanout.shell import sandbox
 
 KERNEL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replay_kernel.py")
-# Run with -c, the kernel's sys.path starts with the working dir ('') as ipykernel's does.
-BOOTSTRAP = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
+# Run with -c, the kernel's sys.path starts with the working dir ('') as ipykernel's does;
+# the script runs as `runpy.run_path(script, run_name='__main__')` would run it, without
+# importing runpy (with the pkgutil and typing it brings, a tenth of the kernel's start-up).
+BOOTSTRAP = (
+    "import sys; sys.argv[0] = __file__ = sys.argv[1]; "
+    "exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))"
+)
 REPLAY_TIMEOUT_S = 120.0
 KERNEL_PYTHON_ENV = "PRIME_AGENT_KERNEL_PYTHON"
 # The environment inside: nothing of the user's or the run's.
@@ -82,6 +87,11 @@ class RecordedChild(NamedTuple):
 MAX_REPO_FILES = 10_000
 END_WAIT_S = 5.0  # how long a replay waits for the processes it killed to exit
 MAX_REPO_FILE_BYTES = 4 << 20
+# Where the repo's copies go when $TMPDIR names no place: memory, where it has room for
+# every copy at once many times over (each replay makes one and deletes it; on a disk file
+# system a copy of a run's repo cost ten times the CPU).
+IN_MEMORY = "/dev/shm"
+IN_MEMORY_ROOM = 8
 
 
 class ReplayRefused(Exception):
@@ -247,11 +257,13 @@ def replay_run(
     *,
     timeout_s: float = REPLAY_TIMEOUT_S,
     workers: int | None = None,
+    available: sandbox.Availability | None = None,
 ) -> dict:
     """Replay every child of the run that sent its parent a reply, write replay.jsonl, and
     return the result's `replay` record. Raises ReplayRefused where no sandbox can run or
-    the kernel Python is not there; nothing is written then."""
-    available = sandbox.availability()
+    the kernel Python is not there; nothing is written then. `available`: what the run
+    found of the sandbox, where it looked (else it is looked for here)."""
+    available = available or sandbox.availability()
     if not available.usable:
         raise ReplayRefused(f"no sandbox: {available.problem}")
     if not os.path.exists(python):
@@ -262,11 +274,12 @@ def replay_run(
     jobs = [(child, twin) for child in children for twin in (False, True)]
     passes: dict[tuple[str, bool], dict] = {}
     size = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
+    scratch = _scratch_dir(paths.repo, size)
     with concurrent.futures.ThreadPoolExecutor(size) as pool:
         futures = {
             pool.submit(
                 _replay_once, available.bwrap, python, paths.repo, fixture, child,
-                twins if twin else None, timeout_s,
+                twins if twin else None, timeout_s, scratch,
             ): (child.session_id, twin)
             for child, twin in jobs
         }  # fmt: skip
@@ -317,6 +330,23 @@ def replay_run(
     }
 
 
+def _scratch_dir(repo: str, copies: int) -> str | None:
+    """Where the replays' copies of the repo go: in memory (IN_MEMORY) where $TMPDIR names
+    no place and there is room for IN_MEMORY_ROOM times `copies` copies, else the temp dir."""
+    if os.environ.get("TMPDIR") or not os.path.isdir(IN_MEMORY):
+        return None
+    size = 0
+    for where, _, files in os.walk(repo):
+        for name in files:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(where, name)).st_size
+    try:
+        room = os.statvfs(IN_MEMORY)
+    except OSError:
+        return None
+    return IN_MEMORY if room.f_bavail * room.f_frsize > IN_MEMORY_ROOM * copies * size else None
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -330,25 +360,33 @@ def _replay_once(
     child: RecordedChild,
     twins: Mapping[str, Twin] | None,
     timeout_s: float,
+    scratch_dir: str | None = None,
 ) -> dict:
-    """One replay of the child's cells in a sandbox of its own: what it sent its parent."""
+    """One replay of the child's cells in a sandbox of its own: what it sent its parent. A
+    plain kernel starts without asyncio; where the cells need it, the child is replayed again
+    from the start with it (shell/replay_kernel.py), the first pass's CPU counted too."""
     started = time.monotonic()
-    scratch = tempfile.mkdtemp(prefix="swarm-fanout-replay-")
-    try:
-        copy = os.path.join(scratch, "repo")
-        shutil.copytree(repo, copy, symlinks=True)
-        if twins is not None:
-            _put_twins(copy, fixture, twins)
-        cells = [{"code": code, "failed_in_run": failed} for code, failed in child.cells]
-        # Where the cells saw the repo: the child's header's cwd (a run copied out of where it
-        # ran, as a verifiers rollout's is, has it elsewhere), else the run's repo path.
-        where = child.cwd if _bindable(child.cwd) else repo
-        spec = {"cells": cells, "run_root": os.path.dirname(where)}
-        outcome = _run_sandboxed(bwrap, python, copy, where, json.dumps(spec), timeout_s)
-    except OSError as error:
-        outcome = {"failure": f"the replay could not start: {error}"}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    cells = [{"code": code, "failed_in_run": failed} for code, failed in child.cells]
+    # Where the cells saw the repo: the child's header's cwd (a run copied out of where it
+    # ran, as a verifiers rollout's is, has it elsewhere), else the run's repo path.
+    where = child.cwd if _bindable(child.cwd) else repo
+    cpu = 0.0
+    for with_asyncio in (False, True):
+        spec = {"cells": cells, "run_root": os.path.dirname(where), "asyncio": with_asyncio}
+        scratch = tempfile.mkdtemp(prefix="swarm-fanout-replay-", dir=scratch_dir)
+        try:
+            copy = os.path.join(scratch, "repo")
+            shutil.copytree(repo, copy, symlinks=True)
+            if twins is not None:
+                _put_twins(copy, fixture, twins)
+            outcome = _run_sandboxed(bwrap, python, copy, where, json.dumps(spec), timeout_s)
+        except OSError as error:
+            outcome = {"failure": f"the replay could not start: {error}"}
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        cpu += float(outcome.get("cpu_s") or 0.0)
+        if not outcome.get("needs_asyncio"):
+            break
     cells = outcome.get("cells") or []
     # The numbers each cell showed (printed or sent) that the judgement asks about: the
     # child's replies' and the twins' answers.
@@ -381,7 +419,7 @@ def _replay_once(
         "failure": outcome.get("failure"),
         "ipython": bool(outcome.get("ipython")),
         "seconds": round(time.monotonic() - started, 3),
-        "cpu_s": round(float(outcome.get("cpu_s") or 0.0), 3),
+        "cpu_s": round(cpu, 3),
     }
 
 

@@ -14,21 +14,29 @@ answers as for a child with no children; spawning, deleting, model calls and eve
 call raise `NeedsProduct`. Sleeps return at once. With IPython the cells run as the kernel
 runs them (`InteractiveShell.run_cell`: `!`, `%`, `%%`, top-level await); without it, as
 Python with top-level await, `!cmd` lines and `%%bash` cells run by the shell, `%cd`.
+
+Without IPython, asyncio (three quarters of this kernel's start-up) is not imported unless the
+spec asks for it (`"asyncio": true`): a cell's top-level await that finishes without ever
+suspending runs to its end as the loop would run it, and nothing can tell a loop was not there
+without importing asyncio. The first import of asyncio, or an await that suspends, ends the
+kernel at once with `{"needs_asyncio": true}`; shell/replay.py then replays the child again
+from the start, in a fresh sandbox, with asyncio.
 """
 
-import ast
-import asyncio
 import contextlib
 import datetime
 import json
 import os
 import re
 import resource
-import subprocess
 import sys
 import time
-import traceback
-import uuid
+import types
+from _ast import PyCF_ALLOW_TOP_LEVEL_AWAIT  # ast's, without the rest of ast
+
+# subprocess and traceback are imported where they are first used (a `!` line, a cell's
+# error), and neither ast nor uuid (which brings platform) is: a plain kernel's start-up is
+# most of a replay's CPU, and they were a quarter of it.
 
 NEEDS_PRODUCT = "needs the product"
 OUTPUT_BYTES = 256 * 1024  # of each cell's output, what the replay reads
@@ -58,6 +66,14 @@ class Listing(list):
         return self
 
 
+def _uuid4() -> str:
+    """`str(uuid.uuid4())`: 16 random bytes, version 4, the RFC 4122 variant."""
+    raw = bytearray(os.urandom(16))
+    raw[6], raw[8] = raw[6] & 0x0F | 0x40, raw[8] & 0x3F | 0x80
+    digits = raw.hex()
+    return "-".join((digits[:8], digits[8:12], digits[12:16], digits[16:20], digits[20:]))
+
+
 class AgentMessage:
     """The stand-in `agent_message` skill: `send` is recorded, nothing is delivered."""
 
@@ -72,7 +88,7 @@ class AgentMessage:
         now = datetime.datetime.now(datetime.timezone.utc)
         return Receipt(
             {
-                "id": f"agentmsg_{uuid.uuid4()}",
+                "id": f"agentmsg_{_uuid4()}",
                 "source": "agent_message",
                 "target": {"runtimeKind": "top-level" if receiver_role == "parent" else "subagent"},
                 "from": {"sessionName": "replay", "runtimeKind": "subagent", "clientId": "agent"},
@@ -104,12 +120,29 @@ def _no_sleep(*_, **__):
     return None
 
 
-async def _no_async_sleep(_delay=0, result=None):
-    await _real_async_sleep(0)
-    return result
+def _with_asyncio() -> None:
+    """asyncio imported, its sleeps returning at once (after a turn of the loop)."""
+    import asyncio
+
+    real_sleep = asyncio.sleep
+
+    async def no_async_sleep(_delay=0, result=None):
+        await real_sleep(0)
+        return result
+
+    asyncio.sleep = no_async_sleep
 
 
-_real_async_sleep = asyncio.sleep
+class NeedsAsyncio:
+    """On sys.meta_path in a kernel started without asyncio: the first import of it ends the
+    kernel (`restart`), whatever the cell that imports it would catch."""
+
+    def __init__(self, restart):
+        self.restart = restart
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "asyncio":
+            self.restart()
 
 
 class Reaching:
@@ -172,6 +205,8 @@ class Expand(dict):
 
 
 def _shell(namespace: dict, command: str, capture: bool = False):
+    import subprocess
+
     with contextlib.suppress(ValueError, IndexError, AttributeError):
         command = command.format_map(Expand(namespace))
     done = subprocess.run(["/bin/sh", "-c", command], capture_output=capture, text=True)
@@ -204,24 +239,42 @@ def _translate(code: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _cannot_suspend() -> None:
+    raise RuntimeError("a cell's await suspended where no asyncio loop runs")
+
+
 class PlainKernel:
-    def __init__(self, namespace: dict):
+    """Cells as Python with top-level await: in an asyncio loop of its own where asyncio is
+    imported already, else (see the module docstring) to their end without one, or not at all:
+    `suspended` is called where a cell's await suspends."""
+
+    def __init__(self, namespace: dict, suspended=None):
         self.namespace = namespace
         namespace["__replay_shell__"] = lambda command, capture=False: _shell(
             namespace, command, capture
         )
-        self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self.loop)
+        self.loop = None
+        self.suspended = suspended or _cannot_suspend
+        if "asyncio" in sys.modules:
+            self.loop = sys.modules["asyncio"].new_event_loop()
+            sys.modules["asyncio"].set_event_loop(self.loop)
 
     def run(self, code: str) -> BaseException | None:
         try:
-            compiled = compile(
-                _translate(code), "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-            )
+            compiled = compile(_translate(code), "<cell>", "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT)
             result = eval(compiled, self.namespace)
-            if asyncio.iscoroutine(result):
+            if isinstance(result, types.CoroutineType) and self.loop is not None:
                 self.loop.run_until_complete(result)
+            elif isinstance(result, types.CoroutineType):
+                try:
+                    result.send(None)
+                except StopIteration:
+                    pass
+                else:
+                    self.suspended()
         except BaseException as error:  # a cell's SystemExit is its failure, not ours
+            import traceback
+
             traceback.print_exc()
             return error
         return None
@@ -247,15 +300,23 @@ def main() -> int:
     os.dup2(output, 1)
     os.dup2(output, 2)
     time.sleep = _no_sleep
-    asyncio.sleep = _no_async_sleep
+    if spec.get("asyncio") or _findable("IPython"):
+        _with_asyncio()
+
+    def restart() -> None:
+        _answer(answer, {"needs_asyncio": True})
+        os._exit(0)
+
     sent: list = []
     namespace = {"__name__": "__main__", "agent_message": AgentMessage(sent), "rlm": Rlm()}
     try:
         kernel = IPythonKernel(namespace)
         ipython = True
     except ImportError:
-        kernel = PlainKernel(namespace)
+        kernel = PlainKernel(namespace, suspended=restart)
         ipython = False
+    if "asyncio" not in sys.modules:
+        sys.meta_path.insert(0, NeedsAsyncio(restart))
     reaching = Reaching(str(spec.get("run_root") or ""), os.getcwd(), os.environ.get("HOME", ""))
     sys.addaudithook(reaching)
     cells = []
@@ -280,22 +341,34 @@ def main() -> int:
                 "output": printed.decode("utf-8", "replace"),
             }
         )
+    _answer(
+        answer,
+        {
+            "ipython": ipython,
+            "python": sys.version.split()[0],
+            "reached": reaching.found,
+            "cells": cells,
+        },
+    )
+    return 0
+
+
+def _findable(module: str) -> bool:
+    """The module can be imported (it is not imported here)."""
+    return any(
+        finder.find_spec(module, None) is not None
+        for finder in sys.meta_path
+        if hasattr(finder, "find_spec")
+    )
+
+
+def _answer(answer, record: dict) -> None:
+    """The kernel's one answer on the stdout it was given, with its CPU and PID namespace."""
     used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     cpu = sum(usage.ru_utime + usage.ru_stime for usage in used)
-    answer.write(
-        json.dumps(
-            {
-                "ipython": ipython,
-                "python": sys.version.split()[0],
-                "cpu_s": cpu,
-                "reached": reaching.found,
-                "pid_namespace": os.readlink("/proc/self/ns/pid"),
-                "cells": cells,
-            }
-        )
-    )
+    namespace = os.readlink("/proc/self/ns/pid")
+    answer.write(json.dumps({**record, "cpu_s": cpu, "pid_namespace": namespace}))
     answer.flush()
-    return 0
 
 
 if __name__ == "__main__":
