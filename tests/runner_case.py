@@ -164,12 +164,13 @@ class RunnerTestCase(unittest.TestCase):
         os.mkdir(self.agent_config)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_AGENT_")}
 
-    def runner_argv(self, model: str, fixture: str = JSON_EVENTS, *extra: str) -> list[str]:
+    def runner_argv(self, model: str, fixture: str | None = None, *extra: str) -> list[str]:
+        """runner.py's argv for `model` on `fixture` (default: the two-shard json-events)."""
         return [
             sys.executable,
             RUNNER,
             "--fixture",
-            fixture,
+            fixture or two_shard_fixture(),
             "--agent-bin",
             SIMULATED,
             "--model",
@@ -181,7 +182,7 @@ class RunnerTestCase(unittest.TestCase):
             *extra,
         ]
 
-    def run_runner(self, model: str, fixture: str = JSON_EVENTS, *extra: str):
+    def run_runner(self, model: str, fixture: str | None = None, *extra: str):
         argv = self.runner_argv(model, fixture, *extra)
         if self.own_interpreter:
             done = subprocess.run(
@@ -208,7 +209,7 @@ class RunnerTestCase(unittest.TestCase):
             argv[2:], cwd=os.getcwd(), env=os.environ.copy() if env is None else env, timeout=60
         )
 
-    def shared_run(self, model: str, fixture: str = JSON_EVENTS, *extra: str):
+    def shared_run(self, model: str, fixture: str | None = None, *extra: str):
         """run_runner's (done, result) for a run that tests only read, never change: each
         distinct invocation (and environment) runs once per test process, in a temp dir of its
         own (`SharedRun.tmp`: the run's cwd, in the place of self.tmp)

@@ -105,7 +105,7 @@ class AgentOutputTest(RunDirCase):
     def test_combined_index_past_the_byte_cap(self):
         index = os.path.join(self.run_dir, "repo", "combined-index.md")
         with open(index, "a", encoding="utf-8") as handle:
-            chunk = "- noise.jsonl: 1\n" * 65536
+            chunk = "noise " * 65536  # one line of words, no index line: the cap is what is tested
             for _ in range(MAX_ARTIFACT_BYTES // len(chunk) + 1):
                 handle.write(chunk)
         self.assert_graded(0, {"byte_cap"})

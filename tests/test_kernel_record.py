@@ -22,7 +22,7 @@ from swarm_fanout.evidence.kernel_records import read_kernel_records
 from swarm_fanout.evidence.runpaths import RunPaths
 from swarm_fanout.scorer import score
 from swarm_fanout.shell import kernel_record
-from tests.runner_case import JSON_EVENTS, RunnerTestCase
+from tests.runner_case import RunnerTestCase, two_shard_fixture
 from tests.test_replay import DECOY, ReplayCase, needs_bwrap, send_code
 
 SESSION = "sub-0a0b0c0d"
@@ -277,16 +277,16 @@ class SimulatedKernels(RunnerTestCase):
     def test_each_simulated_child_records_reading_its_own_shard_only(self):
         _, result = self.run_runner("simulated/oracle")
         self.assertTrue(result["resolved"], result["reasons"])
-        self.assertEqual(result["verdict"]["witness"]["kernel_record"], {"sessions": 9})
+        self.assertEqual(result["verdict"]["witness"]["kernel_record"], {"sessions": 3})
         records = read_kernel_records(RunPaths.of(self.run_dir(result)).kernel_record)
         children = {key: record for key, record in records.items() if key.startswith("sub-")}
-        self.assertEqual(len(children), 8)
+        self.assertEqual(len(children), 2)
         shards = [
             sorted(path for path in record.read if path.startswith("repo/"))
             for record in children.values()
         ]
         self.assertTrue(all(len(read) == 1 and "/shards/" in read[0] for read in shards), shards)
-        self.assertEqual(len({read[0] for read in shards}), 8)
+        self.assertEqual(len({read[0] for read in shards}), 2)
 
     def test_a_simulated_child_whose_kernel_read_the_parents_transcript_is_not_derived(self):
         _, result = self.run_runner("simulated/oracle")
@@ -297,7 +297,7 @@ class SimulatedKernels(RunnerTestCase):
         transcript = next(Path(paths.sessions).glob("*.jsonl"))
         with open(os.path.join(paths.kernel_record, child), "a") as handle:
             handle.write(json.dumps({"what": "open", "path": str(transcript), "mode": "r"}) + "\n")
-        fixture = load_fixture(JSON_EVENTS)
+        fixture = load_fixture(two_shard_fixture())
         verdict = score(fixture, collect(paths.root, fixture.artifact))
         messages = [r.message for r in verdict.reasons if r.code == "answer_not_derived"]
         self.assertEqual(len(messages), 1, verdict.reasons)

@@ -673,7 +673,7 @@ class SimulatedRunsReplayed(RunnerTestCase):
             with self.subTest(behaviour=behaviour):
                 result, record = self.replayed(behaviour)
                 self.assertTrue(result["resolved"], result["reasons"])
-                self.assertEqual(len(record.children), 8)
+                self.assertEqual(len(record.children), 2)
                 for child in record.children.values():
                     self.assertEqual(child.faithful.sent, child.sent_in_run)
                     self.assertNotEqual(child.twin.sent, child.sent_in_run)

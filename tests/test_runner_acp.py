@@ -16,7 +16,6 @@ import unittest
 from tests.runner_case import (
     GRACE,
     HANG_TIMEOUT,
-    JSON_EVENTS,
     SIMULATED,
     RunnerTestCase,
     documented_codes,
@@ -183,7 +182,7 @@ class BadAcpAgentTest(RunnerTestCase):
             handle.write(FAKE_ACP.replace("BEHAVIOUR", behaviour))
         os.chmod(agent, 0o755)
         argv = self.runner_argv(
-            "simulated/oracle", JSON_EVENTS, "--drive", "acp", "--no-sandbox", *GRACE, *extra
+            "simulated/oracle", None, "--drive", "acp", "--no-sandbox", *GRACE, *extra
         )
         argv[argv.index(SIMULATED)] = agent
         done = self.run_argv(argv, self.env)

@@ -45,7 +45,7 @@ class ResidentDriveTest(RunnerTestCase):
         self.assertTrue(result["cleanup"]["daemon_shutdown"]["exited"])
 
     def test_parent_that_ends_its_turn_early_fails_one_shot(self):
-        done, result = self.run_runner("simulated/end-turn-early")
+        done, result = self.run_runner("simulated/end-turn-early", JSON_EVENTS)
         self.assertEqual(done.returncode, 1)
         self.assertEqual(sorted(set(self.codes(result))), ["artifact_missing", "missing_receipt"])
         self.assertEqual(result["verdict"]["details"]["terminal_notices"], 3)
@@ -93,7 +93,7 @@ class ResidentDriveTest(RunnerTestCase):
             handle.write(SILENT_DAEMON)
         os.chmod(agent, 0o755)
         argv = self.runner_argv(
-            "simulated/oracle", JSON_EVENTS, "--drive", "resident", "--timeout", "1", *GRACE
+            "simulated/oracle", None, "--drive", "resident", "--timeout", "1", *GRACE
         )
         argv[argv.index(SIMULATED)] = agent
         done = self.run_argv(argv, self.env)
@@ -110,7 +110,7 @@ class ResidentDriveTest(RunnerTestCase):
         with open(agent, "w", encoding="utf-8") as handle:
             handle.write(SILENT_DAEMON.replace('"version": 7', '"version": 6'))
         os.chmod(agent, 0o755)
-        argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--drive", "resident", *GRACE)
+        argv = self.runner_argv("simulated/oracle", None, "--drive", "resident", *GRACE)
         argv[argv.index(SIMULATED)] = agent
         done = self.run_argv(argv, self.env)
         result = json.loads(done.stdout)

@@ -23,7 +23,7 @@ from tests.runner_case import (
 
 class ResolvedRunTest(RunnerTestCase):
     def test_oracle_fan_out_resolves_with_exit_0(self):
-        shared = self.shared_run("simulated/oracle")
+        shared = self.shared_run("simulated/oracle", JSON_EVENTS)
         done, result = shared.done, shared.result
         self.assertEqual(done.returncode, 0, done.stderr.decode())
         self.assertTrue(result["resolved"])
@@ -42,7 +42,7 @@ class ResolvedRunTest(RunnerTestCase):
         self.assertTrue(result["resolved"])
 
     def test_stdout_is_only_the_result_json_and_result_file_holds_the_same(self):
-        shared = self.shared_run("simulated/oracle")
+        shared = self.shared_run("simulated/oracle", JSON_EVENTS)
         done, result = shared.done, shared.result
         with open(os.path.join(self.run_dir(result), "result.json"), encoding="utf-8") as handle:
             self.assertEqual(json.load(handle), result)
@@ -50,7 +50,7 @@ class ResolvedRunTest(RunnerTestCase):
         self.assertIn(b"8 spawns, 8 replies", done.stderr)
 
     def test_stderr_ends_with_one_line_that_sums_the_verdict_up(self):
-        shared = self.shared_run("simulated/oracle")
+        shared = self.shared_run("simulated/oracle", JSON_EVENTS)
         done, result = shared.done, shared.result
         last = done.stderr.decode().splitlines()[-1]
         self.assertTrue(last.startswith("runner.py: resolved (exit 0); coverage ok"), last)
@@ -61,7 +61,7 @@ class ResolvedRunTest(RunnerTestCase):
         self.assertTrue(last.endswith(f"; result in {near}"), last)
 
     def test_daemon_is_shut_down_over_its_own_socket(self):
-        result = self.shared_run("simulated/oracle").result
+        result = self.shared_run("simulated/oracle", JSON_EVENTS).result
         shutdown = result["cleanup"]["daemon_shutdown"]
         self.assertTrue(shutdown["success"])
         self.assertTrue(shutdown["exited"])
@@ -247,7 +247,7 @@ class InjectedFailureTest(RunnerTestCase):
         self.assertIs(result["failure_accounted"], False)
 
     def test_a_run_with_no_failure_injected_says_nothing_of_accounting(self):
-        shared = self.shared_run("simulated/oracle")
+        shared = self.shared_run("simulated/oracle", JSON_EVENTS)
         done, result = shared.done, shared.result
         self.assertNotIn("failure_accounted", result)
         self.assertNotIn(b"injected failure", done.stderr)
