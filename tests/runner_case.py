@@ -276,11 +276,11 @@ def without_timings(value):
     return value
 
 
-# What most end-to-end tests run on (RunSetCase.runner unless told otherwise): a fixture of
-# two shards, made by fixtures/generate.py on first use and removed when the module's tests
-# end. What a run set does with its trials, or the runner with an agent's processes, does not
-# depend on the fixture's size, and every shard costs every run a child's processes, model
-# calls and replays.
+# What the end-to-end tests run on unless one names a fixture (run_runner, shared_run,
+# runner_argv, RunSetCase.runner): a fixture of two shards, made by fixtures/generate.py on
+# first use and removed when the module's tests end. What a rule, a run set or the runner
+# with an agent's processes does seldom depends on the fixture's size, and every shard costs
+# every run a child's processes, model calls and replays.
 SMALL_FIXTURES = os.path.join(tempfile.gettempdir(), f"swarm-fanout-tests-{os.getpid()}-two-shards")
 TWO_SHARDS = os.path.join(SMALL_FIXTURES, "json-events")
 
