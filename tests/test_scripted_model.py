@@ -3,8 +3,7 @@
 Requests are built in the shapes the product sends (captured runs and contract §9, §11):
 the system prompt carries `Working directory:`, `Conversation log:`, `Recursive agent
 depth: N` and, for a child, `You are a child agent spawned by <parent id>`; a child's first
-user message starts `[task from parent]`; a reply arrives as `[from child:<name>]…<payload>`
-and a terminal notice as `RLM child <name> (<childId>) completed without sending a reply`.
+user message starts `[task from parent]`.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
-import glob
-import http.client
 import inspect
 import io
 import json
@@ -26,19 +23,15 @@ import tempfile
 import unittest
 from types import SimpleNamespace
 
-from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.fixture import load_manifest
 from swarm_fanout.generate import twins
-from swarm_fanout.scorer import score
 from swarm_fanout.scripted import check as scripted
 from swarm_fanout.scripted import model as scripted_model
-from swarm_fanout.scripted.model import ScriptedModelServer, decide, read_request
+from swarm_fanout.scripted.model import decide, read_request
 from swarm_fanout.shell import replay
 from swarm_fanout.shell.agent_config import set_provider
 from swarm_fanout.shell.replay_kernel import PlainKernel
-from swarm_fanout.tasks import ANSWER_GIVEN
 from tests.runner_case import two_shard_fixture
-from tests.test_real_runs import materialize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = [os.path.join(ROOT, "fixtures", name) for name in ("json-events", "csv-metrics")]
@@ -46,7 +39,6 @@ FIXTURE = FIXTURES[0]
 PARENT_ID = "01a236e9-5adc-756a-b902-5f45a940ae96"
 PARENT_LOG = "/runs/r1/sessions/01a236e9-5025-7768-b8a6-526c5f07cf93.jsonl"
 TOOLS = [{"type": "function", "function": {"name": "ipython", "parameters": {"type": "object"}}}]
-RESPONSE_ID = re.compile(r"^chatcmpl-[0-9a-f]{32}$")
 
 
 def task_text(fixture: str = FIXTURE) -> str:
@@ -90,38 +82,15 @@ def tool(text: str) -> dict:
     return {"role": "tool", "content": text, "tool_call_id": "call_1"}
 
 
-def reply(worker: str, payload: str) -> dict:
-    return user(
-        f"[from child:{worker}]\nAgent-to-agent message received.\nSource: agent_message\n"
-        f"From: {worker}, active 0a3c5af64cb9, session 01a23678-6443, client agent\n"
-        f"Message id: agentmsg_1\n\n{payload}"
-    )
+def body(script: str, messages: list[dict]) -> dict:
+    return {"model": script, "messages": messages, "stream": True, "tools": TOOLS}
 
 
-def body(script: str, messages: list[dict], tools: bool = True, stream: bool = True) -> dict:
-    request = {"model": script, "messages": messages, "stream": stream}
-    if stream:
-        request["stream_options"] = {"include_usage": True}
-    if tools:
-        request["tools"] = TOOLS
-    return request
-
-
-def parent_body(script: str, later: list[dict], cwd: str = FIXTURE) -> dict:
-    system = {"role": "system", "content": system_prompt(cwd, PARENT_LOG, 0)}
-    return body(script, [system, user(task_text()), *later])
-
-
-def child_body(
-    script: str, shard: dict, number: int, count: int, cwd: str, later=(), told: str = ""
-) -> dict:
-    """A child's request; `told`: the answer its task gives it (answer-in-task)."""
+def child_body(script: str, shard: dict, number: int, count: int, cwd: str) -> dict:
     task = scripted_model.CHILD_PROMPT.format(number=number, count=count, **shard)
-    if told:
-        task += ANSWER_GIVEN.format(answer=told)
     log = f"/runs/r1/session-artifacts/{PARENT_ID}/sub-0433f012/{shard['worker']}.jsonl"
     system = {"role": "system", "content": system_prompt(cwd, log, 1)}
-    return body(script, [system, user(f"[task from parent]\n\n{task}"), *later])
+    return body(script, [system, user(f"[task from parent]\n\n{task}")])
 
 
 def run_cell(code: str, namespace: dict) -> dict:
@@ -156,96 +125,6 @@ class FakeAgentMessage:
     async def send(self, text: str, receiver_role: str) -> dict:
         self.sent.append((text, receiver_role))
         return {"deliveryStatus": "queued"}
-
-
-# --- the wire ----------------------------------------------------------------------------------
-
-
-def post(
-    base_url: str, payload: dict, path: str = "/v1/chat/completions"
-) -> tuple[int, str, bytes]:
-    host, port = base_url.removeprefix("http://").split("/")[0].split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
-    try:
-        connection.request(
-            "POST",
-            path,
-            json.dumps(payload),
-            {"Content-Type": "application/json"},
-        )
-        response = connection.getresponse()
-        return response.status, response.getheader("Content-Type"), response.read()
-    finally:
-        connection.close()
-
-
-def sse_events(data: bytes) -> list[str]:
-    events = data.decode().split("\n\n")
-    assert events[-1] == "", "the stream ends with a blank line"
-    return [event.removeprefix("data: ") for event in events[:-1]]
-
-
-class ServerTest(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="scripted-model-")
-        self.addCleanup(shutil.rmtree, self.dir)
-        self.log = os.path.join(self.dir, "model-log.jsonl")
-        self.server = ScriptedModelServer(self.log).start()
-        self.addCleanup(self.server.stop)
-
-    def logged(self) -> list[dict]:
-        with open(self.log, encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle]
-
-
-class WireFormatTest(ServerTest):
-    def test_stream_is_role_text_tool_call_finish_usage_then_done(self):
-        request = parent_body("fanout", [])
-        status, content_type, data = post(self.server.base_url, request)
-        self.assertEqual((status, content_type), (200, "text/event-stream"))
-        events = sse_events(data)
-        self.assertEqual(events[-1], "[DONE]")
-        chunks = [json.loads(event) for event in events[:-1]]
-        self.assertEqual(len({chunk["id"] for chunk in chunks}), 1)
-        self.assertRegex(chunks[0]["id"], RESPONSE_ID)
-        self.assertEqual(chunks[0]["choices"][0]["delta"]["role"], "assistant")
-        self.assertEqual(
-            chunks[1]["choices"][0]["delta"]["content"], "Spawning one child per shard."
-        )
-        calls = [
-            c["choices"][0]["delta"]["tool_calls"][0]
-            for c in chunks
-            if c["choices"] and "tool_calls" in c["choices"][0]["delta"]
-        ]
-        self.assertGreater(len(calls), 1, "the arguments are streamed in pieces")
-        self.assertEqual({call["index"] for call in calls}, {0})
-        self.assertEqual((calls[0]["type"], calls[0]["function"]["name"]), ("function", "ipython"))
-        arguments = "".join(call["function"]["arguments"] for call in calls)
-        self.assertEqual(json.loads(arguments), {"code": decide(read_request(request)).code})
-        self.assertEqual(chunks[-2]["choices"][0]["finish_reason"], "tool_calls")
-        self.assertEqual(chunks[-1]["choices"], [])
-        usage = chunks[-1]["usage"]
-        self.assertEqual(usage["total_tokens"], usage["prompt_tokens"] + usage["completion_tokens"])
-        [record] = self.logged()
-        self.assertEqual(record["response_id"], chunks[0]["id"])
-        self.assertEqual(record["usage"], usage)
-        self.assertEqual(
-            (record["kind"], record["decision"], record["depth"], record["conversation_log"]),
-            ("parent", "spawn_children", 0, PARENT_LOG),
-        )
-
-    def test_failing_child_gets_http_500_and_no_response_id(self):
-        shards = manifest()
-        request = child_body("child-fail", shards[-1], len(shards), len(shards), FIXTURE)
-        status, _, data = post(self.server.base_url, request)
-        self.assertEqual(status, 500)
-        self.assertEqual(json.loads(data)["error"]["type"], "server_error")
-        [record] = self.logged()
-        self.assertEqual((record["http_status"], record["response_id"]), (500, None))
-        self.assertEqual(
-            (record["kind"], record["depth"], record["shard"]), ("child", 1, shards[-1]["file"])
-        )
-        self.assertEqual(record["spawned_by"], PARENT_ID)
 
 
 # --- the scripts' decisions --------------------------------------------------------------------
@@ -536,62 +415,6 @@ class ContractCheckTest(unittest.TestCase):
                     self.assertEqual(check["differences"], differences)
                 else:
                     self.assertIn(differences, check["differences"])
-
-
-# --- the endpoint cross-check (contract §10), as the integrity check runs it -------------------
-
-
-class EndpointEvidenceTest(unittest.TestCase):
-    """Captured runs carry the scripted endpoint's log (`model-log.jsonl`)."""
-
-    def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
-
-    def endpoint(self, run_dir: str) -> dict:
-        fixture = load_manifest(run_dir)
-        return score(fixture, collect(run_dir, fixture.artifact)).integrity["endpoint"]
-
-    def children(self, run_dir: str) -> list[str]:
-        return sorted(
-            glob.glob(os.path.join(run_dir, "session-artifacts", "*", "sub-*", "*.jsonl"))
-        )
-
-    def test_captured_runs_pass_failed_attempts_included(self):
-        for name in ("main", "child-fail", "resident", "retry"):
-            with self.subTest(run=name):
-                self.assertTrue(self.endpoint(materialize(name, self.tmp))["passed"])
-
-    def test_a_response_id_the_endpoint_never_served_fails(self):
-        run = materialize("main", self.tmp)
-        path = self.children(run)[0]
-        with open(path, encoding="utf-8") as handle:
-            text = re.sub(r"chatcmpl-[0-9a-f]{32}", "chatcmpl-" + "0" * 32, handle.read())
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        endpoint = self.endpoint(run)
-        self.assertFalse(endpoint["passed"])
-        self.assertIn("never served", endpoint["failures"][0]["detail"])
-
-    def test_a_transcript_swapped_with_a_siblings_fails(self):
-        run = materialize("main", self.tmp)
-        first, second = self.children(run)[:2]
-        with open(first, encoding="utf-8") as handle:
-            first_lines = handle.read().splitlines(keepends=True)
-        with open(second, encoding="utf-8") as handle:
-            second_lines = handle.read().splitlines(keepends=True)
-        # Keep each file's own header, take the sibling's body.
-        with open(first, "w", encoding="utf-8") as handle:
-            handle.writelines(first_lines[:1] + second_lines[1:])
-        endpoint = self.endpoint(run)
-        self.assertFalse(endpoint["passed"])
-        self.assertIn("another conversation", endpoint["failures"][0]["detail"])
-
-    def test_runs_without_an_endpoint_log_skip_the_check(self):
-        run = materialize("main", self.tmp)
-        os.remove(os.path.join(run, "model-log.jsonl"))
-        self.assertEqual(self.endpoint(run), {"passed": True, "count": 0, "failures": []})
 
 
 if __name__ == "__main__":
