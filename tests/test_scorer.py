@@ -1177,6 +1177,17 @@ class BadInputTest(RunTestCase):
         self.assertTrue(verdict.criteria["coverage"])
         self.assertEqual(verdict.findings["counts"], {"invalid_utf8": 1})
 
+    def test_symlinked_child_dir_is_not_followed(self):
+        # The dir it points at, beside it under another name, is no child dir either.
+        children = self.honest_run()
+        child_dir = os.path.dirname(children["worker-a"].path)
+        moved = child_dir + "-moved"
+        os.rename(child_dir, moved)
+        os.symlink(moved, child_dir)
+        verdict = self.verdict()
+        self.assertEqual(verdict.shards[0]["delegation"], "missing_child_transcript")
+        self.assertEqual(verdict.findings["counts"], {"not_a_directory": 1})
+
 
 if __name__ == "__main__":
     unittest.main()
