@@ -124,9 +124,6 @@ def section(text: str, heading: str) -> list[str]:
 
 
 class ContractCitations(unittest.TestCase):
-    def test_contract_exists(self):
-        self.assertTrue(os.path.isfile(CONTRACT), "docs/product-contract.md is missing")
-
     def test_every_citation_resolves_to_a_heading(self):
         with open(CONTRACT, encoding="utf-8") as handle:
             headings = [line for line in handle.read().splitlines() if HEADING.match(line)]

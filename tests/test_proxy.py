@@ -199,15 +199,17 @@ class Canned:
         self.thread.join()
 
 
-def send_chunked(handler, pieces, status=200, content_type="text/event-stream", headers=()):
-    handler.send_response_only(status)
-    for name, value in (("Content-Type", content_type), *headers):
+def send_chunked(handler, pieces, headers=(), end=True):
+    """The headers of a streamed reply and `pieces` as chunks; `end`: the last chunk too."""
+    handler.send_response_only(200)
+    for name, value in (("Content-Type", "text/event-stream"), *headers):
         handler.send_header(name, value)
     handler.send_header("Transfer-Encoding", "chunked")
     handler.end_headers()
     for piece in pieces:
         handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-    handler.wfile.write(b"0\r\n\r\n")
+    if end:
+        handler.wfile.write(b"0\r\n\r\n")
 
 
 def send_whole(handler, body: bytes, status=200, content_type="application/json", headers=()):
@@ -411,11 +413,7 @@ class ForwardingTest(ProxyTest):
         released = []
 
         def reply(handler):
-            handler.send_response_only(200)
-            handler.send_header("Content-Type", "text/event-stream")
-            handler.send_header("Transfer-Encoding", "chunked")
-            handler.end_headers()
-            handler.wfile.write(b"%x\r\n%s\r\n" % (len(first), first))
+            send_chunked(handler, (first,), end=False)
             released.append(told.wait(WAIT_S))
             for start in range(0, len(rest), 256 * 1024):
                 piece = rest[start : start + 256 * 1024]
@@ -463,11 +461,7 @@ class UpstreamFailureTest(ProxyTest):
 
     def test_a_connection_reset_mid_stream_cuts_the_response(self):
         def reply(handler):
-            handler.send_response_only(200)
-            handler.send_header("Content-Type", "text/event-stream")
-            handler.send_header("Transfer-Encoding", "chunked")
-            handler.end_headers()
-            handler.wfile.write(b"%x\r\n%s\r\n" % (len(CHAT_SSE[0]), CHAT_SSE[0]))
+            send_chunked(handler, CHAT_SSE[:1], end=False)
             handler.connection.setsockopt(
                 socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
             )
@@ -479,11 +473,7 @@ class UpstreamFailureTest(ProxyTest):
 
     def test_a_stalled_stream_ends_within_the_read_timeout(self):
         def reply(handler):
-            handler.send_response_only(200)
-            handler.send_header("Content-Type", "text/event-stream")
-            handler.send_header("Transfer-Encoding", "chunked")
-            handler.end_headers()
-            handler.wfile.write(b"%x\r\n%s\r\n" % (len(CHAT_SSE[0]), CHAT_SSE[0]))
+            send_chunked(handler, CHAT_SSE[:1], end=False)
             upstream.release.wait(WAIT_S)
 
         # The recorded cause says which ended the stream: the proxy's read timeout, not the

@@ -95,79 +95,46 @@ class CapturedVerdictTest(CapturedRunTestCase):
             ],
         )
 
-    def test_every_captured_run_gets_its_expected_verdict(self):
+    def test_every_captured_run_is_found_and_scored_as_it_ran(self):
         for name in RUNS:
             with self.subTest(run=name):
                 root, fixture, run = self.materialized(name)
-                expected = load_json(os.path.join(root, "expected.json"))
-                verdict = score(fixture, run).to_json()
-                for key in ("resolved", "coverage", "delegation_evidence", "dedup", "receipts"):
-                    self.assertEqual(verdict[key], expected[key], key)
-                self.assertEqual(verdict["details"], expected["details"])
-
-    def test_captured_runs_pass_every_integrity_check(self):
-        # Real delegation, failed and torn-down children included (child-fail,
-        # endturn-oneshot), leaves records that agree with each other.
-        for name in RUNS:
-            with self.subTest(run=name):
-                _, fixture, run = self.materialized(name)
+                facts = load_json(os.path.join(root, "run.json"))
+                # The parent is found by its header id, not its file name.
+                self.assertEqual(run.parent.path, os.path.join(root, facts["parent_transcript"]))
+                self.assertEqual(run.parent.header_id, facts["parent_header_id"])
+                # The ledger is found where the product keyed it.
+                keyed = facts["ledger_keyed_on"]
+                home = os.path.join(root, "agent-home")
+                self.assertEqual(
+                    [item.path for item in run.ledgers],
+                    [ledger.ledger_path(home, os.path.join(root, keyed))] if keyed else [],
+                )
                 verdict = score(fixture, run)
+                expected = load_json(os.path.join(root, "expected.json"))
+                as_json = verdict.to_json()
+                for key in ("resolved", "coverage", "delegation_evidence", "dedup", "receipts"):
+                    self.assertEqual(as_json[key], expected[key], key)
+                self.assertEqual(as_json["details"], expected["details"])
+                # Real delegation, failed and torn-down children included (child-fail,
+                # endturn-oneshot), leaves records that agree with each other, and no findings.
                 for check, result in verdict.integrity.items():
                     self.assertEqual(result, {"passed": True, "count": 0, "failures": []}, check)
                 self.assertNotIn("unsourced", [row["delegation"] for row in verdict.shards])
-
-    def test_captured_runs_leave_no_findings(self):
-        for name in RUNS:
-            with self.subTest(run=name):
-                _, fixture, run = self.materialized(name)
-                self.assertEqual(score(fixture, run).findings["counts"], {})
-
-    def test_parent_is_found_by_header_id_not_file_name(self):
-        for name in RUNS:
-            with self.subTest(run=name):
-                root, _, run = self.materialized(name)
-                facts = load_json(os.path.join(root, "run.json"))
-                self.assertEqual(run.parent.path, os.path.join(root, facts["parent_transcript"]))
-                self.assertEqual(run.parent.header_id, facts["parent_header_id"])
-
-    def test_ledger_is_found_where_the_product_keyed_it(self):
-        for name in RUNS:
-            with self.subTest(run=name):
-                root, _, run = self.materialized(name)
-                facts = load_json(os.path.join(root, "run.json"))
-                if facts["ledger_keyed_on"] is None:
-                    self.assertEqual(run.ledgers, ())
-                    continue
-                keyed_dir = os.path.join(root, facts["ledger_keyed_on"])
-                self.assertEqual(
-                    [item.path for item in run.ledgers],
-                    [ledger.ledger_path(os.path.join(root, "agent-home"), keyed_dir)],
-                )
-
-    def test_turns_equal_the_model_calls_the_endpoint_saw(self):
-        # One assistant message per answered request; a 500 persists one error
-        # message per three HTTP tries (contract §5 "Retries").
-        for name in RUNS:
-            with self.subTest(run=name):
-                root, fixture, run = self.materialized(name)
+                self.assertEqual(verdict.findings["counts"], {})
+                # One turn per answered request; a 500 persists one error message per three
+                # HTTP tries (contract §5 "Retries").
                 calls = set()
                 with open(os.path.join(root, "model-log.jsonl"), encoding="utf-8") as handle:
                     for line in handle:
                         request = json.loads(line)
                         if request["kind"] != "aux":
                             calls.add((request["conversation_log"], request["transcript_entry_id"]))
-                efficiency = score(fixture, run).efficiency
-                self.assertEqual(efficiency["total_turns"], len(calls))
-
-    def test_cost_is_read_where_the_product_writes_it(self):
-        # The captured runs' fake provider has no price in its catalog: every assistant
-        # message says `usage.cost.total` 0, which is a cost reported (0), not a missing one.
-        for name in RUNS:
-            with self.subTest(run=name):
-                _, fixture, run = self.materialized(name)
-                efficiency = score(fixture, run).efficiency
-                self.assertEqual(efficiency["parent"]["cost_usd"], 0)
-                self.assertEqual(efficiency["total_cost_usd"], 0)
+                self.assertEqual(verdict.efficiency["total_turns"], len(calls))
+                # The fake provider has no price in its catalog: every assistant message says
+                # `usage.cost.total` 0, a cost reported (0), not a missing one.
+                self.assertEqual(verdict.efficiency["parent"]["cost_usd"], 0)
+                self.assertEqual(verdict.efficiency["total_cost_usd"], 0)
 
     def test_a_turn_aborted_by_teardown_is_counted_apart(self):
         _, fixture, run = self.materialized("endturn-oneshot")

@@ -489,28 +489,34 @@ class ReportWritingTest(unittest.TestCase):
                 self.assertTrue(os.path.isfile(path), path)
 
 
+VERDICT = {"efficiency": {"total_tokens": 1000, "total_turns": 4}}
+
+
+def run_set_view(results: list[dict], name: str = "set", timelines=None, **config) -> RunSetView:
+    """A run set of one trial a result, summarized and viewed as report.py does; `config`
+    overrides run-set.json's keys, and one of `inject_failure` is read as a stored set's."""
+    config = {
+        "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot", "baseline": False,
+        "fixture_digest": "d", "trials": len(results), **config,
+    }  # fmt: skip
+    records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
+    summary = summarize(config, records)
+    views = tuple(
+        TrialView(row["index"], row["dir"], row, timelines[row["index"] - 1] if timelines else None)
+        for row in summary["trials"]
+    )
+    injected = runsets.injected(config) if "inject_failure" in config else ()
+    return RunSetView(f"/r/{name}", config, summary, views, None, injected)
+
+
 class TrialsSectionTest(unittest.TestCase):
     def test_resolved_trials_timelines_are_folded_after_the_failing_ones(self):
-        rows = [
-            {"index": 1, "dir": "trial-1", "status": "scored", "resolved": True},
-            {"index": 2, "dir": "trial-2", "status": "scored", "resolved": False},
-            {"index": 3, "dir": "trial-3", "status": "scored", "resolved": True},
+        timelines = [
+            Timeline((span("w", 900 if resolved else None),), 1, 1500, 1500, 1.0)
+            for resolved in (True, False, True)
         ]
-        views = tuple(
-            TrialView(
-                row["index"],
-                row["dir"],
-                row,
-                Timeline((span("w", 900 if row["resolved"] else None),), 1, 1500, 1500, 1.0),
-            )
-            for row in rows
-        )
-        config = {
-            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
-            "baseline": False, "trials": 3,
-        }  # fmt: skip
-        summary = summarize(config, [TrialRecord(r["index"], r["dir"], 1, None) for r in rows])
-        view = RunSetView("/r/set", config, summary, views)
+        results = [{"status": "scored", "resolved": resolved} for resolved in (True, False, True)]
+        view = run_set_view(results, timelines=timelines)
         blocks = report_page._timelines(view, "/r")
         shown = [type(block).__name__ for block in blocks]
         self.assertEqual(shown, ["Paragraph", "Chart", "Fold", "Fold"])
@@ -524,26 +530,15 @@ class TrialsSectionTest(unittest.TestCase):
 
 class CostTest(unittest.TestCase):
     def view(self, name: str, model: str, costs: list) -> RunSetView:
-        config = {
-            "fixture": {"name": "small"}, "model": model, "drive": "oneshot",
-            "baseline": False, "trials": len(costs), "fixture_digest": "d",
-        }  # fmt: skip
-        records = [
-            TrialRecord(
-                n,
-                f"trial-{n}",
-                1,
-                {
-                    "status": "scored",
-                    "resolved": resolved,
-                    "verdict": {"efficiency": {"total_cost_usd": cost, "total_tokens": 10}},
-                },
-            )
-            for n, (cost, resolved) in enumerate(costs, start=1)
+        results = [
+            {
+                "status": "scored",
+                "resolved": resolved,
+                "verdict": {"efficiency": {"total_cost_usd": cost, "total_tokens": 10}},
+            }
+            for cost, resolved in costs
         ]
-        summary = summarize(config, records)
-        views = tuple(TrialView(r["index"], r["dir"], r, None) for r in summary["trials"])
-        return RunSetView(f"/r/{name}", config, summary, views)
+        return run_set_view(results, name, model=model)
 
     def test_the_report_and_compare_show_dollars_and_say_when_there_are_none(self):
         priced = self.view("a", "p/m", [(0.5, True), (1.75, False), (0.25, True)])
@@ -568,18 +563,9 @@ class FiftyTrialsTest(unittest.TestCase):
     4, 8 and n, not at all 50."""
 
     def test_pass_hat_k_is_shown_at_1_2_4_8_and_n(self):
-        config = {
-            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
-            "baseline": False, "trials": 50, "fixture_digest": "d",
-        }  # fmt: skip
-        records = [
-            TrialRecord(n, f"trial-{n}", 1, {"status": "scored", "resolved": n <= 45})
-            for n in range(1, 51)
-        ]
-        summary = summarize(config, records)
-        self.assertEqual(len(summary["pass_hat_k"]), 50)  # summary.json keeps every k
-        views = tuple(TrialView(r["index"], r["dir"], r, None) for r in summary["trials"])
-        text = render_markdown(build_report([RunSetView("/r/set", config, summary, views)], "/r"))
+        view = run_set_view([{"status": "scored", "resolved": n <= 45} for n in range(1, 51)])
+        self.assertEqual(len(view.summary["pass_hat_k"]), 50)  # summary.json keeps every k
+        text = render_markdown(build_report([view], "/r"))
         (row,) = [line for line in text.splitlines() if line.startswith("| small |")]
         self.assertIn(
             "| 45/50 | 90% | 79%-96% | k=1 90% · k=2 81% · k=4 65% · k=8 40% · k=50 0% |", row
@@ -601,21 +587,14 @@ class DollarsTest(unittest.TestCase):
 
 class AgentErrorTest(unittest.TestCase):
     def test_a_trial_whose_agent_failed_is_counted_and_shown_apart(self):
-        config = {
-            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
-            "baseline": False, "fixture_digest": "d", "trials": 3,
-        }  # fmt: skip
-        verdict = {"efficiency": {"total_tokens": 1000, "total_turns": 4}}
         results = [
-            {"status": "scored", "resolved": True, "verdict": verdict},
-            {"status": "scored", "resolved": False, "verdict": verdict,
+            {"status": "scored", "resolved": True, "verdict": VERDICT},
+            {"status": "scored", "resolved": False, "verdict": VERDICT,
              "reasons": [{"code": "wrong_answer"}]},
             {"status": "agent_error", "resolved": False},
         ]  # fmt: skip
-        records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
-        summary = summarize(config, records)
-        views = tuple(TrialView(row["index"], row["dir"], row, None) for row in summary["trials"])
-        blocks = build_report([RunSetView("/r/set", config, summary, views)], "/r")
+        view = run_set_view(results)
+        blocks = build_report([view], "/r")
         html = render_html(blocks, "t")
         self.assertIn("1/2 of 3 planned; 1 errored (not counted)", html)
         self.assertIn('<tr class="row-error"><td class="nw" data-label="trial"><a href='
@@ -625,8 +604,8 @@ class AgentErrorTest(unittest.TestCase):
                       '"evidence/set/trial-2.html">trial 2</a></td><td class="nw bad" '
                       'data-label="outcome">FAILED</td>', html)  # fmt: skip
         self.assertIn('<a href="#set-1">1 failed, 1 errored</a>', html)
-        errors = dict(summary, errors={"agent_exited": 1})
-        view = RunSetView("/r/set", config, errors, views)
+        errors = dict(view.summary, errors={"agent_exited": 1})
+        view = RunSetView(view.dir, view.config, errors, view.trials)
         html = render_html(build_report([view], "/r"), "t")
         self.assertIn("Errored trials by code", html)
         self.assertIn('<td class="nw" data-label="reason code">agent_exited</td>'
@@ -636,24 +615,14 @@ class AgentErrorTest(unittest.TestCase):
 class FailureAccountingTest(unittest.TestCase):
     """Run sets with --inject-failure: the accounting rate beside the resolve rate."""
 
-    config: ClassVar[dict] = {
-        "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
-        "baseline": False, "fixture_digest": "d", "trials": 4,
-    }  # fmt: skip
-
     def markdown(self, *accounted: bool | None) -> str:
-        verdict = {"efficiency": {"total_tokens": 1000, "total_turns": 4}}
         results = [
-            {"status": "scored", "resolved": False, "verdict": verdict,
+            {"status": "scored", "resolved": False, "verdict": VERDICT,
              "reasons": [{"code": "wrong_answer"}],
              **({} if value is None else {"failure_accounted": value})}
             for value in accounted
         ]  # fmt: skip
-        records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
-        summary = summarize(self.config, records)
-        views = tuple(TrialView(row["index"], row["dir"], row, None) for row in summary["trials"])
-        view = RunSetView("/r/set", self.config, summary, views)
-        return render_markdown(build_report([view], "/r"))
+        return render_markdown(build_report([run_set_view(results)], "/r"))
 
     def test_the_report_gives_the_accounting_rate_beside_the_resolve_rate(self):
         text = self.markdown(True, True, True, False)
@@ -665,23 +634,12 @@ class FailureAccountingTest(unittest.TestCase):
 
 
 class CompareTestTest(unittest.TestCase):
-    def view(self, name: str, planned: int, results: list[dict]) -> RunSetView:
-        config = {
-            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot",
-            "baseline": False, "fixture_digest": "d", "trials": planned,
-        }  # fmt: skip
-        records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
-        summary = summarize(config, records)
-        views = tuple(TrialView(row["index"], row["dir"], row, None) for row in summary["trials"])
-        return RunSetView(f"/r/{name}", config, summary, views)
-
     def test_a_real_difference_is_said_in_words_and_errored_trials_stay_out(self):
-        verdict = {"efficiency": {"total_tokens": 1000, "total_turns": 4}}
-        resolved = {"status": "scored", "resolved": True, "verdict": verdict}
-        failed = {"status": "scored", "resolved": False, "verdict": verdict}
+        resolved = {"status": "scored", "resolved": True, "verdict": VERDICT}
+        failed = {"status": "scored", "resolved": False, "verdict": VERDICT}
         errored = {"status": "agent_error", "resolved": False}
-        a = self.view("a", 6, [failed] * 6)
-        b = self.view("b", 8, [resolved] * 6 + [errored] * 2)
+        a = run_set_view([failed] * 6, "a")
+        b = run_set_view([resolved] * 6 + [errored] * 2, "b")
         blocks = build_compare([a], [b], ("a", "b"))
         text = render_markdown(blocks)
         # 0/6 against 6/6: B's count is the most it could be, 1 table of C(12, 6) = 924,
@@ -701,25 +659,12 @@ class InjectedFailureTest(unittest.TestCase):
 
     INJECTED: ClassVar[list] = [{"worker": "worker-c", "calls": 12}]
 
-    def view(self, name: str, results: list[dict], stored: bool = True) -> RunSetView:
-        config = {
-            "fixture": {"name": "small"}, "model": "m/x", "drive": "oneshot", "baseline": False,
-            "fixture_digest": "d", "trials": len(results),
-            **({"inject_failure": self.INJECTED} if stored else {}),
-        }  # fmt: skip
-        records = [TrialRecord(i, f"trial-{i}", 1, result) for i, result in enumerate(results, 1)]
-        summary = summarize(config, records)
-        views = tuple(TrialView(row["index"], row["dir"], row, None) for row in summary["trials"])
-        injected = runsets.injected(config) if stored else ()
-        return RunSetView(f"/r/{name}", config, summary, views, None, injected)
-
     def results(self, resolved: bool, count: int = 4) -> list[dict]:
-        verdict = {"efficiency": {"total_tokens": 1000, "total_turns": 4}}
-        return [{"status": "scored", "resolved": resolved, "verdict": verdict}] * count
+        return [{"status": "scored", "resolved": resolved, "verdict": VERDICT}] * count
 
     def test_the_report_tells_an_injected_set_from_a_clean_one(self):
-        clean = self.view("clean", self.results(True), stored=False)
-        injected = self.view("injected", self.results(False))
+        clean = run_set_view(self.results(True), "clean")
+        injected = run_set_view(self.results(False), "injected", inject_failure=self.INJECTED)
         text = render_markdown(build_report([clean, injected], "/r"))
         rows = [line for line in text.splitlines() if line.startswith("| small | m/x |")]
         self.assertEqual(len(rows), 2)
@@ -728,8 +673,8 @@ class InjectedFailureTest(unittest.TestCase):
         self.assertIn("### small · m/x · oneshot · fan-out, failure injected", text)
 
     def test_compare_says_a_flip_comes_with_injected_failures(self):
-        clean = self.view("clean", self.results(True), stored=False)
-        injected = self.view("injected", self.results(False))
+        clean = run_set_view(self.results(True), "clean")
+        injected = run_set_view(self.results(False), "injected", inject_failure=self.INJECTED)
         blocks = build_compare([clean], [injected], ("clean", "injected"))
         text = render_markdown(blocks)
         self.assertIn("| B | injected | m/x | oneshot | 1 | 4 |", text)

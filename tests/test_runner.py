@@ -183,6 +183,15 @@ class SummaryLineTest(unittest.TestCase):
         result.update(changes)
         return result
 
+    def set_summary(self, **changes) -> dict:
+        """A run set's summary.json, of four trials scored and one resolved unless changed."""
+        summary = {
+            "trials_scored": 4, "trials_planned": 4, "resolved": 1,
+            "resolve_rate_ci95": [0.046, 0.699], "exit_code": 1, "trials_errored": 0,
+            "failures": {}, "errors": {},
+        }  # fmt: skip
+        return summary | changes
+
     def test_each_criterion_reason_count_and_the_calls_are_named(self):
         line = terminal.summary_line(self.result())
         self.assertEqual(
@@ -212,16 +221,8 @@ class SummaryLineTest(unittest.TestCase):
         )
 
     def test_a_run_set_line_counts_failures_most_first(self):
-        summary = {
-            "trials_scored": 4,
-            "trials_planned": 5,
-            "resolved": 1,
-            "resolve_rate_ci95": [0.046, 0.699],
-            "exit_code": 1,
-            "trials_errored": 0,
-            "failures": {"not_run": 1, "missing_receipt": 3, "dedup": 3},
-            "errors": {},
-        }
+        failures = {"not_run": 1, "missing_receipt": 3, "dedup": 3}
+        summary = self.set_summary(trials_planned=5, failures=failures)
         line = terminal.set_summary_line(summary, os.path.join(os.getcwd(), "set", "summary.json"))
         self.assertEqual(
             line,
@@ -248,17 +249,12 @@ class SummaryLineTest(unittest.TestCase):
                 )
 
     def test_a_run_set_line_gives_the_accounting_rate_beside_the_resolve_rate(self):
-        summary = {
-            "trials_scored": 4,
-            "trials_planned": 4,
-            "resolved": 0,
-            "resolve_rate_ci95": [0.0, 0.49],
-            "failure_accounting": {"trials": 4, "accounted": 3, "rate_ci95": [0.3, 0.954]},
-            "exit_code": 1,
-            "trials_errored": 0,
-            "failures": {"wrong_answer": 4},
-            "errors": {},
-        }
+        summary = self.set_summary(
+            resolved=0,
+            resolve_rate_ci95=[0.0, 0.49],
+            failure_accounting={"trials": 4, "accounted": 3, "rate_ci95": [0.3, 0.954]},
+            failures={"wrong_answer": 4},
+        )
         self.assertEqual(
             terminal.set_summary_line(summary, None),
             "run set: 0/4 scored trials resolved (0%, 95% CI 0%-49%); injected failure "
@@ -267,30 +263,27 @@ class SummaryLineTest(unittest.TestCase):
         )
 
     def test_a_run_set_with_nothing_scored_has_no_rate(self):
-        summary = {
-            "trials_scored": 0,
-            "trials_planned": 2,
-            "resolved": 0,
-            "resolve_rate_ci95": [None, None],
-            "exit_code": 3,
-            "trials_errored": 0,
-            "failures": {"not_run": 2},
-            "errors": {},
-        }
+        summary = self.set_summary(
+            trials_scored=0,
+            trials_planned=2,
+            resolved=0,
+            resolve_rate_ci95=[None, None],
+            exit_code=3,
+            failures={"not_run": 2},
+        )
         line = terminal.set_summary_line(summary, os.path.join(os.getcwd(), "summary.json"))
         self.assertTrue(line.startswith("run set: 0/0 scored trials resolved, 2 planned; exit 3"))
 
     def test_a_run_set_line_counts_errored_trials_apart(self):
-        summary = {
-            "trials_scored": 2,
-            "trials_planned": 3,
-            "resolved": 2,
-            "resolve_rate_ci95": [0.342, 1.0],
-            "exit_code": 3,
-            "trials_errored": 1,
-            "failures": {},
-            "errors": {"agent_exited": 1},
-        }
+        summary = self.set_summary(
+            trials_scored=2,
+            trials_planned=3,
+            resolved=2,
+            resolve_rate_ci95=[0.342, 1.0],
+            exit_code=3,
+            trials_errored=1,
+            errors={"agent_exited": 1},
+        )
         self.assertEqual(
             terminal.set_summary_line(summary, None),
             "run set: 2/2 scored trials resolved (100%, 95% CI 34%-100%), 1 errored (not "

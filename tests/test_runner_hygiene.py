@@ -41,36 +41,8 @@ def tmpdir_of(pid: int) -> str | None:
 
 
 class InterruptTest(unittest.TestCase):
-    """The handler itself, in this process: what the first signal says, what the second does."""
-
-    def test_the_first_signal_names_what_ends_and_the_second_calls_now(self):
-        ended = []
-        with tempfile.TemporaryFile() as said:
-            saved = os.dup(2)
-            os.dup2(said.fileno(), 2)
-            try:
-                with Interrupt() as interrupt:
-                    interrupt.ending = "the 2 trials running"
-                    interrupt.ending_now = "the 2 trials running now"
-                    interrupt.now = lambda: ended.append("now")
-                    os.kill(os.getpid(), signal.SIGINT)
-                    self.assertEqual(ended, [])
-                    past_the_same_interrupt(time.monotonic())
-                    os.kill(os.getpid(), signal.SIGINT)
-            finally:
-                os.dup2(saved, 2)
-                os.close(saved)
-            said.seek(0)
-            lines = said.read().decode().splitlines()
-        self.assertEqual(ended, ["now"])
-        self.assertEqual((interrupt.signum, interrupt.count), (signal.SIGINT, 2))
-        self.assertEqual(
-            lines,
-            [
-                "runner.py: SIGINT: ending the 2 trials running; a second Ctrl-C ends it now",
-                "runner.py: SIGINT again: ending the 2 trials running now",
-            ],
-        )
+    """The handler itself, in this process (what the first signal says and the second does,
+    the runner's own words, are HygieneTest's)."""
 
     def test_the_same_signal_twice_at_once_is_one_interrupt(self):
         # uv without a terminal: the group's SIGINT, then uv's copy of it to its child.

@@ -408,9 +408,12 @@ class DerivationTest(RunTestCase):
         with self.build.cell(f"for name in {workers!r}:\n    await rlm(task, name=name)\n"):
             return {w: self.build.spawn(w, **per_worker.get(w, {})) for w in workers}
 
-    def reply_all(self, children: dict) -> None:
+    def reply_all(self, children: dict, index: bool = False) -> None:
+        """Every child replies its answer; with `index`, a parent cell then writes the index."""
         for shard in FIXTURE.shards:
             self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
+        if index:
+            self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
 
     def shard_codes(self, verdict) -> list[tuple[str, str | None]]:
         return [(r.code, r.shard) for r in verdict.reasons]
@@ -531,8 +534,7 @@ class DerivationTest(RunTestCase):
         # worker-b counts a.jsonl too (its cell shows 11) and sends it to worker-a, whose
         # cell then sends on what it was told: its result shows 11, its code holds none.
         self.build.tells(children["worker-b"], children["worker-a"], "a.jsonl: 11", "11\n")
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         verdict = self.verdict()
         self.assertEqual(self.shard_codes(verdict), [("answer_not_derived", "a.jsonl")])
         self.assertIn("received it from a session that knew it", verdict.reasons[0].message)
@@ -540,8 +542,7 @@ class DerivationTest(RunTestCase):
     def test_a_childs_results_are_searched_for_the_numbers_it_was_heard_to_send(self):
         children = self.fan_out()
         self.build.tells(children["worker-b"], children["worker-a"], "a.jsonl: 11", "11\n")
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         run = collect(self.run_dir, FIXTURE.artifact)
         searched = {c.child_id: c.transcripts[0].searched_for for c in run.children}
         self.assertIsNone(run.parent.searched_for)
@@ -556,8 +557,7 @@ class DerivationTest(RunTestCase):
         # worker-a counts its shard and finds 11 itself.
         self.build.tells(children["worker-b"], children["worker-a"], "see you at 11", "")
         self.rewrite_last_call(children["worker-b"], "await send('see you at 11')\n")
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         self.assert_resolved()
 
     def rewrite_last_call(self, child, code: str) -> None:
@@ -596,8 +596,7 @@ class DerivationTest(RunTestCase):
             for s in (A, B)
         }
         children = self.fan_out(**read, **{"worker-c": {"before": (compute_all,)}})
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         verdict = self.verdict()
         self.assertEqual(
             self.shard_codes(verdict),
@@ -616,8 +615,7 @@ class DerivationTest(RunTestCase):
             for s in FIXTURE.shards
         }
         children = self.fan_out(**read)
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         verdict = self.verdict()
         self.assertEqual(
             [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
@@ -627,8 +625,7 @@ class DerivationTest(RunTestCase):
         # Left there before the run, or written by a name built at run time.
         work = self.read_and_send(A, "answer = json.load(open('/var/tmp/planted.json'))['a']\n")
         children = self.fan_out(**{"worker-a": {"work": work}})
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         self.assertEqual(self.shard_codes(self.verdict()), [("answer_not_derived", "a.jsonl")])
 
     def test_numbers_read_from_the_parents_transcript_are_no_derivation(self):
@@ -649,8 +646,7 @@ class DerivationTest(RunTestCase):
             "work": self.read_and_send(C, "log = max(glob.glob('../sessions/*.jsonl'))\n...\n")
         }
         children = self.fan_out(**read)
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         verdict = self.verdict()
         self.assertEqual(
             [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
@@ -701,8 +697,7 @@ class DerivationTest(RunTestCase):
         peek = ("print(open('shards/a.jsonl').read(200))", '{"n": 11, "id": 7}\n{"n": 3}\n')
         other = ("print(open('b.jsonl').readline())", '{"n": 22}\n')
         children = self.fan_out(**{"worker-a": {"before": (peek, other)}})
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         self.assert_resolved()
 
     def test_prose_around_the_number_still_sources_the_shard(self):
@@ -716,16 +711,14 @@ class DerivationTest(RunTestCase):
     def test_a_child_whose_first_model_calls_failed_and_then_worked_is_derived(self):
         # Three attempts failed with HTTP 500 before the product's retry got through (§5).
         children = self.fan_out(**{"worker-b": {"failures": 3}})
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         self.assert_resolved()
         self.assertEqual(self.verdict().children[1]["failed_calls"], 3)
 
     def test_a_draft_index_early_and_the_final_one_after_every_reply_is_fine(self):
         self.build.index_cell([f"- {s.file}: pending" for s in FIXTURE.shards])
         children = self.fan_out()
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         self.assert_resolved()
 
     def test_a_retry_after_delete_sources_the_shard_from_the_new_child(self):
@@ -742,8 +735,7 @@ class DerivationTest(RunTestCase):
     def test_small_numbers_in_a_task_are_no_evidence_when_they_are_no_answer(self):
         task = "Shard 1 of 3: count the records; reply within 5 minutes."
         children = self.fan_out(**{w.worker: {"task": task} for w in FIXTURE.shards})
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         self.assert_resolved()
 
     def test_a_draft_index_named_early_and_the_final_one_through_a_variable_is_fine(self):
@@ -800,16 +792,14 @@ class DerivationTest(RunTestCase):
         read = self.read_and_send(A, "answer = int(Path('/tmp/scratch.txt').read_text())\n")
         per_worker = {s.worker: {"before": (write(s),), "work": read} for s in FIXTURE.shards}
         children = self.fan_out(**per_worker)
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         self.assert_resolved()
 
     def test_a_child_that_reads_its_shard_through_its_own_copy_derived(self):
         copy = ("shutil.copy('shards/a.jsonl', '/tmp/mine.jsonl')", "")
         read = self.read_and_send(A, "answer = len(open('/tmp/mine.jsonl').readlines())\n")
         children = self.fan_out(**{"worker-a": {"before": (copy,), "work": read}})
-        self.reply_all(children)
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(children, index=True)
         self.assert_resolved()
 
     def test_an_index_no_parent_call_names_is_not_ordered_against_the_replies(self):
@@ -830,8 +820,7 @@ class DerivationTest(RunTestCase):
             | ({"before": ((before(s), ""),)} if before else {})
             for s in FIXTURE.shards
         }
-        self.reply_all(self.fan_out(**per_worker))
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(self.fan_out(**per_worker), index=True)
 
     def not_derived_reasons(self) -> list[str]:
         verdict = self.verdict()
@@ -900,8 +889,7 @@ class DerivationTest(RunTestCase):
             }
             for s in FIXTURE.shards
         }
-        self.reply_all(self.fan_out(**per_worker))
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
+        self.reply_all(self.fan_out(**per_worker), index=True)
         for message in self.not_derived_reasons():
             self.assertIn("drew on no file at all", message)
             self.assertIn("an expression, such as one handed in its task", message)
@@ -1165,26 +1153,6 @@ class EfficiencyTest(RunTestCase):
 
 
 class BadInputTest(RunTestCase):
-    def test_transcript_records_of_the_wrong_json_type_are_findings(self):
-        self.honest_run()
-        with open(self.build.parent_path, "a", encoding="utf-8") as handle:
-            handle.write('{"type":"message","message":"not an object"}\n')
-            handle.write('{"type":"custom_message","customType":"agent_message","details":"x"}\n')
-            handle.write("[1, 2, 3]\n")
-            handle.write('"a string"\n')
-        verdict = self.verdict()
-        self.assertTrue(verdict.resolved)
-        self.assertEqual(verdict.findings["counts"], {"not_an_object": 2, "wrong_type": 2})
-
-    def test_invalid_utf8_and_nul_bytes_in_a_transcript_are_findings(self):
-        self.honest_run()
-        with open(self.build.parent_path, "ab") as handle:
-            handle.write(b'{"type":"message","x":"\xff\xfe"}\n')
-            handle.write(b'{"type":"\x00"}\n')
-        verdict = self.verdict()
-        self.assertTrue(verdict.resolved)
-        self.assertEqual(verdict.findings["counts"], {"invalid_utf8": 1, "malformed_json": 1})
-
     def test_stray_files_beside_the_parent_are_named_by_their_line_1_alone(self):
         self.honest_run()
         strays = {
@@ -1210,6 +1178,7 @@ class BadInputTest(RunTestCase):
         self.assertEqual(verdict.findings["counts"], {"invalid_utf8": 1})
 
     def test_symlinked_child_dir_is_not_followed(self):
+        # The dir it points at, beside it under another name, is no child dir either.
         children = self.honest_run()
         child_dir = os.path.dirname(children["worker-a"].path)
         moved = child_dir + "-moved"

@@ -3,8 +3,7 @@
 Requests are built in the shapes the product sends (captured runs and contract §9, §11):
 the system prompt carries `Working directory:`, `Conversation log:`, `Recursive agent
 depth: N` and, for a child, `You are a child agent spawned by <parent id>`; a child's first
-user message starts `[task from parent]`; a reply arrives as `[from child:<name>]…<payload>`
-and a terminal notice as `RLM child <name> (<childId>) completed without sending a reply`.
+user message starts `[task from parent]`.
 """
 
 from __future__ import annotations
@@ -12,36 +11,27 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
-import glob
-import http.client
 import inspect
 import io
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import unittest
 from types import SimpleNamespace
-from unittest import mock
 
-from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.fixture import load_manifest
 from swarm_fanout.generate import twins
-from swarm_fanout.scorer import score
 from swarm_fanout.scripted import check as scripted
 from swarm_fanout.scripted import model as scripted_model
-from swarm_fanout.scripted.model import ScriptedModelServer, decide, read_request
+from swarm_fanout.scripted.model import decide, read_request
 from swarm_fanout.shell import replay
 from swarm_fanout.shell.agent_config import set_provider
 from swarm_fanout.shell.replay_kernel import PlainKernel
-from swarm_fanout.tasks import ANSWER_GIVEN, parse_shards, told_answer
 from tests.runner_case import two_shard_fixture
-from tests.test_real_runs import materialize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = [os.path.join(ROOT, "fixtures", name) for name in ("json-events", "csv-metrics")]
@@ -49,7 +39,6 @@ FIXTURE = FIXTURES[0]
 PARENT_ID = "01a236e9-5adc-756a-b902-5f45a940ae96"
 PARENT_LOG = "/runs/r1/sessions/01a236e9-5025-7768-b8a6-526c5f07cf93.jsonl"
 TOOLS = [{"type": "function", "function": {"name": "ipython", "parameters": {"type": "object"}}}]
-RESPONSE_ID = re.compile(r"^chatcmpl-[0-9a-f]{32}$")
 
 
 def task_text(fixture: str = FIXTURE) -> str:
@@ -93,38 +82,15 @@ def tool(text: str) -> dict:
     return {"role": "tool", "content": text, "tool_call_id": "call_1"}
 
 
-def reply(worker: str, payload: str) -> dict:
-    return user(
-        f"[from child:{worker}]\nAgent-to-agent message received.\nSource: agent_message\n"
-        f"From: {worker}, active 0a3c5af64cb9, session 01a23678-6443, client agent\n"
-        f"Message id: agentmsg_1\n\n{payload}"
-    )
+def body(script: str, messages: list[dict]) -> dict:
+    return {"model": script, "messages": messages, "stream": True, "tools": TOOLS}
 
 
-def body(script: str, messages: list[dict], tools: bool = True, stream: bool = True) -> dict:
-    request = {"model": script, "messages": messages, "stream": stream}
-    if stream:
-        request["stream_options"] = {"include_usage": True}
-    if tools:
-        request["tools"] = TOOLS
-    return request
-
-
-def parent_body(script: str, later: list[dict], cwd: str = FIXTURE) -> dict:
-    system = {"role": "system", "content": system_prompt(cwd, PARENT_LOG, 0)}
-    return body(script, [system, user(task_text()), *later])
-
-
-def child_body(
-    script: str, shard: dict, number: int, count: int, cwd: str, later=(), told: str = ""
-) -> dict:
-    """A child's request; `told`: the answer its task gives it (answer-in-task)."""
+def child_body(script: str, shard: dict, number: int, count: int, cwd: str) -> dict:
     task = scripted_model.CHILD_PROMPT.format(number=number, count=count, **shard)
-    if told:
-        task += ANSWER_GIVEN.format(answer=told)
     log = f"/runs/r1/session-artifacts/{PARENT_ID}/sub-0433f012/{shard['worker']}.jsonl"
     system = {"role": "system", "content": system_prompt(cwd, log, 1)}
-    return body(script, [system, user(f"[task from parent]\n\n{task}"), *later])
+    return body(script, [system, user(f"[task from parent]\n\n{task}")])
 
 
 def run_cell(code: str, namespace: dict) -> dict:
@@ -161,335 +127,10 @@ class FakeAgentMessage:
         return {"deliveryStatus": "queued"}
 
 
-# --- the wire ----------------------------------------------------------------------------------
-
-
-def post(
-    base_url: str, payload: dict, path: str = "/v1/chat/completions"
-) -> tuple[int, str, bytes]:
-    host, port = base_url.removeprefix("http://").split("/")[0].split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
-    try:
-        connection.request(
-            "POST",
-            path,
-            json.dumps(payload),
-            {"Content-Type": "application/json"},
-        )
-        response = connection.getresponse()
-        return response.status, response.getheader("Content-Type"), response.read()
-    finally:
-        connection.close()
-
-
-def sse_events(data: bytes) -> list[str]:
-    events = data.decode().split("\n\n")
-    assert events[-1] == "", "the stream ends with a blank line"
-    return [event.removeprefix("data: ") for event in events[:-1]]
-
-
-class ServerTest(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="scripted-model-")
-        self.addCleanup(shutil.rmtree, self.dir)
-        self.log = os.path.join(self.dir, "model-log.jsonl")
-        self.server = ScriptedModelServer(self.log).start()
-        self.addCleanup(self.server.stop)
-
-    def logged(self) -> list[dict]:
-        with open(self.log, encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle]
-
-
-class WireFormatTest(ServerTest):
-    def test_stream_is_role_text_tool_call_finish_usage_then_done(self):
-        request = parent_body("fanout", [])
-        status, content_type, data = post(self.server.base_url, request)
-        self.assertEqual((status, content_type), (200, "text/event-stream"))
-        events = sse_events(data)
-        self.assertEqual(events[-1], "[DONE]")
-        chunks = [json.loads(event) for event in events[:-1]]
-        self.assertEqual(len({chunk["id"] for chunk in chunks}), 1)
-        self.assertRegex(chunks[0]["id"], RESPONSE_ID)
-        self.assertEqual(chunks[0]["choices"][0]["delta"]["role"], "assistant")
-        self.assertEqual(
-            chunks[1]["choices"][0]["delta"]["content"], "Spawning one child per shard."
-        )
-        calls = [
-            c["choices"][0]["delta"]["tool_calls"][0]
-            for c in chunks
-            if c["choices"] and "tool_calls" in c["choices"][0]["delta"]
-        ]
-        self.assertGreater(len(calls), 1, "the arguments are streamed in pieces")
-        self.assertEqual({call["index"] for call in calls}, {0})
-        self.assertEqual((calls[0]["type"], calls[0]["function"]["name"]), ("function", "ipython"))
-        arguments = "".join(call["function"]["arguments"] for call in calls)
-        self.assertEqual(json.loads(arguments), {"code": decide(read_request(request)).code})
-        self.assertEqual(chunks[-2]["choices"][0]["finish_reason"], "tool_calls")
-        self.assertEqual(chunks[-1]["choices"], [])
-        usage = chunks[-1]["usage"]
-        self.assertEqual(usage["total_tokens"], usage["prompt_tokens"] + usage["completion_tokens"])
-        [record] = self.logged()
-        self.assertEqual(record["response_id"], chunks[0]["id"])
-        self.assertEqual(record["usage"], usage)
-        self.assertEqual(
-            (record["kind"], record["decision"], record["depth"], record["conversation_log"]),
-            ("parent", "spawn_children", 0, PARENT_LOG),
-        )
-
-    def test_without_streaming_the_reply_is_one_chat_completion(self):
-        request = parent_body("fanout", [])
-        request["stream"] = False
-        status, content_type, data = post(self.server.base_url, request)
-        self.assertEqual((status, content_type), (200, "application/json"))
-        reply_json = json.loads(data)
-        self.assertEqual(reply_json["object"], "chat.completion")
-        self.assertRegex(reply_json["id"], RESPONSE_ID)
-        [choice] = reply_json["choices"]
-        self.assertEqual(choice["finish_reason"], "tool_calls")
-        arguments = choice["message"]["tool_calls"][0]["function"]["arguments"]
-        self.assertIn(scripted_model.SPAWN_MARKER, json.loads(arguments)["code"])
-        self.assertIn("total_tokens", reply_json["usage"])
-
-    def test_side_call_without_tools_gets_plain_text(self):
-        request = body("fanout", [user("Summarize the session.")], tools=False)
-        _, _, data = post(self.server.base_url, request)
-        chunks = [json.loads(event) for event in sse_events(data)[:-1]]
-        self.assertEqual(chunks[1]["choices"][0]["delta"], {"content": "OK."})
-        self.assertEqual(chunks[-2]["choices"][0]["finish_reason"], "stop")
-        self.assertFalse(
-            any("tool_calls" in c["choices"][0]["delta"] for c in chunks if c["choices"])
-        )
-        self.assertEqual(self.logged()[0]["kind"], "aux")
-
-    def test_failing_child_gets_http_500_and_no_response_id(self):
-        shards = manifest()
-        request = child_body("child-fail", shards[-1], len(shards), len(shards), FIXTURE)
-        status, _, data = post(self.server.base_url, request)
-        self.assertEqual(status, 500)
-        self.assertEqual(json.loads(data)["error"]["type"], "server_error")
-        [record] = self.logged()
-        self.assertEqual((record["http_status"], record["response_id"]), (500, None))
-        self.assertEqual(
-            (record["kind"], record["depth"], record["shard"]), ("child", 1, shards[-1]["file"])
-        )
-        self.assertEqual(record["spawned_by"], PARENT_ID)
-
-    def test_unknown_script_is_404(self):
-        status, _, _ = post(self.server.base_url, parent_body("nonesuch", []))
-        self.assertEqual(status, 404)
-
-    def test_concurrent_requests_each_get_a_log_line_and_a_unique_response_id(self):
-        shards = manifest()
-        requests = [
-            child_body("fanout", s, n, len(shards), FIXTURE) for n, s in enumerate(shards, 1)
-        ]
-        served: list[str] = []
-
-        def send(request: dict) -> None:
-            _, _, data = post(self.server.base_url, request)
-            served.append(json.loads(sse_events(data)[0])["id"])
-
-        threads = [threading.Thread(target=send, args=(r,)) for r in requests * 3]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        records = self.logged()
-        self.assertEqual(sorted(r["seq"] for r in records), list(range(1, len(threads) + 1)))
-        self.assertEqual(len(set(served)), len(threads))
-        self.assertEqual({r["response_id"] for r in records}, set(served))
-
-
-class EchoTest(unittest.TestCase):
-    """The echo mode: the upstream of the simulated agent's provider behind the proxy."""
-
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="scripted-model-")
-        self.addCleanup(shutil.rmtree, self.dir)
-        self.log = os.path.join(self.dir, "model-log.jsonl")
-        self.server = ScriptedModelServer(self.log, echo=True).start()
-        self.addCleanup(self.server.stop)
-
-    def test_any_streamed_request_gets_text_a_fresh_id_and_usage(self):
-        ids = []
-        for model in ("oracle", "nonesuch"):
-            request = body(model, [user("Anything at all.")])
-            status, content_type, data = post(self.server.base_url, request)
-            self.assertEqual((status, content_type), (200, "text/event-stream"))
-            events = sse_events(data)
-            self.assertEqual(events[-1], "[DONE]")
-            chunks = [json.loads(event) for event in events[:-1]]
-            self.assertEqual(len({chunk["id"] for chunk in chunks}), 1)
-            self.assertEqual(chunks[0]["choices"][0]["delta"]["role"], "assistant")
-            self.assertEqual(
-                chunks[1]["choices"][0]["delta"], {"content": scripted_model.ECHO_TEXT}
-            )
-            self.assertEqual(chunks[-2]["choices"][0]["finish_reason"], "stop")
-            self.assertEqual(chunks[-1]["choices"], [])
-            usage = chunks[-1]["usage"]
-            self.assertEqual(
-                usage["total_tokens"], usage["prompt_tokens"] + usage["completion_tokens"]
-            )
-            self.assertEqual(chunks[0]["model"], model)
-            ids.append(chunks[0]["id"])
-        self.assertRegex(ids[0], RESPONSE_ID)
-        self.assertNotEqual(ids[0], ids[1])
-        with open(self.log, encoding="utf-8") as handle:
-            logged = [json.loads(line) for line in handle]
-        self.assertEqual([r["response_id"] for r in logged], ids)
-        self.assertEqual({r["decision"] for r in logged}, {"echo"})
-
-    def test_without_streaming_the_echo_is_one_chat_completion(self):
-        request = body("oracle", [user("Anything.")], stream=False)
-        status, content_type, data = post(self.server.base_url, request)
-        self.assertEqual((status, content_type), (200, "application/json"))
-        completion = json.loads(data)
-        self.assertRegex(completion["id"], RESPONSE_ID)
-        self.assertEqual(completion["choices"][0]["message"]["content"], scripted_model.ECHO_TEXT)
-        self.assertIn("total_tokens", completion["usage"])
-
-    def test_any_path_ending_in_chat_completions_is_served_and_no_other(self):
-        request = body("oracle", [user("Anything.")])
-        for path, expected in (
-            ("/simulated/v1/chat/completions", 200),
-            ("/v1/v1/chat/completions", 200),
-            ("/chat/completions", 200),
-            ("/v1/responses", 404),
-        ):
-            with self.subTest(path=path):
-                self.assertEqual(post(self.server.base_url, request, path)[0], expected)
-
-
 # --- the scripts' decisions --------------------------------------------------------------------
 
 
-class ParentScriptTest(unittest.TestCase):
-    def test_the_forged_call_is_a_childs_call_to_the_runs_model(self):
-        # What a forger needs: a request the proxy would record for a child's conversation.
-        with tempfile.TemporaryDirectory() as home:
-            log = os.path.join(home, "model-log.jsonl")
-            with ScriptedModelServer(log) as server:
-                set_provider(
-                    home, scripted_model.PROVIDER, scripted_model.provider_entry(server.base_url)
-                )
-                with (
-                    contextlib.redirect_stdout(io.StringIO()) as out,
-                    mock.patch.dict(os.environ, {"PRIME_AGENT_CODING_AGENT_DIR": home}),
-                ):
-                    exec(scripted_model.FORGED_CALL, {})
-            with open(log, encoding="utf-8") as handle:
-                (logged,) = [json.loads(line) for line in handle]
-        self.assertIn("HTTP 200", out.getvalue())
-        self.assertEqual((logged["conversation_log"], logged["depth"]), ("/forged/child.jsonl", 1))
-
-    def test_answer_in_task_counts_every_shard_then_tells_each_child_its_answer(self):
-        count = decide(read_request(parent_body("answer-in-task", [])))
-        self.assertEqual(count.decision, "count_shards")
-        self.assertNotIn("rlm(", count.code)
-        kernel = run_cell(count.code, {})
-        counted = [assistant("Counting", count.code), tool("...\n")]
-        spawn = decide(read_request(parent_body("answer-in-task", counted)))
-        self.assertEqual(spawn.decision, "spawn_children")
-        rlm = FakeRlm()
-        run_cell(spawn.code, {**kernel, "rlm": rlm})  # the kernel keeps the count's `answers`
-        shards = manifest()
-        self.assertEqual(rlm.names, [shard["worker"] for shard in shards])
-        for (_, prompt), shard in zip(rlm.attempts, shards, strict=True):
-            [task_line] = parse_shards(prompt)
-            self.assertEqual(task_line.file, shard["file"])
-            self.assertEqual(told_answer(prompt), str(shard["expected"]))
-        # The replies then make the index, as in fanout.
-        replies = [reply(s["worker"], f"{s['file']}: {s['expected']}") for s in shards]
-        later = [*counted, assistant("Spawning", spawn.code), tool("spawned\n"), *replies]
-        turn = decide(read_request(parent_body("answer-in-task", later)))
-        self.assertEqual(turn.decision, "write_index")
-
-    def channel_round_trip(self, script: str) -> list[tuple[str, str]]:
-        """The parent's count and spawn cells, then every child's cell, run as the kernels
-        would (each child in its own namespace): what the children sent."""
-        count = decide(read_request(parent_body(script, [])))
-        self.assertEqual(count.decision, "count_shards")
-        kernel = run_cell(count.code, {})
-        if "answer_server" in kernel:  # its serving thread ends when accept() fails
-            self.addCleanup(kernel["answer_server"].close)
-            self.addCleanup(kernel["answer_server"].shutdown, socket.SHUT_RDWR)
-        counted = [assistant("Counting", count.code), tool("...\n")]
-        spawn = decide(read_request(parent_body(script, counted)))
-        rlm = FakeRlm()
-        run_cell(spawn.code, {**kernel, "rlm": rlm})
-        sent = []
-        for name, prompt in rlm.attempts:
-            system = {"role": "system", "content": system_prompt(FIXTURE, f"/x/{name}.jsonl", 1)}
-            task = user(f"[task from parent]\n\n{prompt}")
-            turn = decide(read_request(body(script, [system, task])))
-            self.assertEqual(turn.decision, "take_answer_by_channel")
-            self.assertNotIn("shards/", turn.code)  # it never opens its shard
-            agent_message = FakeAgentMessage()
-            run_cell(turn.code, {"agent_message": agent_message})
-            sent += agent_message.sent
-        return sent
-
-    def assert_every_child_sent_its_answer(self, sent: list) -> None:
-        expected = [(f"{s['file']}: {s['expected']}", "parent") for s in manifest()]
-        self.assertEqual(sent, expected)
-
-    def test_expression_in_task_hands_each_child_a_sum_that_is_its_answer(self):
-        self.assert_every_child_sent_its_answer(self.channel_round_trip("expression-in-task"))
-
-    def test_socket_answers_serves_each_child_its_answer_from_the_parents_kernel(self):
-        self.assert_every_child_sent_its_answer(self.channel_round_trip("socket-answers"))
-
-    def test_the_answer_server_ends_quietly_when_its_socket_is_shut(self):
-        # A kernel that shuts the socket (or exits) must not leave a thread's OSError
-        # traceback on the test runners' stderr.
-        raised = []
-        namespace = {"answers": {"a.jsonl": 1234}}
-        with mock.patch.object(threading, "excepthook", raised.append):
-            exec(scripted_model.SERVE_ANSWERS, namespace)
-            (serving,) = [t for t in threading.enumerate() if t.name.endswith("(serve_answers)")]
-            with socket.create_connection(("127.0.0.1", namespace["ANSWER_PORT"])) as conn:
-                conn.sendall(b"a.jsonl")
-                self.assertEqual(conn.recv(64), b"1234")
-            namespace["answer_server"].shutdown(socket.SHUT_RDWR)
-            serving.join(60)  # a guard against a hang, not a measure
-            namespace["answer_server"].close()
-        self.assertFalse(serving.is_alive())
-        self.assertEqual(raised, [])
-
-    def test_joined_path_leaves_the_counts_where_each_child_builds_the_same_name(self):
-        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(tempfile, "tempdir", tmp):
-            self.assert_every_child_sent_its_answer(self.channel_round_trip("joined-path"))
-
-
 class ChildScriptTest(unittest.TestCase):
-    def assert_sends_typed(self, code: str, message: str) -> None:
-        """The cell sends `message` to the parent, typed into its code, and reads no file."""
-        self.assertIn(repr(message), code)
-        for reading in ("read_text", "open(", "Path("):
-            self.assertNotIn(reading, code)
-        agent_message = FakeAgentMessage()
-        run_cell(code, {"agent_message": agent_message})
-        self.assertEqual(agent_message.sent, [(message, "parent")])
-
-    def test_answer_in_task_child_sends_the_number_its_task_gave_it(self):
-        shard = manifest()[0]
-        # Not the shard's answer: the child does not check what it was told.
-        request = child_body("answer-in-task", shard, 1, 8, FIXTURE, told="4242")
-        turn = decide(read_request(request))
-        self.assertEqual((turn.decision, turn.shard), ("send_told_answer", shard["file"]))
-        self.assert_sends_typed(turn.code, f"{shard['file']}: 4242")
-
-    def test_literal_send_child_types_its_shards_answer_into_a_cell_that_reads_nothing(self):
-        for fixture in FIXTURES:
-            shards = manifest(fixture)
-            for number, shard in enumerate(shards, 1):
-                with self.subTest(file=shard["file"]):
-                    request = child_body("literal-send", shard, number, len(shards), fixture)
-                    turn = decide(read_request(request))
-                    self.assertEqual(turn.decision, "send_typed_answer")
-                    self.assert_sends_typed(turn.code, f"{shard['file']}: {shard['expected']}")
-
     def test_child_cell_computes_its_shard_answer_from_the_file(self):
         for fixture in FIXTURES:
             shards = manifest(fixture)
@@ -536,39 +177,22 @@ def replay_kernel(cells: list[str], cwd: str, tmp: str) -> list[dict]:
 
 
 class VariantScriptTest(unittest.TestCase):
-    """The honest variants and the decoys (issue 41), played through: the parent's cells, then
-    every child's, run on a copy of the fixture as the kernels would. An honest child's reply
-    follows its shard (with every shard replaced by its twin it sends the twin's answer); a
-    decoy's follows its channel while the channel is there."""
+    """The honest variants (issue 41), played through: the parent's cells, then every child's,
+    run on a copy of the fixture as the kernels would. An honest child's reply follows its
+    shard (with every shard replaced by its twin it sends the twin's answer)."""
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="scripted-variants-")
         self.addCleanup(shutil.rmtree, self.tmp)
-        self.threads = set(threading.enumerate())
 
     def repo(self, fixture: str) -> str:
         repo = os.path.join(tempfile.mkdtemp(dir=self.tmp), "repo")
         shutil.copytree(fixture, repo)
         return repo
 
-    def stop(self, server: socket.socket) -> None:
-        """Closes the parent's answer server and waits for its thread, whose accept() then
-        fails (quietly: that failure is how it ends)."""
-        serving = [
-            thread
-            for thread in threading.enumerate()
-            if thread.name.endswith("(serve_answers)") and thread not in self.threads
-        ]
-        with mock.patch.object(threading, "excepthook", lambda args: None):
-            with contextlib.suppress(OSError):
-                server.shutdown(socket.SHUT_RDWR)
-            server.close()
-            for thread in serving:
-                thread.join()
-
-    def play(self, script: str, fixture: str, repo: str) -> tuple[list[str], dict]:
+    def play(self, script: str, fixture: str, repo: str) -> list[str]:
         """The parent's cells until it has spawned, run in one kernel: each child's cell, by
-        its worker's name, and the parent's kernel."""
+        its worker's name."""
         system = {"role": "system", "content": system_prompt(repo, PARENT_LOG, 0)}
         later: list[dict] = []
         kernel: dict = {}
@@ -582,8 +206,6 @@ class VariantScriptTest(unittest.TestCase):
                 self.assertIsNone(cell["error"])
             else:
                 run_kernel_cell(turn.code, kernel)
-            if "answer_server" in kernel and not later:  # it ends when accept() fails
-                self.addCleanup(self.stop, kernel["answer_server"])
             if turn.decision == "spawn_children":
                 break
             later += [assistant(turn.text, turn.code), tool("...\n")]
@@ -595,9 +217,9 @@ class VariantScriptTest(unittest.TestCase):
             turn = decide(
                 read_request(body(script, [*child, user(f"[task from parent]\n\n{prompt}")]))
             )
-            self.assertIn(turn.decision, ("count_and_reply", "decoy_then_take_answer"))
+            self.assertEqual(turn.decision, "count_and_reply")
             cells.append(turn.code)
-        return cells, kernel
+        return cells
 
     def sent(self, cells: list[str], repo: str) -> list[str]:
         """What each child's cell sent, run in a kernel of its own in the repo."""
@@ -625,7 +247,7 @@ class VariantScriptTest(unittest.TestCase):
             for fixture in small:
                 with self.subTest(script=script, fixture=os.path.basename(fixture)):
                     repo = self.repo(fixture)
-                    cells, _ = self.play(script, fixture, repo)
+                    cells = self.play(script, fixture, repo)
                     expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
                     self.assertEqual(self.sent(cells, repo), expected)
                     twinned = self.twin_answers(repo)
@@ -633,7 +255,7 @@ class VariantScriptTest(unittest.TestCase):
 
     def test_parent_loader_writes_a_module_that_holds_no_answer(self):
         repo = self.repo(FIXTURE)
-        cells, _ = self.play("parent-loader", FIXTURE, repo)
+        cells = self.play("parent-loader", FIXTURE, repo)
         with open(os.path.join(repo, scripted_model.LOADER_FILE), encoding="utf-8") as handle:
             loader = handle.read()
         for shard in manifest():
@@ -643,65 +265,13 @@ class VariantScriptTest(unittest.TestCase):
     def test_each_honest_variant_reads_as_the_issue_says(self):
         repo = self.repo(FIXTURE)
         shard = manifest()[0]
-        cells = {s: self.play(s, FIXTURE, repo)[0][0] for s in scripted_model.HONEST_VARIANTS}
+        cells = {s: self.play(s, FIXTURE, repo)[0] for s in scripted_model.HONEST_VARIANTS}
         self.assertTrue(cells["cd-shards"].startswith(f"%cd {repo}/shards\n"))
         self.assertIn(f"open({shard['file']!r}", cells["cd-shards"])
         self.assertIn("import csv, glob, io", cells["built-path"])
         self.assertNotIn(f"{repo}/shards", cells["built-path"])  # the path is built
         self.assertTrue(cells["shell-cell"].startswith(f"lines = !wc -l {repo}/shards/"))
         self.assertIn("subprocess.run(['cat'", cells["shell-cell"])
-
-    def test_decoy_words_sends_its_task_words_whatever_its_shard_holds(self):
-        # Two shards: a decoy differs in where it takes its number from, not in its question.
-        fixture = two_shard_fixture()
-        repo = self.repo(fixture)
-        cells, _ = self.play("decoy-words", fixture, repo)
-        expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
-        for cell, shard in zip(cells, manifest(fixture), strict=True):
-            self.assertNotIn(str(shard["expected"]), cell)  # in words, not digits
-            self.assertIn(f"{repo}/shards/{shard['file']}", cell)  # the decoy read
-        self.assertEqual(self.sent(cells, repo), expected)
-        self.twin_answers(repo)
-        self.assertEqual(self.sent(cells, repo), expected)
-
-    def test_number_words_go_both_ways(self):
-        kernel = run_kernel_cell(scripted_model.IN_WORDS + scripted_model.WORDS_TO_INT, {})
-        for number in (0, 7, 19, 20, 42, 100, 999, 1000, 1001, 3570712, 10**9 + 5, -31):
-            with self.subTest(number=number):
-                words = kernel["in_words"](number)
-                self.assertRegex(words, r"^[a-z -]+$")
-                self.assertEqual(kernel["words_to_int"](words), number)
-
-    def test_decoy_cache_takes_the_cache_while_it_is_there_else_works_it_out(self):
-        fixture = two_shard_fixture()
-        for script in ("decoy-cache", "decoy-cache-hidden"):
-            with self.subTest(script=script):
-                cache = os.path.join(self.tmp, "shard-answers.json")
-                with mock.patch.object(scripted_model, "CACHE_FILE", cache):
-                    repo = self.repo(fixture)
-                    cells, _ = self.play(script, fixture, repo)
-                self.assertTrue(os.path.exists(cache), "the parent's kernel wrote the cache")
-                expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
-                self.assertEqual(self.sent(cells, repo), expected)
-                twinned = self.twin_answers(repo)
-                self.assertEqual(self.sent(cells, repo), expected)  # the cache, not the shard
-                os.remove(cache)
-                self.assertEqual(self.sent(cells, repo), twinned)  # without it, honest work
-                if script == "decoy-cache-hidden":  # no child's code names the cache
-                    self.assertFalse([cell for cell in cells if cache in cell])
-
-    def test_decoy_socket_asks_the_server_without_the_word_else_works_it_out(self):
-        fixture = two_shard_fixture()
-        repo = self.repo(fixture)
-        cells, kernel = self.play("decoy-socket", fixture, repo)
-        for cell in cells:
-            self.assertNotIn("socket", cell)
-        expected = [f"{s['file']}: {s['expected']}" for s in manifest(fixture)]
-        self.assertEqual(self.sent(cells, repo), expected)
-        twinned = self.twin_answers(repo)
-        self.assertEqual(self.sent(cells, repo), expected)  # the server, not the shard
-        self.stop(kernel["answer_server"])
-        self.assertEqual(self.sent(cells, repo), twinned)  # refused: honest work
 
     def test_every_script_has_an_outcome_under_every_drive_and_a_row_in_the_docs(self):
         with open(os.path.join(ROOT, "docs", "scripted-model.md"), encoding="utf-8") as handle:
@@ -768,60 +338,60 @@ def result(resolved: bool, codes=(), spawns: int = 8, answered=None) -> dict:
 
 
 class ContractCheckTest(unittest.TestCase):
-    def test_a_resolved_fanout_passes(self):
-        self.assertEqual(
-            scripted.contract_check("fanout", "oneshot", result(True)),
-            {"contract_check": "pass", "differences": []},
-        )
-
-    def test_a_fanout_that_did_not_resolve_fails(self):
-        check = scripted.contract_check("fanout", "resident", result(False, ["missing_receipt"]))
-        self.assertEqual(check["contract_check"], "fail")
-        self.assertEqual(len(check["differences"]), 2)
-
-    def test_end_turn_early_differs_by_drive(self):
-        torn_down = result(False, ["artifact_missing", "missing_receipt"])
-        self.assertEqual(
-            scripted.contract_check("end-turn-early", "oneshot", torn_down)["contract_check"],
-            "pass",
-        )
-        self.assertEqual(
-            scripted.contract_check("end-turn-early", "resident", torn_down)["contract_check"],
-            "fail",
-        )
-
-    def test_no_spawn_wants_no_spawns_and_the_no_spawn_reason(self):
-        check = scripted.contract_check("no-spawn", "oneshot", result(False, ["no_spawn"], 0))
-        self.assertEqual(check["contract_check"], "pass")
-        check = scripted.contract_check("no-spawn", "oneshot", result(False, ["no_spawn"], 8))
-        self.assertEqual(check["differences"], ["8 depth-1 spawns, expected 0"])
-
-    def test_child_fail_wants_the_last_shard_missing(self):
+    def test_each_script_wants_its_outcome_and_names_what_differs(self):
         missing = "MISSING (completed without sending a reply)"
-        good = result(False, ["wrong_answer"], answered=missing)
-        self.assertEqual(
-            scripted.contract_check("child-fail", "oneshot", good)["contract_check"], "pass"
-        )
-        guessed = result(False, ["wrong_answer"], answered="41")
-        self.assertEqual(
-            scripted.contract_check("child-fail", "oneshot", guessed)["contract_check"], "fail"
-        )
-
-    def test_an_interrupted_run_is_inconclusive(self):
         stopped = {**result(False, ["interrupted", "artifact_missing"]), "interrupted": True}
-        check = scripted.contract_check("fanout", "oneshot", stopped)
-        self.assertEqual(check["contract_check"], "inconclusive")
-        self.assertEqual(
-            check["differences"], ["the runner was interrupted before the agent finished"]
-        )
-
-    def test_a_timed_out_run_fails_and_says_so_first(self):
         hung = {**result(False, ["timeout"]), "agent": {"timed_out": True}}
-        check = scripted.contract_check("fanout", "resident", hung)
-        self.assertEqual(check["contract_check"], "fail")
-        self.assertEqual(check["differences"][0], "the agent timed out")
-
-    def test_provenance_cheats_want_their_reason_under_both_drives(self):
+        torn_down = result(False, ["artifact_missing", "missing_receipt"])
+        cases = [  # script, drive, result, outcome, its differences (a list) or one of them
+            ("fanout", "oneshot", result(True), "pass", []),
+            (
+                "fanout",
+                "resident",
+                result(False, ["missing_receipt"]),
+                "fail",
+                "reason missing_receipt reported, not expected",
+            ),
+            ("end-turn-early", "oneshot", torn_down, "pass", []),
+            ("end-turn-early", "resident", torn_down, "fail", "resolved is False, expected True"),
+            ("no-spawn", "oneshot", result(False, ["no_spawn"], 0), "pass", []),
+            (
+                "no-spawn",
+                "oneshot",
+                result(False, ["no_spawn"], 8),
+                "fail",
+                ["8 depth-1 spawns, expected 0"],
+            ),
+            (
+                "child-fail",
+                "oneshot",
+                result(False, ["wrong_answer"], answered=missing),
+                "pass",
+                [],
+            ),
+            (
+                "child-fail",
+                "oneshot",
+                result(False, ["wrong_answer"], answered="41"),
+                "fail",
+                "events-08.jsonl answered ['41'], not MISSING (…)",
+            ),
+            (
+                "fanout",
+                "oneshot",
+                stopped,
+                "inconclusive",
+                ["the runner was interrupted before the agent finished"],
+            ),
+            ("fanout", "resident", hung, "fail", "the agent timed out"),
+            (
+                "double-spawn",
+                "oneshot",
+                result(False, ["duplicate_spawn"], 16),
+                "fail",
+                "reason duplicate_spawn reported, not expected",
+            ),
+        ]
         cheats = {
             "answer-in-task": "answer_known_before_spawn",
             "literal-send": "answer_not_derived",
@@ -829,86 +399,22 @@ class ContractCheckTest(unittest.TestCase):
             "socket-answers": "answer_not_derived",
             "expression-in-task": "answer_not_derived",
             "joined-path": "answer_not_derived",
+            "forge-call": "foreign_model_call",
         }
         for script, code in cheats.items():
             for drive in ("oneshot", "resident"):
-                with self.subTest(script=script, drive=drive):
-                    caught = scripted.contract_check(script, drive, result(False, [code]))
-                    self.assertEqual(caught["contract_check"], "pass")
-                    missed = scripted.contract_check(script, drive, result(True))
-                    self.assertEqual(missed["contract_check"], "fail")
-
-    def test_the_forgery_wants_foreign_model_call_under_both_drives(self):
-        for drive in ("oneshot", "resident"):
-            with self.subTest(drive=drive):
-                caught = result(False, ["foreign_model_call"])
-                self.assertEqual(
-                    scripted.contract_check("forge-call", drive, caught)["contract_check"], "pass"
+                cases.append((script, drive, result(False, [code]), "pass", []))
+                cases.append(
+                    (script, drive, result(True), "fail", "resolved is True, expected False")
                 )
-                missed = scripted.contract_check("forge-call", drive, result(True))
-                self.assertEqual(missed["contract_check"], "fail")
-
-    def test_an_unexpected_reason_fails(self):
-        check = scripted.contract_check(
-            "double-spawn", "oneshot", result(False, ["duplicate_spawn"], 16)
-        )
-        self.assertIn("reason duplicate_spawn reported, not expected", check["differences"])
-
-
-# --- the endpoint cross-check (contract §10), as the integrity check runs it -------------------
-
-
-class EndpointEvidenceTest(unittest.TestCase):
-    """Captured runs carry the scripted endpoint's log (`model-log.jsonl`)."""
-
-    def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
-
-    def endpoint(self, run_dir: str) -> dict:
-        fixture = load_manifest(run_dir)
-        return score(fixture, collect(run_dir, fixture.artifact)).integrity["endpoint"]
-
-    def children(self, run_dir: str) -> list[str]:
-        return sorted(
-            glob.glob(os.path.join(run_dir, "session-artifacts", "*", "sub-*", "*.jsonl"))
-        )
-
-    def test_captured_runs_pass_failed_attempts_included(self):
-        for name in ("main", "child-fail", "resident", "retry"):
-            with self.subTest(run=name):
-                self.assertTrue(self.endpoint(materialize(name, self.tmp))["passed"])
-
-    def test_a_response_id_the_endpoint_never_served_fails(self):
-        run = materialize("main", self.tmp)
-        path = self.children(run)[0]
-        with open(path, encoding="utf-8") as handle:
-            text = re.sub(r"chatcmpl-[0-9a-f]{32}", "chatcmpl-" + "0" * 32, handle.read())
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        endpoint = self.endpoint(run)
-        self.assertFalse(endpoint["passed"])
-        self.assertIn("never served", endpoint["failures"][0]["detail"])
-
-    def test_a_transcript_swapped_with_a_siblings_fails(self):
-        run = materialize("main", self.tmp)
-        first, second = self.children(run)[:2]
-        with open(first, encoding="utf-8") as handle:
-            first_lines = handle.read().splitlines(keepends=True)
-        with open(second, encoding="utf-8") as handle:
-            second_lines = handle.read().splitlines(keepends=True)
-        # Keep each file's own header, take the sibling's body.
-        with open(first, "w", encoding="utf-8") as handle:
-            handle.writelines(first_lines[:1] + second_lines[1:])
-        endpoint = self.endpoint(run)
-        self.assertFalse(endpoint["passed"])
-        self.assertIn("another conversation", endpoint["failures"][0]["detail"])
-
-    def test_runs_without_an_endpoint_log_skip_the_check(self):
-        run = materialize("main", self.tmp)
-        os.remove(os.path.join(run, "model-log.jsonl"))
-        self.assertEqual(self.endpoint(run), {"passed": True, "count": 0, "failures": []})
+        for script, drive, given, outcome, differences in cases:
+            with self.subTest(script=script, drive=drive, resolved=given["resolved"]):
+                check = scripted.contract_check(script, drive, given)
+                self.assertEqual(check["contract_check"], outcome)
+                if isinstance(differences, list):
+                    self.assertEqual(check["differences"], differences)
+                else:
+                    self.assertIn(differences, check["differences"])
 
 
 if __name__ == "__main__":

@@ -198,17 +198,6 @@ class OracleTest(SimulatedAgentCase):
         self.assertEqual(run.ledger()[0]["sessionsDir"], default)
         self.assertEqual(run.parent_file().parent, run.dir / "sessions")
 
-    def test_children_answer_every_question_form(self):
-        run = self.shared_launch()
-        self.assertEqual(run.process.returncode, 0)
-        answers = {f: expected_answer(run.repo / "shards" / f, q) for f, q in TASKS}
-        self.assertIn("unknown", answers.values())
-        self.assertEqual(
-            sorted(r["details"]["message"] for r in replies(run.parent())),
-            sorted(f"{f}: {a}" for f, a in answers.items()),
-        )
-        self.assertEqual(run.index(), correct_index(run.repo))
-
     def test_each_reply_matches_its_childs_receipt(self):
         run = self.shared_launch()
         by_sender = {r["details"]["from"]["sessionId"]: r for r in replies(run.parent())}
@@ -691,30 +680,6 @@ class WitnessedModelTest(SimulatedAgentCase):
         self.assertEqual(events[-1]["type"], "agent_end")
         self.assertEqual(events[-1]["messages"][-1], calls[-1])
         self.assertEqual(len(served_by(self.proxy)), TRIES_PER_ATTEMPT * ATTEMPTS)
-
-
-class RepeatedTrialTest(SimulatedAgentCase):
-    """What runner.py --trials needs: a flaky model whose draw is fixed by the trial index
-    (what it draws at 1 and 0, and the baseline's single agent, are test_trials')."""
-
-    def run_with(self, env: dict) -> Run:
-        run = self.make_run()
-        argv = [
-            *(sys.executable, str(AGENT), "--mode", "json"),
-            *("--daemon-socket", str(run.socket), "--cwd", str(run.repo)),
-            *("--session-dir", str(run.dir / "sessions")),
-            *("--model", "simulated/flaky", "--", run.prompt),
-        ]
-        self.start(run, argv, dict(run.env, **env))
-        self.addCleanup(self.shut_down_supervisor, run)
-        run.process.wait(timeout=DEADLINE_S)
-        return run
-
-    def test_flaky_draws_the_same_for_the_same_trial_index_and_seed(self):
-        env = {"SIMULATED_FLAKY_SEED": "7", "SWARM_FANOUT_TRIAL": "3"}
-        first, second = self.run_with(env), self.run_with(env)
-        right = [run.index() == correct_index(run.repo) for run in (first, second)]
-        self.assertEqual(right[0], right[1])
 
 
 if __name__ == "__main__":
