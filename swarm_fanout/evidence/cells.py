@@ -144,6 +144,7 @@ class _Reader:
         self.drawn: set[str] = set()
         self.context = EMPTY  # what the tests of the enclosing loops and branches drew on
         self.shell_cwd = ""
+        self.outputs: dict[str, frozenset[str]] = {}  # what each `!cmd` bound to a name drew on
 
     # --- IPython's syntax and the shell ------------------------------------------------
 
@@ -173,17 +174,20 @@ class _Reader:
                 self.shell(body[1:], cd=body.startswith("%"))
                 line = indent + "pass"
             elif eq and tail.lstrip()[:1] in ("!", "%") and head.strip().isidentifier():
-                self.shell(tail.lstrip()[1:])
-                line = f"{indent}{head.strip()} = None"
+                output = f"__shell_output_{len(self.outputs)}__"  # what `out = !cmd` binds
+                self.outputs[output] = self.shell(tail.lstrip()[1:])
+                line = f"{indent}{head.strip()} = {output}"
             elif word in ALIASES and not any(mark in body for mark in "=([,'\""):
                 self.shell(body, cd=True)
                 line = indent + "pass"
             lines.append(line)
         return "\n".join(lines)
 
-    def shell(self, command: str, cd: bool = False, keep: bool = False, depth: int = 0) -> None:
-        """A shell command line; its `cd` moves the kernel's cwd for `%cd` (`cd`), the rest
-        of the cell's for `%%bash` (`keep`), else the rest of the line's."""
+    def shell(
+        self, command: str, cd: bool = False, keep: bool = False, depth: int = 0
+    ) -> frozenset[str]:
+        """A shell command line, and what it drew on; its `cd` moves the kernel's cwd for
+        `%cd` (`cd`), the rest of the cell's for `%%bash` (`keep`), else the rest of the line's."""
         self.shell_cwd = self.shell_cwd if keep else ""
         try:
             lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
@@ -192,7 +196,7 @@ class _Reader:
         except ValueError:
             words = command.split()[:256]
         segment: list[str] = []
-        piped = EMPTY  # what the command before a `|` drew on
+        piped = drawn = EMPTY  # what the command before a `|` drew on; what all did
         for word in [*words[words[:1] in (["system"], ["sx"]) :], ";"]:
             if word not in SHELL_OPS:
                 segment.append(word)
@@ -204,8 +208,10 @@ class _Reader:
                 )
                 segment = []
             elif segment:
-                drawn = self.command(segment, depth, piped)
-                piped, segment = drawn if word == "|" else EMPTY, []
+                piped = self.command(segment, depth, piped)
+                drawn |= piped
+                piped, segment = piped if word == "|" else EMPTY, []
+        return drawn
 
     def command(self, words: list[str], depth: int, piped: frozenset[str]) -> frozenset[str]:
         """One simple command: what it reads and writes (`>`, `>>`, `tee`, `cp`, `mv`), and
@@ -213,9 +219,9 @@ class _Reader:
         while "=" in words[0] and words[0].split("=")[0].isidentifier() and len(words) > 1:
             words = words[1:]
         name = os.path.basename(words[0])
-        if name in ("bash", "sh") and "-c" in words[1:-1] and depth < 2:
-            self.shell(words[words.index("-c") + 1], keep=True, depth=depth + 1)
         marks = {f"<{COMMANDS[name]}>"} if name in COMMANDS else set()
+        if name in ("bash", "sh") and "-c" in words[1:-1] and depth < 2:
+            marks |= self.shell(words[words.index("-c") + 1], keep=True, depth=depth + 1)
         # The paths it names: its arguments, and those it reads (`<`) and writes (`>`) by redirect.
         files: dict[str | None, list[str]] = {None: [], "<": [], ">": []}
         redirect = None
@@ -370,6 +376,8 @@ class _Reader:
         return value
 
     def _value(self, node: ast.expr) -> V:
+        if isinstance(node, ast.Name) and node.id in self.outputs:
+            return V(EMPTY, self.outputs[node.id])
         if isinstance(node, ast.Name):
             return V(self.s.texts.get(node.id, EMPTY), self.s.flows.get(node.id, EMPTY))
         if isinstance(node, ast.Constant):
@@ -455,10 +463,8 @@ class _Reader:
             if isinstance(node.args[0], (ast.List, ast.Tuple)):  # an argv
                 argv = [min(self.expr(item).texts, default="") for item in node.args[0].elts]
                 args[0] = V(frozenset({shlex.join(argv)}))
-            before = set(self.drawn)
             for text in sorted(args[0].texts)[:4]:
-                self.shell(text)
-            draws |= self.drawn - before
+                draws |= self.shell(text)
         elif name == "os.chdir" and args and len(args[0].texts) == 1:
             self.s.version += 1
             self.s.cwd = os.path.normpath(os.path.join(self.s.cwd, *args[0].texts))
