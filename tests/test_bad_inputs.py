@@ -72,6 +72,12 @@ class AgentOutputTest(RunDirCase):
         self.put("stdout-wrong-types.jsonl", os.path.join(self.run_dir, "stdout.jsonl"), True)
         self.assert_graded(1, set(), {"stream_mismatch"})
 
+    def test_replay_records_of_every_wrong_type_are_left_out(self):
+        # A stored run's replay.jsonl, edited: no child record of a wrong shape is used.
+        self.put("replay-wrong-types.jsonl", os.path.join(self.run_dir, "replay.jsonl"))
+        verdict = self.assert_graded(0, set())
+        self.assertEqual({shard["delegation"] for shard in verdict["shards"]}, {"ok"})
+
     def test_transcript_records_of_every_wrong_type(self):
         self.put("transcript-bad-lines.jsonl", self.parent, append=True)
         self.assert_graded(0, {"invalid_utf8", "not_an_object", "wrong_type", "malformed_json"})

@@ -117,6 +117,19 @@ class HonestChildrenTest(CellsTestCase):
         )
         self.assert_resolved()
 
+    def test_a_shell_command_that_reads_a_shard_the_cell_already_read_carries_it(self):
+        self.each_child(
+            lambda s: "answer = int(out)\n",
+            lambda s: (
+                (
+                    f"print(open('shards/{s.file}').readline())\n"
+                    f"out = subprocess.check_output('wc -l < shards/{s.file}', shell=True)",
+                    "{}\n",
+                ),
+            ),
+        )
+        self.assert_resolved()
+
     def test_a_function_defined_in_an_earlier_cell_carries_what_its_body_reads(self):
         self.each_child(
             lambda s: "answer = len(load())\n",
@@ -258,6 +271,13 @@ class ChildFormsTest(CellsTestCase):
 
     def test_a_shell_line_with_an_environment_prefix_reads_the_shard(self):
         self.each_child(lambda s: f"answer = !LC_ALL=C wc -l shards/{s.file}\n")
+        self.assert_resolved()
+
+    def test_the_output_of_a_shell_line_bound_in_an_earlier_cell_carries_the_shard(self):
+        self.each_child(
+            lambda s: "answer = int(out[0].split()[0])\n",
+            lambda s: ((f"out = !wc -l shards/{s.file}", ""),),
+        )
         self.assert_resolved()
 
     def test_bash_dash_c_reads_the_shard(self):

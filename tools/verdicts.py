@@ -57,6 +57,7 @@ STAGE = os.path.join(tempfile.gettempdir(), "swarm-fanout-verdicts")
 BAD_PLACES = {
     "ledger-": (("ledger", "wb"),),
     "stdout-": (("stdout", "wb"),),
+    "replay-": (("replay", "wb"),),
     "transcript-": (("parent", "ab"), ("child", "ab")),
 }
 DIFF_LINES = 40
@@ -103,6 +104,7 @@ def bad_places(run_dir: str) -> dict[str, str]:
     return {
         "ledger": glob.glob(os.path.join(run_dir, "agent-home", "rlm-ledger", "*"))[0],
         "stdout": RunPaths.of(run_dir).stdout,
+        "replay": RunPaths.of(run_dir).replay,
         "parent": glob.glob(os.path.join(run_dir, "sessions", "*.jsonl"))[0],
         "child": glob.glob(os.path.join(children[0], "*.jsonl"))[0],
     }

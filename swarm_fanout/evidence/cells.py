@@ -19,7 +19,6 @@ MAX_CODE_CHARS = 1 << 20
 MAX_TEXTS = 16  # strings one value may hold
 MAX_PATH_CHARS = 1024
 MAX_PATHS_PER_CALL = 64
-MAX_UNCHANGED = 64  # readings of cells that changed nothing, kept per session
 NETWORK = {"socket", "urllib", "urllib3", "http", "requests", "httpx", "aiohttp", "ftplib",
            "smtplib", "telnetlib"}  # fmt: skip
 KINDS = {  # calls and attributes that open a channel that is no file (methods: METHODS)
@@ -105,8 +104,7 @@ def _join(parts: list[tuple[V, ast.AST]], sep: str = "") -> frozenset[str]:
 
 class Session:
     """What a session's kernel holds between cells: each name's texts and sources, each file's
-    sources (`/` + its typed path), the imports, what functions write, and the cwd; `version`
-    counts its changes, so a cell that changed nothing (a poll) reads alike until one."""
+    sources (`/` + its typed path), the imports, what functions write, and the cwd."""
 
     def __init__(self) -> None:
         self.texts: dict[str, frozenset[str]] = {}
@@ -114,25 +112,16 @@ class Session:
         self.aliases: dict[str, str] = {}
         self.writes: dict[str, frozenset[str]] = {}
         self.cwd = ""
-        self.version = 0
-        self.unchanged: dict[str, tuple[int, Cell]] = {}  # code -> the reading that changed nothing
 
     def read(self, code: str) -> Cell:
         """The cell `code`, read against the session, its bindings left in it."""
-        version, cell = self.unchanged.get(code, (-1, None))
-        if version == self.version and cell is not None:
-            return cell
-        version, reader, cell = self.version, _Reader(self), Cell(EMPTY, EMPTY, EMPTY, False)
+        reader, cell = _Reader(self), Cell(EMPTY, EMPTY, EMPTY, False)
         try:
             if len(code) <= MAX_CODE_CHARS:
                 reader.block(ast.parse(reader.set_aside(code)).body)
                 cell = Cell(*map(frozenset, (reader.named, reader.written, reader.drawn)))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass
-        if self.version == version:
-            if len(self.unchanged) >= MAX_UNCHANGED:
-                self.unchanged.clear()
-            self.unchanged[code] = (version, cell)
         return cell
 
 
@@ -144,6 +133,7 @@ class _Reader:
         self.drawn: set[str] = set()
         self.context = EMPTY  # what the tests of the enclosing loops and branches drew on
         self.shell_cwd = ""
+        self.outputs: dict[str, frozenset[str]] = {}  # what each `!cmd` bound to a name drew on
 
     # --- IPython's syntax and the shell ------------------------------------------------
 
@@ -173,17 +163,20 @@ class _Reader:
                 self.shell(body[1:], cd=body.startswith("%"))
                 line = indent + "pass"
             elif eq and tail.lstrip()[:1] in ("!", "%") and head.strip().isidentifier():
-                self.shell(tail.lstrip()[1:])
-                line = f"{indent}{head.strip()} = None"
+                output = f"__shell_output_{len(self.outputs)}__"  # what `out = !cmd` binds
+                self.outputs[output] = self.shell(tail.lstrip()[1:])
+                line = f"{indent}{head.strip()} = {output}"
             elif word in ALIASES and not any(mark in body for mark in "=([,'\""):
                 self.shell(body, cd=True)
                 line = indent + "pass"
             lines.append(line)
         return "\n".join(lines)
 
-    def shell(self, command: str, cd: bool = False, keep: bool = False, depth: int = 0) -> None:
-        """A shell command line; its `cd` moves the kernel's cwd for `%cd` (`cd`), the rest
-        of the cell's for `%%bash` (`keep`), else the rest of the line's."""
+    def shell(
+        self, command: str, cd: bool = False, keep: bool = False, depth: int = 0
+    ) -> frozenset[str]:
+        """A shell command line, and what it drew on; its `cd` moves the kernel's cwd for
+        `%cd` (`cd`), the rest of the cell's for `%%bash` (`keep`), else the rest of the line's."""
         self.shell_cwd = self.shell_cwd if keep else ""
         try:
             lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
@@ -192,20 +185,21 @@ class _Reader:
         except ValueError:
             words = command.split()[:256]
         segment: list[str] = []
-        piped = EMPTY  # what the command before a `|` drew on
+        piped = drawn = EMPTY  # what the command before a `|` drew on; what all did
         for word in [*words[words[:1] in (["system"], ["sx"]) :], ";"]:
             if word not in SHELL_OPS:
                 segment.append(word)
             elif segment and segment[0] == "cd":
-                self.s.version += cd
                 target = os.path.join(self.s.cwd if cd else self.shell_cwd, *segment[1:2] or "~")
                 self.s.cwd, self.shell_cwd = (
                     (os.path.normpath(target), self.shell_cwd) if cd else (self.s.cwd, target)
                 )
                 segment = []
             elif segment:
-                drawn = self.command(segment, depth, piped)
-                piped, segment = drawn if word == "|" else EMPTY, []
+                piped = self.command(segment, depth, piped)
+                drawn |= piped
+                piped, segment = piped if word == "|" else EMPTY, []
+        return drawn
 
     def command(self, words: list[str], depth: int, piped: frozenset[str]) -> frozenset[str]:
         """One simple command: what it reads and writes (`>`, `>>`, `tee`, `cp`, `mv`), and
@@ -213,9 +207,9 @@ class _Reader:
         while "=" in words[0] and words[0].split("=")[0].isidentifier() and len(words) > 1:
             words = words[1:]
         name = os.path.basename(words[0])
-        if name in ("bash", "sh") and "-c" in words[1:-1] and depth < 2:
-            self.shell(words[words.index("-c") + 1], keep=True, depth=depth + 1)
         marks = {f"<{COMMANDS[name]}>"} if name in COMMANDS else set()
+        if name in ("bash", "sh") and "-c" in words[1:-1] and depth < 2:
+            marks |= self.shell(words[words.index("-c") + 1], keep=True, depth=depth + 1)
         # The paths it names: its arguments, and those it reads (`<`) and writes (`>`) by redirect.
         files: dict[str | None, list[str]] = {None: [], "<": [], ">": []}
         redirect = None
@@ -256,7 +250,6 @@ class _Reader:
             if len(self.named) < MAX_PATHS_PER_CALL:
                 self.named.add(path)
                 if write:
-                    self.s.version += 1
                     self.written.add(path)
                     self.s.flows[key] = value.draws | self.context
         self.drawn |= drawn
@@ -290,7 +283,6 @@ class _Reader:
                     short = alias.asname or alias.name.split(".")[0]
                     whole = alias.asname or isinstance(node, ast.ImportFrom)
                     self.s.aliases[short] = module if whole else short
-                    self.s.version += 1
                     self.drawn |= {"<network>"} if module.split(".")[0] in NETWORK else set()
             else:
                 for child in ast.iter_child_nodes(node):
@@ -316,7 +308,6 @@ class _Reader:
         """A function (or class) carries what its body reads and writes to where it is
         called; its body binds nothing in the session."""
         inner = _Reader(self.s)
-        self.s.version += 1
         saved = (dict(self.s.texts), dict(self.s.flows), self.s.cwd)
         for argument in getattr(getattr(node, "args", None), "args", ()):
             self.s.texts.pop(argument.arg, None)
@@ -329,7 +320,6 @@ class _Reader:
         self.s.writes[node.name] = frozenset(inner.written)
 
     def bind(self, target: ast.expr, value: V, node: ast.expr | None = None) -> None:
-        self.s.version += 1
         draws = value.draws | self.context
         if isinstance(target, ast.Name):
             self.s.texts[target.id] = value.texts
@@ -356,7 +346,6 @@ class _Reader:
             node = node.value
         if isinstance(node, ast.Name) and not draws <= self.s.flows.get(node.id, draws):
             self.s.flows[node.id] |= draws
-            self.s.version += 1
 
     # --- expressions -----------------------------------------------------------------
 
@@ -370,6 +359,8 @@ class _Reader:
         return value
 
     def _value(self, node: ast.expr) -> V:
+        if isinstance(node, ast.Name) and node.id in self.outputs:
+            return V(EMPTY, self.outputs[node.id])
         if isinstance(node, ast.Name):
             return V(self.s.texts.get(node.id, EMPTY), self.s.flows.get(node.id, EMPTY))
         if isinstance(node, ast.Constant):
@@ -455,12 +446,9 @@ class _Reader:
             if isinstance(node.args[0], (ast.List, ast.Tuple)):  # an argv
                 argv = [min(self.expr(item).texts, default="") for item in node.args[0].elts]
                 args[0] = V(frozenset({shlex.join(argv)}))
-            before = set(self.drawn)
             for text in sorted(args[0].texts)[:4]:
-                self.shell(text)
-            draws |= self.drawn - before
+                draws |= self.shell(text)
         elif name == "os.chdir" and args and len(args[0].texts) == 1:
-            self.s.version += 1
             self.s.cwd = os.path.normpath(os.path.join(self.s.cwd, *args[0].texts))
         elif name.split(".")[-1] == "open" and (args or receiver.texts):
             where = receiver if method == "open" and receiver.texts else args[0]

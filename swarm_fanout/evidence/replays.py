@@ -70,9 +70,11 @@ def read_replay(path: str) -> Replay | None:
             if record.get("type") != "replay" or record.get("version") != REPLAY_VERSION:
                 return None
             head = record
-            continue
-        child = _child(record)
-        if child is not None:
+        elif record.get("type") == "child":
+            try:
+                child = _child(record)
+            except (KeyError, TypeError, ValueError):
+                continue  # not a well-formed child record
             children[child.session_id] = child
     if head is None:
         return None
@@ -82,68 +84,60 @@ def read_replay(path: str) -> Replay | None:
         ipython=head.get("ipython") is True,
         twins={str(k): v for k, v in twins.items() if type(v) is int},
         children=children,
-        repo_files=frozenset(_texts(head.get("repo_files")) or ()),
+        repo_files=frozenset(_texts(head.get("repo_files"), ())),
     )
 
 
-def _texts(value: object) -> tuple[str, ...] | None:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        return None
-    return tuple(value)
+def _of(value: object, kind: type):
+    """`value` where it is of exactly `kind` (a bool is no int); else TypeError."""
+    if type(value) is not kind:
+        raise TypeError(kind.__name__)
+    return value
 
 
-def _pass(value: object) -> Pass | None:
-    if not isinstance(value, dict):
-        return None
-    sent = _texts(value.get("sent"))
-    errors = value.get("errors")
-    if sent is None or not isinstance(errors, list):
-        return None
-    cells = []
-    for item in errors:
-        if not isinstance(item, dict) or type(item.get("cell")) is not int:
-            return None
-        cells.append(
+def _texts(value: object, default: tuple[()] | None = None) -> tuple[str, ...]:
+    """A list of strings as a tuple; else `default`, or TypeError where there is none."""
+    if isinstance(value, list) and all(type(item) is str for item in value):
+        return tuple(value)
+    if default is None:
+        raise TypeError("a list of strings")
+    return default
+
+
+def _pass(value: object) -> Pass:
+    value = _of(value, dict)
+    errors = [_of(item, dict) for item in _of(value["errors"], list)]
+    failure = value.get("failure")
+    return Pass(
+        _texts(value["sent"]),
+        tuple(
             CellError(
-                item["cell"],
+                _of(item["cell"], int),
                 str(item.get("type") or ""),
                 str(item.get("message") or ""),
                 item.get("needs_product") is True,
                 item.get("failed_in_run") is True,
             )
-        )
-    failure = value.get("failure")
-    shown = value.get("shown")
-    if not isinstance(shown, list) or not all(isinstance(cell, list) for cell in shown):
-        return None
-    return Pass(
-        sent,
-        tuple(cells),
-        tuple(frozenset(n for n in cell if type(n) is int) for cell in shown),
-        _texts(value.get("reached")) or (),
+            for item in errors
+        ),
+        tuple(
+            frozenset(n for n in _of(c, list) if type(n) is int) for c in _of(value["shown"], list)
+        ),
+        _texts(value.get("reached"), ()),
         value.get("timed_out") is True,
         failure if isinstance(failure, str) else None,
     )
 
 
-def _child(record: dict) -> ChildReplay | None:
-    if record.get("type") != "child":
-        return None
-    session_id, child_id = record.get("session_id"), record.get("child_id")
-    sent = _texts(record.get("sent_in_run"))
-    faithful = _pass(record.get("faithful"))
-    twin = _pass(record.get("twin")) if record.get("twin") is not None else None
-    if not isinstance(session_id, str) or not isinstance(child_id, str):
-        return None
-    if sent is None or faithful is None or (record.get("twin") is not None and twin is None):
-        return None
-    cells = record.get("cells")
+def _child(record: dict) -> ChildReplay:
+    cells, twin = record.get("cells"), record.get("twin")
     first = record.get("first_shown") if isinstance(record.get("first_shown"), dict) else {}
-    first_shown = {
-        int(number): index
-        for number, index in first.items()
-        if str(number).isdigit() and type(index) is int
-    }
     return ChildReplay(
-        child_id, session_id, cells if type(cells) is int else 0, sent, first_shown, faithful, twin
+        _of(record["child_id"], str),
+        _of(record["session_id"], str),
+        cells if type(cells) is int else 0,
+        _texts(record["sent_in_run"]),
+        {int(n): index for n, index in first.items() if str(n).isdigit() and type(index) is int},
+        _pass(record["faithful"]),
+        None if twin is None else _pass(twin),
     )
