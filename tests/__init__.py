@@ -4,9 +4,17 @@ and these modules import each other by their full names (`from tests.builders im
 found through the project's editable install (pyproject.toml)."""
 
 import os
+import tempfile
 
 if os.environ.get("SWARM_FANOUT_KEEP_RUNS"):
     # Every run dir a test makes is copied there before it is removed, for tools/verdicts.py.
     from tests import keep_runs
 
     keep_runs.install(os.environ["SWARM_FANOUT_KEEP_RUNS"])
+
+
+def temp_dir(test) -> str:
+    """A temp dir removed when `test` ends."""
+    tmp = tempfile.TemporaryDirectory()
+    test.addCleanup(tmp.cleanup)
+    return tmp.name

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm_fanout.shell import rundir
+from tests import temp_dir
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "swarm_fanout" / "simulated" / "agent.py"
@@ -473,9 +474,7 @@ class SimulatedAgentCase(unittest.TestCase):
         return _SHARED_LAUNCHES[key]
 
     def make_run(self, prompt: str | None = None, session_dir_env: bool = True) -> Run:
-        temp = tempfile.TemporaryDirectory()
-        self.addCleanup(temp.cleanup)
-        run_dir = Path(temp.name)
+        run_dir = Path(temp_dir(self))
         for name in ("sessions", "agent-home", "home", "tmp"):
             (run_dir / name).mkdir()
         tmp = str(run_dir / "tmp")

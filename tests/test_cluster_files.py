@@ -12,9 +12,9 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import unittest
 
+from tests import temp_dir
 from tests.runner_case import ROOT, SIMULATED, two_shard_fixture
 
 CLUSTER = os.path.join(ROOT, "docs", "cluster")
@@ -56,9 +56,7 @@ def job_env(manifest: str) -> dict[str, str]:
 
 class ClusterFilesCase(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
         bin_dir = os.path.join(self.tmp, "bin")
         os.mkdir(bin_dir)
         shim = os.path.join(bin_dir, "uv")

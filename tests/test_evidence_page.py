@@ -22,6 +22,7 @@ from swarm_fanout.reporting.grounds import quoted
 from swarm_fanout.reporting.render import Cell
 from swarm_fanout.rules import integrity, witness_checks
 from swarm_fanout.scorer import score
+from tests import temp_dir
 from tests.builders import RunBuilder, small_fixture
 from tests.test_real_runs import materialize
 from tests.test_report import check_html
@@ -113,9 +114,7 @@ class EvidencePageTest(unittest.TestCase):
     index holds a wrong answer for c.jsonl."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         build = RunBuilder(self.run_dir)
         children = build.fan_out(FIXTURE, reply=False)
         build.reply(children["worker-a"], f"{A.file}: {A.expected}")
@@ -284,9 +283,7 @@ class InjectedFailureTest(unittest.TestCase):
     """A run made with --inject-failure says so in its header and its first rows."""
 
     def test_the_header_and_the_summary_name_the_injection_and_its_outcome(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        run_dir = os.path.join(tmp.name, "run")
+        run_dir = os.path.join(temp_dir(self), "run")
         build = RunBuilder(run_dir)
         children = build.fan_out(FIXTURE, reply=False)
         build.reply(children["worker-a"], f"{A.file}: {A.expected}")
@@ -316,9 +313,7 @@ class RestsOnTest(unittest.TestCase):
     """Each reason of the rubric's own criteria links to the transcript line it rests on."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         self.build = RunBuilder(self.run_dir)
 
     def page(self) -> tuple[str, Rows, dict]:
@@ -473,9 +468,7 @@ class LargeTranscriptTest(unittest.TestCase):
 
 class OddRunsTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
 
     def page_of(self, run_dir: str) -> str:
         path = os.path.join(self.tmp, "page.html")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import unittest
 
 from swarm_fanout.evidence.artifacts import collect
@@ -27,6 +26,7 @@ from swarm_fanout.rules.integrity import (
     META_AFTER_SPAWN_MS,
 )
 from swarm_fanout.scorer import score
+from tests import temp_dir
 from tests import test_real_runs as captures
 from tests.builders import (
     EPOCH_MS,
@@ -118,9 +118,7 @@ def setUpModule() -> None:
 
 class ForgedCorpusTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
 
     def scored(self, case: str):
         root = forge(case, self.tmp)
@@ -183,9 +181,7 @@ class ForgedCorpusTest(unittest.TestCase):
 
 class RunTestCase(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         self.build = RunBuilder(self.run_dir)
 
     def verdict(self):

@@ -13,14 +13,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import unittest
 
 from swarm_fanout import ledger
 from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.fixture import load_manifest
 from swarm_fanout.scorer import score
-from tests import builders
+from tests import builders, temp_dir
 from tests.builders import ask_only_what_was_searched
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs")
@@ -68,9 +67,7 @@ def setUpModule() -> None:
 
 class CapturedRunTestCase(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
 
     def materialized(self, name: str):
         root = materialize(name, self.tmp)

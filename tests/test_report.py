@@ -38,6 +38,7 @@ from swarm_fanout.reporting.report_page import build_report
 from swarm_fanout.reporting.run_set_views import RunSetView, TrialView, set_injections
 from swarm_fanout.reporting.summary import TrialRecord, summarize
 from swarm_fanout.reporting.timeline import ChildSpan, Timeline
+from tests import temp_dir
 from tests.runner_case import two_shard_fixture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -378,9 +379,7 @@ class ReportWritingTest(unittest.TestCase):
         cls.tmp_dir.cleanup()
 
     def out_dir(self) -> str:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        return tmp.name
+        return temp_dir(self)
 
     def stopped(self, signum: int, *argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -689,9 +688,7 @@ class InjectedFailureTest(unittest.TestCase):
         )
 
     def test_a_set_stored_before_the_flag_was_kept_is_read_from_its_results(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        set_dir = os.path.join(tmp.name, "set")
+        set_dir = os.path.join(temp_dir(self), "set")
         os.makedirs(os.path.join(set_dir, "trial-1"))
         config = {"fixture_digest": "d", "harness_version": "1", "model": "m/x",
                   "drive": "oneshot", "baseline": False}  # fmt: skip

@@ -19,12 +19,12 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import unittest
 from unittest import mock
 
 from swarm_fanout import runner
 from swarm_fanout.shell import callers, sandbox
+from tests import temp_dir
 from tests.runner_case import JSON_EVENTS, RunnerTestCase
 
 AVAILABLE = sandbox.availability()
@@ -56,9 +56,7 @@ class BreakoutTest(RunnerTestCase):
 
     def setUp(self) -> None:
         super().setUp()
-        decoys = tempfile.TemporaryDirectory()
-        self.addCleanup(decoys.cleanup)
-        self.decoy = os.path.join(decoys.name, "secret.txt")
+        self.decoy = os.path.join(temp_dir(self), "secret.txt")
         with open(self.decoy, "w", encoding="utf-8") as handle:
             handle.write("the user's own file\n")
         self.service = socket.create_server(("127.0.0.1", 0))
@@ -253,9 +251,7 @@ class EnvironmentTest(unittest.TestCase):
 
 class BindsTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = os.path.realpath(tmp.name)
+        self.tmp = os.path.realpath(temp_dir(self))
 
     def make(self, *paths: str) -> None:
         for path in paths:
@@ -342,9 +338,7 @@ class SeccompTest(unittest.TestCase):
 
     def seize(self, program: bytes | None) -> list[bytes]:
         # The hidden dir is one of the test's own: a checkout under /tmp keeps its venv seen.
-        hidden = tempfile.TemporaryDirectory()
-        self.addCleanup(hidden.cleanup)
-        binds = sandbox.Binds((sys.prefix, sys.base_prefix), hidden.name, ())
+        binds = sandbox.Binds((sys.prefix, sys.base_prefix), temp_dir(self), ())
         passed = ()
         if program is not None:
             read_end, write_end = os.pipe()
@@ -382,10 +376,9 @@ class ShimTest(unittest.TestCase):
 
     @needs_bwrap
     def test_the_shim_hands_over_a_sock_diag_socket_of_the_sandboxs_network(self):
-        hidden = tempfile.TemporaryDirectory()
-        self.addCleanup(hidden.cleanup)
+        hidden = temp_dir(self)
         plan = sandbox.Bubblewrap(
-            AVAILABLE.bwrap, sandbox.Binds((sys.prefix, sys.base_prefix), hidden.name, ())
+            AVAILABLE.bwrap, sandbox.Binds((sys.prefix, sys.base_prefix), hidden, ())
         )
         # The proxy's part: its port, and the listening socket the shim hands over to serve.
         proxy = mock.Mock(port=4711)  # the sandbox's network has nothing else on any port
@@ -393,7 +386,7 @@ class ShimTest(unittest.TestCase):
             [sys.executable, "-I", "-c", self.CLIENT, str(proxy.port)],
             cwd="/",
             env={"PATH": os.environ["PATH"]},
-            agent_home=hidden.name,
+            agent_home=hidden,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

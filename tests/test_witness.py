@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import unittest
 from typing import ClassVar
@@ -21,6 +20,7 @@ from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.runpaths import RunPaths
 from swarm_fanout.scorer import score
 from swarm_fanout.shell import observer
+from tests import temp_dir
 from tests.builders import RunBuilder, small_fixture
 
 FIXTURE = small_fixture()
@@ -30,9 +30,7 @@ class ObserverTest(unittest.TestCase):
     """Polled by hand: each poll is a moment the test controls."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.paths = RunPaths.of(tmp.name)
+        self.paths = RunPaths.of(temp_dir(self))
         for path in (self.paths.sessions, self.paths.repo, self.paths.agent_home):
             os.makedirs(path)
         self.observer = observer.Observer(self.paths, "combined-index.md")
@@ -88,9 +86,7 @@ class ObserverTest(unittest.TestCase):
 
 class ChannelTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.dir = tmp.name
+        self.dir = temp_dir(self)
         self.private = observer.private_dir()
         self.addCleanup(shutil.rmtree, self.private, True)
 
@@ -140,9 +136,7 @@ class WitnessedRunTest(unittest.TestCase):
     each test then plays one cheat against it."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         self.build = RunBuilder(self.run_dir, stream=True)
         self.paths = self.build.paths
 
@@ -504,9 +498,7 @@ class StreamTest(unittest.TestCase):
     """The stream against the root transcript, with or without a witness."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         self.build = RunBuilder(self.run_dir, stream=True)
         children = self.build.fan_out(FIXTURE)
         self.child_ids = [child.child_id for child in children.values()]
@@ -669,9 +661,7 @@ print(base, file=sys.stderr)
         import http.server
         import sys
 
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
         self.sys = sys
 
         class Upstream(http.server.BaseHTTPRequestHandler):
@@ -746,13 +736,12 @@ class ForgeryTheWitnessAloneCatchesTest(unittest.TestCase):
         import sys
 
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
+        tmp = temp_dir(self)
         argv = [sys.executable, os.path.join(root, "runner.py"), "--fixture"]
         argv += [os.path.join(root, "fixtures", "json-events"), "--drive", drive]
         argv += ["--agent-bin", os.path.join(root, "swarm_fanout", "simulated", "agent.py")]
-        argv += ["--model", "simulated/forge-consistent", "--out", tmp.name, "--grace", "0.1"]
-        argv += ["--agent-config", tmp.name]
+        argv += ["--model", "simulated/forge-consistent", "--out", tmp, "--grace", "0.1"]
+        argv += ["--agent-config", tmp]
         done = subprocess.run(argv, capture_output=True, timeout=120)
         return json.loads(done.stdout)
 
