@@ -14,6 +14,7 @@ from swarm_fanout.evidence.transcripts import Usage, usage_from
 from swarm_fanout.rules.answers import parse_answer_lines
 from swarm_fanout.rules.knowledge import SHORTCUT
 from swarm_fanout.scorer import score
+from tests import temp_dir
 from tests.builders import RunBuilder, ask_only_what_was_searched, priced, small_fixture
 
 FIXTURE = small_fixture()
@@ -26,9 +27,7 @@ def setUpModule() -> None:
 
 class RunTestCase(unittest.TestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self._tmp.cleanup)
-        self.run_dir = os.path.join(self._tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         self.build = RunBuilder(self.run_dir)
         self.build.shard_files.update({shard.worker: shard.file for shard in FIXTURE.shards})
 
@@ -41,6 +40,13 @@ class RunTestCase(unittest.TestCase):
     def honest_run(self):
         children = self.build.fan_out(FIXTURE)
         self.build.correct_index(FIXTURE)
+        return children
+
+    def a_and_b_replied(self) -> dict:
+        """A fan-out whose children for a and b replied their answers, c's not yet."""
+        children = self.build.fan_out(FIXTURE, reply=False)
+        for shard in (A, B):
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
         return children
 
 
@@ -284,9 +290,7 @@ class DelegationTest(RunTestCase):
         self.assertEqual(self.codes(verdict), ["no_spawn"])
 
     def test_child_deleted_before_it_replied_fails_delegation(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.delete(children["worker-c"])
         self.build.notice(children["worker-c"], kind="cancelled")
         self.build.correct_index(FIXTURE)
@@ -296,9 +300,7 @@ class DelegationTest(RunTestCase):
         self.assertIn("deleted_before_receipt", self.codes(verdict))
 
     def test_child_deleted_without_any_receipt_fails_delegation_and_receipts(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.delete(children["worker-c"])
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
@@ -313,9 +315,7 @@ class DelegationTest(RunTestCase):
         self.assertTrue(verdict.resolved, verdict.reasons)
 
     def test_retry_after_delete_counts_the_new_child(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.notice(children["worker-c"])
         self.build.delete(children["worker-c"])
         again = self.build.spawn("worker-c")
@@ -356,9 +356,7 @@ class AnswerProvenanceTest(RunTestCase):
         )
 
     def test_child_that_ended_with_a_notice_sources_nothing(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.notice(children["worker-c"])
         self.build.correct_index(FIXTURE)
         self.assertEqual(self.codes(self.verdict()), ["unsourced_answer"])
@@ -371,17 +369,13 @@ class AnswerProvenanceTest(RunTestCase):
         self.assertEqual(verdict.shards[0]["delegation"], "unsourced")
 
     def test_an_answer_the_parent_computed_for_a_silent_child_is_unsourced(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.a_and_b_replied()
         self.build.correct_index(FIXTURE)
         codes = self.codes(self.verdict())
         self.assertEqual(codes, ["unsourced_answer", "missing_receipt"])
 
     def test_a_missing_marker_has_nothing_to_trace(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.notice(children["worker-c"])
         self.build.write_index(["- a.jsonl: 11", "- b.jsonl: 22", "- c.jsonl: MISSING (no reply)"])
         verdict = self.verdict()
@@ -1055,9 +1049,7 @@ class DedupTest(RunTestCase):
 
 class ReceiptsTest(RunTestCase):
     def test_child_that_never_replied_and_got_no_notice_is_a_silent_drop(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.write_index(["- a.jsonl: 11", "- b.jsonl: 22", "- c.jsonl: MISSING (no reply)"])
         verdict = self.verdict()
         self.assertTrue(verdict.criteria["delegation_evidence"])
@@ -1069,18 +1061,14 @@ class ReceiptsTest(RunTestCase):
         self.assertEqual(self.codes(verdict), ["wrong_answer", "missing_receipt"])
 
     def test_terminal_notice_accounts_for_a_failed_child(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.notice(children["worker-c"])
         verdict = self.verdict()
         self.assertTrue(verdict.criteria["receipts"])
         self.assertEqual(verdict.shards[2]["receipt"], "notice:completed_without_reply")
 
     def test_reply_labelled_as_a_sibling_does_not_receipt_that_sibling(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         # worker-b's session sends a second reply labelled as worker-c.
         self.build.reply(
             children["worker-b"],
