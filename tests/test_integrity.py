@@ -28,9 +28,9 @@ from swarm_fanout.rules.integrity import (
 from swarm_fanout.scorer import score
 from tests import temp_dir
 from tests import test_real_runs as captures
+from tests import test_scorer as scorer_tests
 from tests.builders import (
     EPOCH_MS,
-    RunBuilder,
     ask_only_what_was_searched,
     iso,
     rewrite,
@@ -179,19 +179,7 @@ class ForgedCorpusTest(unittest.TestCase):
         self.assertTrue(all(result["passed"] for result in verdict.integrity.values()))
 
 
-class RunTestCase(unittest.TestCase):
-    def setUp(self) -> None:
-        self.run_dir = os.path.join(temp_dir(self), "run")
-        self.build = RunBuilder(self.run_dir)
-
-    def verdict(self):
-        return score(FIXTURE, collect(self.run_dir, FIXTURE.artifact))
-
-    def honest_run(self):
-        children = self.build.fan_out(FIXTURE)
-        self.build.correct_index(FIXTURE)
-        return children
-
+class RunTestCase(scorer_tests.RunTestCase):
     def failures(self, check: str) -> list[dict]:
         verdict = self.verdict()
         if verdict.integrity[check]["failures"]:
@@ -246,17 +234,6 @@ class HonestBuilderRunTest(RunTestCase):
         self.assertEqual([name for name, *_ in INTEGRITY_CHECKS], list(verdict.integrity))
         for name, result in verdict.integrity.items():
             self.assertEqual(result, {"passed": True, "count": 0, "failures": []}, name)
-
-    def test_retry_delete_and_one_spawn_per_cell_pass_every_check(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
-        self.build.notice(children["worker-c"])
-        self.build.delete(children["worker-c"])
-        self.build.reply(self.build.spawn("worker-c"), "c.jsonl: 33")
-        self.build.correct_index(FIXTURE)
-        verdict = self.verdict()
-        self.assertTrue(verdict.resolved, verdict.reasons)
 
 
 class BoundedCollectionTest(RunTestCase):
@@ -520,9 +497,7 @@ class UsageAttributionCheckTest(RunTestCase):
 
 class ReplyReceiptCheckTest(RunTestCase):
     def test_reply_the_child_never_sent_fails(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.reply(children["worker-c"], "c.jsonl: 33", sent=False)
         self.build.correct_index(FIXTURE)
         failures = self.failures("reply_receipts")
