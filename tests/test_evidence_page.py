@@ -13,7 +13,6 @@ import sys
 import tempfile
 import unittest
 from html import escape
-from html.parser import HTMLParser
 
 from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.runpaths import RunPaths
@@ -25,58 +24,13 @@ from swarm_fanout.scorer import score
 from tests import temp_dir
 from tests.builders import RunBuilder, small_fixture
 from tests.test_real_runs import materialize
-from tests.test_report import check_html
+from tests.test_report import WellFormed, check_html
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPORT = os.path.join(ROOT, "report.py")
 FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards
 HOSTILE = "<script>alert(\"x\")</script> & </details> 'quoted' <!-- <b>"
-
-
-class Rows(HTMLParser):
-    """Every table row of a page as its cells' texts, and every element id and href."""
-
-    def __init__(self):
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self.ids: set[str] = set()
-        self.links: list[tuple[str, str]] = []  # (text, href)
-        self._cell: list[str] | None = None
-        self._href: str | None = None
-        self._text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        attributes = dict(attrs)
-        if "id" in attributes:
-            self.ids.add(attributes["id"])
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-        elif tag == "a":
-            self._href, self._text = attributes.get("href"), []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell).strip())
-            self._cell = None
-        elif tag == "a" and self._href is not None:
-            self.links.append(("".join(self._text), self._href))
-            self._href = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
-        if self._href is not None:
-            self._text.append(data)
-
-
-def parse(page: str) -> Rows:
-    rows = Rows()
-    rows.feed(page)
-    rows.close()
-    return rows
 
 
 def write_result(run_dir: str, **fields) -> dict:
@@ -129,7 +83,7 @@ class EvidencePageTest(unittest.TestCase):
         self.size = evidence_page.write_page(self.run_dir, self.page_path)
         with open(self.page_path, encoding="utf-8") as handle:
             self.page = handle.read()
-        self.parsed = parse(self.page)
+        self.parsed = check_html(self.page)
 
     def row(self, first: str) -> list[str]:
         return next(row for row in self.parsed.rows if row and row[0] == first)
@@ -139,9 +93,8 @@ class EvidencePageTest(unittest.TestCase):
         return next(row for row in self.parsed.rows if row and row[0].startswith(f"{code} x"))
 
     def test_the_page_is_well_formed_and_self_contained(self):
-        parsed = check_html(self.page)
-        self.assertEqual((parsed.errors, parsed.open), ([], []))
-        self.assertNotIn("script", parsed.tags)
+        self.assertEqual((self.parsed.errors, self.parsed.open), ([], []))
+        self.assertNotIn("script", self.parsed.tags)
         self.assertIsNone(re.search(r"(src|href)=\"(https?:|//)", self.page))
         self.assertEqual(self.size, len(self.page.encode("utf-8")))
 
@@ -297,7 +250,7 @@ class InjectedFailureTest(unittest.TestCase):
         with open(path, encoding="utf-8") as handle:
             page = handle.read()
         self.assertRegex(page, r"<h1>Evidence: run — NOT resolved, failure injected</h1>")
-        rows = parse(page).rows
+        rows = check_html(page).rows
         self.assertEqual(rows[0][0], "outcome")
         self.assertEqual(
             rows[1],
@@ -316,16 +269,16 @@ class RestsOnTest(unittest.TestCase):
         self.run_dir = os.path.join(temp_dir(self), "run")
         self.build = RunBuilder(self.run_dir)
 
-    def page(self) -> tuple[str, Rows, dict]:
+    def page(self) -> tuple[str, WellFormed, dict]:
         result = write_result(self.run_dir)
         path = os.path.join(self.run_dir, evidence_page.PAGE_FILE)
         evidence_page.write_page(self.run_dir, path)
         with open(path, encoding="utf-8") as handle:
             page = handle.read()
         self.assertEqual(check_html(page).errors, [])
-        return page, parse(page), result
+        return page, check_html(page), result
 
-    def rests_on(self, parsed: Rows, code: str) -> tuple[str, str]:
+    def rests_on(self, parsed: WellFormed, code: str) -> tuple[str, str]:
         """The text and link of the reason's last cell."""
         row = next(row for row in parsed.rows if row and row[0].startswith(f"{code} x"))
         return next(link for link in parsed.links if link[0] == row[-1])
@@ -569,7 +522,7 @@ class CheckCountTest(unittest.TestCase):
             evidence_page.write_page(run_dir, page_path)
             with open(page_path, encoding="utf-8") as handle:
                 page = handle.read()
-        rows = {row[0]: row[1:] for row in parse(page).rows if row}
+        rows = {row[0]: row[1:] for row in check_html(page).rows if row}
         integrity_n, witness_n = len(integrity.INTEGRITY_CHECKS), len(witness_checks.WITNESS_CHECKS)
         self.assertEqual(rows["integrity checks"], [f"{integrity_n} of {integrity_n} checks pass"])
         self.assertEqual(rows["witness checks"], [f"{witness_n} of {witness_n} checks pass"])

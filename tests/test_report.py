@@ -49,7 +49,8 @@ VOID = {"meta", "br", "hr", "img", "input", "link"}
 
 
 class WellFormed(HTMLParser):
-    """Every element closed in order; collects hrefs and tag names."""
+    """Every element closed in order; collects hrefs, tag names and element ids, each link as
+    its text and href, and every table row as its cells' texts."""
 
     def __init__(self):
         super().__init__()
@@ -57,21 +58,47 @@ class WellFormed(HTMLParser):
         self.errors: list[str] = []
         self.hrefs: list[str] = []
         self.tags: list[str] = []
+        self.ids: set[str] = set()
+        self.rows: list[list[str]] = []
+        self.links: list[tuple[str, str]] = []  # (text, href)
+        self._cell: list[str] | None = None
+        self._href: str | None = None
+        self._text: list[str] = []
 
     def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        self.hrefs += [value for name, value in attrs if name == "href"]
+        self.handle_startendtag(tag, attrs)
         if tag not in VOID:
             self.open.append(tag)
+        attributes = dict(attrs)
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "a":
+            self._href, self._text = attributes.get("href"), []
 
     def handle_startendtag(self, tag, attrs):
         self.tags.append(tag)
+        self.hrefs += [value for name, value in attrs if name == "href"]
+        self.ids.update(value for name, value in attrs if name == "id")
 
     def handle_endtag(self, tag):
         if not self.open or self.open[-1] != tag:
             self.errors.append(f"</{tag}> closes {self.open[-1:] or 'nothing'}")
         else:
             self.open.pop()
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "a" and self._href is not None:
+            self.links.append(("".join(self._text), self._href))
+            self._href = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._href is not None:
+            self._text.append(data)
 
 
 def check_html(text: str) -> WellFormed:
