@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import unittest
 from datetime import datetime
-from typing import ClassVar
 
 from swarm_fanout.evidence import witness
 from swarm_fanout.evidence.artifacts import collect
@@ -25,6 +22,7 @@ from swarm_fanout.scorer import score
 from swarm_fanout.shell import observer
 from tests import temp_dir
 from tests.builders import RunBuilder, small_fixture
+from tests.test_proxy import Canned, send_whole
 
 FIXTURE = small_fixture()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -653,49 +651,29 @@ print(base, file=sys.stderr)
     def setUp(self) -> None:
         self.tmp = temp_dir(self)
 
-        class Upstream(http.server.BaseHTTPRequestHandler):
-            paths: ClassVar[list[str]] = []
+        def reply(handler) -> None:
+            body = {"id": "chatcmpl-acme-1", "usage": {"prompt_tokens": 3}}
+            send_whole(handler, json.dumps(body).encode())
 
-            def do_POST(self):
-                self.rfile.read(int(self.headers["Content-Length"]))
-                Upstream.paths.append(self.path)
-                body = json.dumps({"id": "chatcmpl-acme-1", "usage": {"prompt_tokens": 3}})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body.encode())
-
-            def log_message(self, *args):
-                pass
-
-        self.upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-        self.paths = Upstream.paths
-        thread = threading.Thread(target=self.upstream.serve_forever, daemon=True)
-        thread.start()
-        self.addCleanup(self.upstream.server_close)
-        self.addCleanup(self.upstream.shutdown)
-        config = os.path.join(self.tmp, "config")
-        os.makedirs(config)
-        base = f"http://127.0.0.1:{self.upstream.server_address[1]}/v1"
-        with open(os.path.join(config, "models.json"), "w") as handle:
-            json.dump(
-                {"providers": {"acme": {"baseUrl": base, "apiKey": "sk-acme-SECRET"}}}, handle
-            )
+        self.upstream = Canned(reply).__enter__()
+        self.addCleanup(self.upstream.__exit__)
+        self.config = os.path.join(self.tmp, "config")
+        os.makedirs(self.config)
+        provider = {"baseUrl": self.upstream.url, "apiKey": "sk-acme-SECRET"}
+        with open(os.path.join(self.config, "models.json"), "w") as handle:
+            json.dump({"providers": {"acme": provider}}, handle)
         self.agent = os.path.join(self.tmp, "agent")
         with open(self.agent, "w") as handle:
             handle.write(self.AGENT.format(python=sys.executable))
         os.chmod(self.agent, 0o755)
-        self.config = config
 
     def test_the_providers_calls_go_through_the_proxy_into_the_witness(self):
         argv = [sys.executable, os.path.join(ROOT, "runner.py"), "--fixture", JSON_EVENTS]
-        argv += ["--model", "acme/m"]
-        argv += ["--agent-bin", self.agent, "--agent-config", self.config]
+        argv += ["--model", "acme/m", "--agent-bin", self.agent, "--agent-config", self.config]
         argv += ["--out", os.path.join(self.tmp, "runs"), "--timeout", "30", "--grace", "0.1"]
         done = subprocess.run(argv, capture_output=True, timeout=120)
         result = json.loads(done.stdout)
-        self.assertEqual(self.paths, ["/v1/chat/completions"])
+        self.assertEqual([seen["path"] for seen in self.upstream.seen], ["/base/chat/completions"])
         self.assertEqual(result["witness"]["model_calls"], 1)
         with open(os.path.join(result["run_dir"], "witness.jsonl")) as handle:
             records = [json.loads(line) for line in handle]
