@@ -450,9 +450,15 @@ class CallersTest(unittest.TestCase):
         code = f"import subprocess, sys\nsubprocess.Popen({child!r})\n{self.hold()}"
         return self.start([sys.executable, "-c", code])
 
-    def callers_of(self, product: subprocess.Popen, count: int) -> list[callers.Caller]:
+    def watch(self, product: subprocess.Popen) -> callers.RunProcesses:
         watch = callers.RunProcesses((os.getpid(),), product.pid)
         self.addCleanup(watch.stop)
+        return watch
+
+    def callers_of(self, product, count: int, watch=None) -> list[callers.Caller]:
+        """The next `count` callers, as `watch` (by default a new one) names them, the
+        product's own first."""
+        watch = watch or self.watch(product)
         found = []
         for _ in range(count):
             connection, _ = self.listener.accept()
@@ -495,8 +501,7 @@ class CallersTest(unittest.TestCase):
             f"{self.hold()}"
         )
         product = self.start([sys.executable, "-c", code])
-        watch = callers.RunProcesses((os.getpid(),), product.pid)
-        self.addCleanup(watch.stop)
+        watch = self.watch(product)
         shell = os.path.realpath("/bin/sh")
         for _ in range(100_000):
             # The product's own child: a shell left by an earlier test may still be exiting
@@ -508,12 +513,7 @@ class CallersTest(unittest.TestCase):
             self.fail("the kernel never showed up running the shell")
         product.stdin.write(b"\n")
         product.stdin.flush()
-        found = []
-        for _ in range(2):
-            connection, _ = self.listener.accept()
-            self.addCleanup(connection.close)
-            found.append(watch.identify(connection))
-        kernel_call = next(caller for caller in found if caller.pid != product.pid)
+        _, kernel_call = self.callers_of(product, 2, watch)
         self.assertFalse(kernel_call.product)
         self.assertIn(shell, kernel_call.reason)
 
