@@ -15,7 +15,13 @@ from swarm_fanout.rules.answers import parse_answer_lines
 from swarm_fanout.rules.knowledge import SHORTCUT
 from swarm_fanout.scorer import score
 from tests import temp_dir
-from tests.builders import RunBuilder, ask_only_what_was_searched, priced, small_fixture
+from tests.builders import (
+    RunBuilder,
+    ask_only_what_was_searched,
+    priced,
+    small_fixture,
+    tool_result,
+)
 
 FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards
@@ -173,14 +179,6 @@ class CoverageTest(RunTestCase):
 
 
 class DistinctiveAnswersTest(RunTestCase):
-    def test_plain_answers_are_a_warning_naming_the_shards_not_a_failure(self):
-        self.honest_run()
-        verdict = self.verdict()
-        self.assertTrue(verdict.resolved)
-        (warning,) = [w for w in verdict.warnings if w.code == "answers_not_distinctive"]
-        for shard in FIXTURE.shards:
-            self.assertIn(f"{shard.file} (below 1000)", warning.message)
-
     def test_distinctive_answers_draw_no_warning(self):
         answers = (4871, 6133, 7919)
         fixture = FIXTURE._replace(
@@ -209,15 +207,7 @@ class KernelUnavailableTest(RunTestCase):
         self.build.assistant("Spawning.", code="await rlm('x', name='worker-a')")
         call_id, _ = self.build.running
         self.build.running = None
-        result = {
-            "role": "toolResult",
-            "toolCallId": call_id,
-            "toolName": "ipython",
-            "content": [{"type": "text", "text": text}],
-            "details": {},
-            "isError": is_error,
-            "timestamp": 1,
-        }
+        result = {**tool_result(call_id, text), "details": {}, "isError": is_error}
         self.build._append_parent({"type": "message", "message": result})
 
     def test_the_products_kernel_failure_is_named_first(self):
