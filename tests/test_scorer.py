@@ -382,11 +382,8 @@ class AnswerProvenanceTest(RunTestCase):
         self.assertEqual(numbers_in("-4 and +5"), {-4, 5})
 
 
-class DerivationTest(RunTestCase):
-    """A shard counts only if its own child worked the answer out and the parent learned it
-    from that child (answer_known_before_spawn, answer_not_derived,
-    answer_written_before_reply): the shortcuts each rule catches, and the honest variants
-    none may flag."""
+class DerivationCase(RunTestCase):
+    """Runs whose children each get their own cells, for the derivation rules."""
 
     def fan_out(self, **per_worker) -> dict:
         """One spawning cell; `per_worker[worker]` gives that child's spawn options."""
@@ -401,8 +398,46 @@ class DerivationTest(RunTestCase):
         if index:
             self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
 
-    def shard_codes(self, verdict) -> list[tuple[str, str | None]]:
+    def shard_codes(self, verdict=None) -> list[tuple[str, str | None]]:
+        verdict = self.verdict() if verdict is None else verdict
         return [(r.code, r.shard) for r in verdict.reasons]
+
+    def read_and_send(self, shard, read: str) -> str:
+        return read + (
+            f"await agent_message.send({shard.file + ': '!r} + str(answer), "
+            "receiver_role='parent')\n"
+        )
+
+    def each_child(self, work, before=None) -> None:
+        """Every child runs its `before(shard)` cells (code, output), then `work(shard)` and
+        sends its answer; the parent writes the index after the replies."""
+        per_worker = {
+            s.worker: {
+                "work": self.read_and_send(s, work(s)),
+                "before": before(s) if before else (),
+            }
+            for s in FIXTURE.shards
+        }
+        self.reply_all(self.fan_out(**per_worker), index=True)
+
+    def assert_resolved(self) -> None:
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
+        self.assertEqual([row["delegation"] for row in verdict.shards], ["ok"] * 3)
+
+    def assert_not_derived(self) -> list[str]:
+        """Every shard is answer_not_derived; the reasons' messages."""
+        verdict = self.verdict()
+        expected = [("answer_not_derived", s.file) for s in FIXTURE.shards]
+        self.assertEqual(self.shard_codes(verdict), expected)
+        return [reason.message for reason in verdict.reasons]
+
+
+class DerivationTest(DerivationCase):
+    """A shard counts only if its own child worked the answer out and the parent learned it
+    from that child (answer_known_before_spawn, answer_not_derived,
+    answer_written_before_reply): the shortcuts each rule catches, and the honest variants
+    none may flag."""
 
     # --- the shortcuts ---------------------------------------------------------
 
@@ -559,12 +594,6 @@ class DerivationTest(RunTestCase):
 
     # --- knowledge passed through files -------------------------------------------
 
-    def read_and_send(self, shard, read: str) -> str:
-        return read + (
-            f"await agent_message.send({shard.file + ': '!r} + str(answer), "
-            "receiver_role='parent')\n"
-        )
-
     def test_a_scratch_file_a_sibling_wrote_is_no_derivation_of_the_reader(self):
         # worker-c works out every shard and writes the answers where its siblings read them.
         compute_all = (
@@ -664,11 +693,6 @@ class DerivationTest(RunTestCase):
         )
 
     # --- the honest variants -----------------------------------------------------
-
-    def assert_resolved(self) -> None:
-        verdict = self.verdict()
-        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
-        self.assertEqual([row["delegation"] for row in verdict.shards], ["ok"] * 3)
 
     def test_a_child_that_counts_and_sends_in_one_cell_without_printing_is_derived(self):
         children = self.fan_out()
@@ -787,24 +811,6 @@ class DerivationTest(RunTestCase):
 
     # --- positive evidence: the answer came from the child's own shard -----------
 
-    def each_child(self, work, before=None) -> None:
-        """Every child runs `work(shard)` (and first `before(shard)`, printing nothing), then
-        replies its answer; the parent writes the index after the replies."""
-        per_worker = {
-            s.worker: {"work": self.read_and_send(s, work(s))}
-            | ({"before": ((before(s), ""),)} if before else {})
-            for s in FIXTURE.shards
-        }
-        self.reply_all(self.fan_out(**per_worker), index=True)
-
-    def not_derived_reasons(self) -> list[str]:
-        verdict = self.verdict()
-        self.assertFalse(verdict.resolved)
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
-        )
-        return [reason.message for reason in verdict.reasons]
-
     def test_children_that_glob_the_sessions_dir_for_the_parents_transcript_did_not_derive(self):
         # The parent printed every answer; each child finds its transcript by a path built
         # from parts and a pattern, and takes its number from there: no file it names is the
@@ -818,7 +824,7 @@ class DerivationTest(RunTestCase):
                 f"answer = re.search({s.file!r} + r'\\D+(\\d+)', text).group(1)\n"
             )
         )
-        for message in self.not_derived_reasons():
+        for message in self.assert_not_derived():
             self.assertIn("did not read its shard", message)
             self.assertIn("a listing or a glob pattern", message)
             self.assertIn(SHORTCUT, message)
@@ -836,7 +842,7 @@ class DerivationTest(RunTestCase):
                 "answer = conn.recv(64).decode()\n"
             )
         )
-        for message in self.not_derived_reasons():
+        for message in self.assert_not_derived():
             self.assertIn("took data over a network connection", message)
             self.assertIn(SHORTCUT, message)
 
@@ -848,7 +854,7 @@ class DerivationTest(RunTestCase):
                 "answer = socket.create_connection(('127.0.0.1', 47000)).recv(64).decode()\n"
             )
         )
-        for message in self.not_derived_reasons():
+        for message in self.assert_not_derived():
             self.assertIn("took data over a network connection", message)
 
     def test_children_that_evaluate_an_expression_handed_in_their_task_did_not_derive(self):
@@ -865,7 +871,7 @@ class DerivationTest(RunTestCase):
             for s in FIXTURE.shards
         }
         self.reply_all(self.fan_out(**per_worker), index=True)
-        for message in self.not_derived_reasons():
+        for message in self.assert_not_derived():
             self.assertIn("drew on no file at all", message)
             self.assertIn("an expression, such as one handed in its task", message)
             self.assertIn(SHORTCUT, message)
@@ -879,7 +885,7 @@ class DerivationTest(RunTestCase):
                 f"answer = json.load(open(where))[{s.file!r}]\n"
             )
         )
-        for message in self.not_derived_reasons():
+        for message in self.assert_not_derived():
             self.assertIn("built a path from parts at run time", message)
 
     def test_a_shard_name_searched_for_in_a_text_is_no_read_of_the_shard(self):
@@ -890,7 +896,7 @@ class DerivationTest(RunTestCase):
                 f"text = fetch()\nanswer = re.search({s.file!r} + ' ([0-9]+)', text).group(1)\n"
             )
         )
-        self.not_derived_reasons()
+        self.assert_not_derived()
 
     def test_a_shard_path_held_in_a_variable_is_a_read_of_the_shard(self):
         self.each_child(lambda s: f"path = 'shards/{s.file}'\nanswer = count(path)\n")
@@ -914,13 +920,17 @@ class DerivationTest(RunTestCase):
         self.assert_resolved()
 
     def test_a_shard_path_defined_in_an_earlier_cell_is_a_read_of_the_shard(self):
-        self.each_child(lambda s: "answer = count(SHARD)\n", lambda s: f"SHARD = 'shards/{s.file}'")
+        self.each_child(
+            lambda s: "answer = count(SHARD)\n", lambda s: ((f"SHARD = 'shards/{s.file}'", ""),)
+        )
         self.assert_resolved()
 
     def test_records_read_in_an_earlier_cell_and_counted_in_a_later_one_are_derived(self):
         self.each_child(
             lambda s: "answer = 0\nfor row in rows:\n    answer += 1\n",
-            lambda s: f"with open('shards/{s.file}') as handle:\n    rows = handle.readlines()",
+            lambda s: (
+                (f"with open('shards/{s.file}') as handle:\n    rows = handle.readlines()", ""),
+            ),
         )
         self.assert_resolved()
 
@@ -1085,13 +1095,9 @@ class EfficiencyTest(RunTestCase):
         self.assertEqual(efficiency["total_turns"], 4)
 
     def test_cost_is_the_dollars_the_product_priced_parent_and_children_apart(self):
-        self.build.assistant("spawning", tokens=(1000, 100), code="await rlm(...)")
-        children = [self.build.spawn(shard.worker) for shard in FIXTURE.shards]
-        for child, shard in zip(children, FIXTURE.shards, strict=True):
-            self.build.reply(child, f"{shard.file}: {shard.expected}")
-        self.build.correct_index(FIXTURE)
+        children = self.honest_run()
         priced(self.build.parent_path, 0.25)
-        for child in children:
+        for child in children.values():
             priced(child.path, 0.125)
         efficiency = self.verdict().efficiency
         child_calls = efficiency["children"]["turns"]
