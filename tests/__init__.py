@@ -14,7 +14,10 @@ if os.environ.get("SWARM_FANOUT_KEEP_RUNS"):
 
 
 def temp_dir(test) -> str:
-    """A temp dir removed when `test` ends."""
+    """A temp dir removed when `test` ends (given a test case class, when its tests end)."""
     tmp = tempfile.TemporaryDirectory()
-    test.addCleanup(tmp.cleanup)
+    if isinstance(test, type):
+        test.addClassCleanup(tmp.cleanup)
+    else:
+        test.addCleanup(tmp.cleanup)
     return tmp.name

@@ -111,8 +111,7 @@ def check_html(text: str) -> WellFormed:
 class ReportTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
-        cls.tmp_dir = tempfile.TemporaryDirectory()
-        cls.tmp = cls.tmp_dir.name
+        cls.tmp = temp_dir(cls)
         # What a report shows of a run set does not depend on the fixture's size.
         fixture = two_shard_fixture()
         for name, probability, extra in (
@@ -137,10 +136,6 @@ class ReportTest(unittest.TestCase):
         )
         cls.bad = os.path.join(cls.tmp, "bad", os.listdir(os.path.join(cls.tmp, "bad"))[0])
         cls.fan_out = next(path for path in cls.good if "-baseline-" not in path)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.tmp_dir.cleanup()
 
     def report(self, *args: str) -> dict:
         """report.py's JSON for `args`, run in this process (exit 0 asserted); how it runs as
@@ -378,8 +373,7 @@ class ReportWritingTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.tmp_dir = tempfile.TemporaryDirectory()
-        cls.tmp = cls.tmp_dir.name
+        cls.tmp = temp_dir(cls)
         cls.runs = os.path.join(cls.tmp, "runs")
         fixture = two_shard_fixture()
         for model in ("simulated/oracle", "simulated/fabricate"):
@@ -401,13 +395,6 @@ class ReportWritingTest(unittest.TestCase):
         # The oracle's set, then fabricate's.
         cls.sets = sorted(found, key=lambda path: model(path) != "simulated/oracle")
 
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.tmp_dir.cleanup()
-
-    def out_dir(self) -> str:
-        return temp_dir(self)
-
     def stopped(self, signum: int, *argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-c", STOPPED_MIDWAY, *argv],
@@ -421,7 +408,7 @@ class ReportWritingTest(unittest.TestCase):
     def test_ctrl_c_or_sigterm_midway_leaves_nothing_says_one_line_and_exits_130_or_143(self):
         for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
             with self.subTest(signal=signum.name):
-                out = os.path.join(self.out_dir(), "new", "report")
+                out = os.path.join(temp_dir(self), "new", "report")
                 done = self.stopped(signum, self.sets[0], "--out", out)
                 self.assertEqual(done.returncode, code, done.stderr)
                 self.assertEqual(
@@ -431,7 +418,7 @@ class ReportWritingTest(unittest.TestCase):
                 self.assertFalse(os.path.exists(os.path.dirname(out)))
 
     def test_an_interrupted_rewrite_leaves_the_report_that_was_there_whole(self):
-        out = self.out_dir()
+        out = temp_dir(self)
         written = self.report(self.sets[0], "--out", out)
         before = tree(out)
         self.assertIn("report.html", before)
@@ -447,7 +434,7 @@ class ReportWritingTest(unittest.TestCase):
         self.assertEqual(pages, [os.path.basename(self.sets[1])])
 
     def test_a_compare_or_an_evidence_page_interrupted_leaves_nothing(self):
-        out = self.out_dir()
+        out = temp_dir(self)
         done = self.stopped(signal.SIGINT, "--compare", *self.sets, "--out", out)
         self.assertEqual(done.returncode, 130, done.stderr)
         self.assertEqual(os.listdir(out), [])
@@ -464,7 +451,7 @@ class ReportWritingTest(unittest.TestCase):
         return json.loads(done.stdout)
 
     def test_a_dir_of_run_sets_is_reported_as_compare_takes_it(self):
-        out = self.out_dir()
+        out = temp_dir(self)
         written = self.report(self.runs, "--out", out)
         with open(written["html"], encoding="utf-8") as handle:
             page = handle.read()
@@ -476,7 +463,7 @@ class ReportWritingTest(unittest.TestCase):
         # fabricate's index has a wrong answer for the first shard: its child replied, and
         # its bar says the verdict failed it; the oracle's timelines have no such bar.
         for path, flagged in ((self.sets[0], False), (self.sets[1], True)):
-            written = self.report(path, "--out", self.out_dir())
+            written = self.report(path, "--out", temp_dir(self))
             with open(written["html"], encoding="utf-8") as handle:
                 page = handle.read()
             self.assertEqual(f'fill="{render.FLAGGED_COLOUR}"' in page, flagged, path)
@@ -484,7 +471,7 @@ class ReportWritingTest(unittest.TestCase):
                 self.assertIn(f"worker-events-01: replied; {render.FLAGGED_WORD}: ", page)
 
     def test_a_dir_that_is_no_run_set_nor_a_run_says_both(self):
-        out = self.out_dir()
+        out = temp_dir(self)
         done = subprocess.run(
             [sys.executable, REPORT, out], capture_output=True, text=True, timeout=60
         )
@@ -499,7 +486,7 @@ class ReportWritingTest(unittest.TestCase):
         # Relative arguments and a relative --out.
         runs = os.path.relpath(self.runs, self.tmp)
         name = os.path.basename(self.sets[0])
-        out = os.path.relpath(self.out_dir(), self.tmp)
+        out = os.path.relpath(temp_dir(self), self.tmp)
         for argv in (
             (os.path.join(runs, name), "--out", out),
             ("--compare", *(os.path.join(runs, os.path.basename(s)) for s in self.sets),
