@@ -21,3 +21,11 @@ def temp_dir(test) -> str:
     else:
         test.addCleanup(tmp.cleanup)
     return tmp.name
+
+
+def executable(path: str, text: str) -> str:
+    """`text` written to `path` as a program (a stand-in agent, a shim); returns `path`."""
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.chmod(path, 0o755)
+    return path

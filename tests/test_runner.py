@@ -20,7 +20,7 @@ from swarm_fanout.rules.result import Outcome, Refusal, RunRecord, TrialResult
 from swarm_fanout.shell import launch, regrade, rundir
 from swarm_fanout.shell.run_config import INJECTED_CALLS
 from swarm_fanout.shell.watch import Progress
-from tests import temp_dir
+from tests import executable, temp_dir
 from tests.builders import RunBuilder
 
 
@@ -129,9 +129,7 @@ class KernelPythonTest(unittest.TestCase):
     def venv_python(self, *parts: str) -> str:
         python = os.path.join(self.home, *parts, "kernel-venv", "bin", "python")
         os.makedirs(os.path.dirname(python))
-        with open(python, "w", encoding="utf-8") as handle:
-            handle.write("#!/bin/sh\n")
-        os.chmod(python, 0o755)
+        executable(python, "#!/bin/sh\n")
         return python
 
     def test_the_users_own_kernel_venv_is_found_under_home_then_xdg(self):

@@ -20,7 +20,7 @@ from swarm_fanout.evidence.fixture import load_fixture
 from swarm_fanout.evidence.runpaths import RunPaths
 from swarm_fanout.scorer import score
 from swarm_fanout.shell import observer
-from tests import temp_dir
+from tests import executable, temp_dir
 from tests.builders import RunBuilder, small_fixture
 from tests.test_proxy import Canned, send_whole
 
@@ -662,10 +662,9 @@ print(base, file=sys.stderr)
         provider = {"baseUrl": self.upstream.url, "apiKey": "sk-acme-SECRET"}
         with open(os.path.join(self.config, "models.json"), "w") as handle:
             json.dump({"providers": {"acme": provider}}, handle)
-        self.agent = os.path.join(self.tmp, "agent")
-        with open(self.agent, "w") as handle:
-            handle.write(self.AGENT.format(python=sys.executable))
-        os.chmod(self.agent, 0o755)
+        self.agent = executable(
+            os.path.join(self.tmp, "agent"), self.AGENT.format(python=sys.executable)
+        )
 
     def test_the_providers_calls_go_through_the_proxy_into_the_witness(self):
         argv = [sys.executable, os.path.join(ROOT, "runner.py"), "--fixture", JSON_EVENTS]
