@@ -499,16 +499,15 @@ class SimulatedAgentCase(unittest.TestCase):
         prompt: str | None = None,
         wait: bool = True,
         session_dir_env: bool = True,
-        cwd: str | None = None,
         drive: str | None = None,
     ) -> Run:
         run = self.make_run(prompt, session_dir_env)
         if (drive or self.drive) == RESIDENT:
-            return self.drive_resident(run, behaviour, wait)
+            return self.drive_resident(run, behaviour)
         argv = [
             *(sys.executable, str(AGENT), "--mode", "json"),
             *("--daemon-socket", str(run.socket)),
-            *("--cwd", cwd or str(run.repo)),
+            *("--cwd", str(run.repo)),
             *("--session-dir", str(run.dir / "sessions")),
             *("--model", f"simulated/{behaviour}", "--", run.prompt),
         ]
@@ -543,7 +542,7 @@ class SimulatedAgentCase(unittest.TestCase):
         self.addCleanup(client.close)
         return client
 
-    def drive_resident(self, run: Run, behaviour: str, wait: bool = True) -> Run:
+    def drive_resident(self, run: Run, behaviour: str) -> Run:
         """The resident drive; once quiescent, stdout.jsonl is written as the runner writes
         it (line 1 = the first line of sessionFile, then the events) and the daemon is shut
         down."""
@@ -552,12 +551,11 @@ class SimulatedAgentCase(unittest.TestCase):
         active_id = session["activeSessionId"]
         client.call(attach_command(active_id, client))
         client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
-        if wait:
-            client.call(wait_command(active_id))
-            header = Path(session["sessionFile"]).read_text().split("\n", 1)[0]
-            lines = [header, *(compact(event) for event in client.events)]
-            (run.dir / "stdout.jsonl").write_text("".join(line + "\n" for line in lines))
-            self.shut_down_daemon(run)
+        client.call(wait_command(active_id))
+        header = Path(session["sessionFile"]).read_text().split("\n", 1)[0]
+        lines = [header, *(compact(event) for event in client.events)]
+        (run.dir / "stdout.jsonl").write_text("".join(line + "\n" for line in lines))
+        self.shut_down_daemon(run)
         return run
 
     def reap(self, run: Run) -> None:

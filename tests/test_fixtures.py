@@ -200,8 +200,9 @@ def shard_line(entry: dict) -> str:
     return f"- `shards/{entry['file']}` | worker `{entry['worker']}` | {entry['question']}"
 
 
-def tree(root: Path) -> dict[str, bytes]:
+def tree(root: str | Path) -> dict[str, bytes]:
     """Every file under root, by relative path, with its bytes."""
+    root = Path(root)
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 

@@ -40,6 +40,7 @@ from swarm_fanout.reporting.summary import TrialRecord, summarize
 from swarm_fanout.reporting.timeline import ChildSpan, Timeline
 from tests import temp_dir
 from tests.runner_case import two_shard_fixture
+from tests.test_fixtures import tree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
@@ -354,17 +355,6 @@ def write_then_stop(*args, **kwargs):
 evidence_page.write_page = write_then_stop
 sys.exit(report.main(sys.argv[1:]))
 """
-
-
-def tree(root: str) -> dict[str, bytes]:
-    """Every file under `root`, by its path relative to it, and its bytes."""
-    found = {}
-    for directory, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(directory, name)
-            with open(path, "rb") as handle:
-                found[os.path.relpath(path, root)] = handle.read()
-    return found
 
 
 class ReportWritingTest(unittest.TestCase):
