@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import unittest
+
+from tests.test_layout import REPO, tracked_modules
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTRACT = os.path.join(ROOT, "docs", "product-contract.md")
-SKIPPED_DIRS = ("tests/data/",)
 # The shared contract outside the repo, spelt so that this file does not name it itself.
 OUTSIDE_CONTRACT = "PRODUCT_CONTRACT" + ".md"
 
@@ -37,27 +37,8 @@ OPTIONAL_PACKAGE = "swarm_fanout/vf/"
 
 def tracked_python_files() -> list[str]:
     """Repo-relative paths of the tracked `*.py` files, test data left out."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "*.py"],
-            cwd=ROOT,
-            capture_output=True,
-            check=True,
-        ).stdout.decode("utf-8")
-        paths = [path for path in listed.split("\0") if path]
-    except (OSError, subprocess.CalledProcessError):
-        paths = []
-        for dirpath, dirnames, filenames in os.walk(ROOT):
-            dirnames[:] = [name for name in dirnames if not name.startswith(".")]
-            for filename in filenames:
-                if filename.endswith(".py"):
-                    full = os.path.join(dirpath, filename)
-                    paths.append(os.path.relpath(full, ROOT).replace(os.sep, "/"))
-    return sorted(
-        path
-        for path in paths
-        if not path.startswith(SKIPPED_DIRS) and os.path.isfile(os.path.join(ROOT, path))
-    )
+    paths = (path.relative_to(REPO).as_posix() for path in tracked_modules() if path.is_file())
+    return sorted(paths)
 
 
 def read(relative: str) -> str:
