@@ -22,7 +22,7 @@ from swarm_fanout.reporting.render import Cell
 from swarm_fanout.rules import integrity, witness_checks
 from swarm_fanout.scorer import score
 from tests import temp_dir
-from tests.builders import RunBuilder, small_fixture
+from tests.builders import RunBuilder, rewrite, small_fixture
 from tests.test_real_runs import materialize
 from tests.test_report import WellFormed, check_html
 
@@ -60,6 +60,14 @@ def write_result(run_dir: str, **fields) -> dict:
     with open(RunPaths.of(run_dir).result, "w", encoding="utf-8") as handle:
         json.dump(result, handle)
     return result
+
+
+def page_of(run_dir: str) -> str:
+    """The run's evidence page, written where report.py writes it."""
+    path = os.path.join(run_dir, evidence_page.PAGE_FILE)
+    evidence_page.write_page(run_dir, path)
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
 
 
 class EvidencePageTest(unittest.TestCase):
@@ -245,10 +253,7 @@ class InjectedFailureTest(unittest.TestCase):
         build.index_cell([f"- {A.file}: {A.expected}", f"- {B.file}: {B.expected}"])
         injected = {"asked": [{"worker": "worker-c", "calls": 12}], "answered": 3}
         write_result(run_dir, injected_failures=injected, failure_accounted=False)
-        path = os.path.join(run_dir, evidence_page.PAGE_FILE)
-        evidence_page.write_page(run_dir, path)
-        with open(path, encoding="utf-8") as handle:
-            page = handle.read()
+        page = page_of(run_dir)
         self.assertRegex(page, r"<h1>Evidence: run — NOT resolved, failure injected</h1>")
         rows = check_html(page).rows
         self.assertEqual(rows[0][0], "outcome")
@@ -271,12 +276,10 @@ class RestsOnTest(unittest.TestCase):
 
     def page(self) -> tuple[str, WellFormed, dict]:
         result = write_result(self.run_dir)
-        path = os.path.join(self.run_dir, evidence_page.PAGE_FILE)
-        evidence_page.write_page(self.run_dir, path)
-        with open(path, encoding="utf-8") as handle:
-            page = handle.read()
-        self.assertEqual(check_html(page).errors, [])
-        return page, check_html(page), result
+        page = page_of(self.run_dir)
+        parsed = check_html(page)
+        self.assertEqual(parsed.errors, [])
+        return page, parsed, result
 
     def rests_on(self, parsed: WellFormed, code: str) -> tuple[str, str]:
         """The text and link of the reason's last cell."""
@@ -340,15 +343,14 @@ class RestsOnTest(unittest.TestCase):
         self.build.correct_index(FIXTURE)
         # worker-a's cell took its number by a glob over the sessions dir, not from its shard.
         glob_cell = "logs = glob.glob(os.path.join(RUN, 'sess' + 'ions', '*'))\nsend(logs)\n"
-        with open(children["worker-a"].path, encoding="utf-8") as handle:
-            lines = handle.read().replace("count('shards/a.jsonl')", "0").splitlines()
-        records = [json.loads(line) for line in lines]
-        for record in records:
+
+        def globbing(record: dict) -> dict:
             for part in (record.get("message") or {}).get("content") or []:
                 if isinstance(part, dict) and part.get("type") == "toolCall":
                     part["arguments"]["code"] = glob_cell
-        with open(children["worker-a"].path, "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(record) + "\n" for record in records)
+            return record
+
+        rewrite(children["worker-a"].path, globbing)
         page, _, result = self.page()
         self.assertEqual([r["code"] for r in result["reasons"]], ["answer_not_derived"])
         self.assertIn("The shortcut: the parent knew the answer before it spawned the child", page)
@@ -406,11 +408,8 @@ class LargeTranscriptTest(unittest.TestCase):
             build.index_cell([f"- {shard.file}: {shard.expected}" for shard in FIXTURE.shards])
             write_result(run_dir)
             self.assertGreater(os.path.getsize(build.parent_path), 12_000_000)
-            page_path = os.path.join(run_dir, evidence_page.PAGE_FILE)
-            size = evidence_page.write_page(run_dir, page_path)
-            with open(page_path, encoding="utf-8") as handle:
-                page = handle.read()
-        self.assertLess(size, evidence_page.MAX_PAGE_BYTES)
+            page = page_of(run_dir)
+        self.assertLess(len(page.encode("utf-8")), evidence_page.MAX_PAGE_BYTES)
         self.assertRegex(page, r"Lines [\d,]+ to [\d,]+ \([\d.,]+ MB\) were cut")
         self.assertIn("CUT", page)
         # The start and the end are both there: the task and the last cell, the index.
@@ -423,12 +422,6 @@ class OddRunsTest(unittest.TestCase):
     def setUp(self) -> None:
         self.tmp = temp_dir(self)
 
-    def page_of(self, run_dir: str) -> str:
-        path = os.path.join(self.tmp, "page.html")
-        evidence_page.write_page(run_dir, path)
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-
     def test_bytes_that_are_not_json_are_shown_as_such(self):
         run_dir = os.path.join(self.tmp, "run")
         build = RunBuilder(run_dir)
@@ -437,7 +430,7 @@ class OddRunsTest(unittest.TestCase):
         with open(children["worker-a"].path, "ab") as handle:
             handle.write(b'\xff\xfe{"type": <script>\n')
         write_result(run_dir)
-        page = self.page_of(run_dir)
+        page = page_of(run_dir)
         self.assertIn("a line that is not JSON", page)
         self.assertNotIn("<script", page)
 
@@ -448,14 +441,14 @@ class OddRunsTest(unittest.TestCase):
         result["agent"] = {"first_error": "500 upstream exploded", "exit_code": 1}
         with open(RunPaths.of(run_dir).result, "w", encoding="utf-8") as handle:
             json.dump(result, handle)
-        page = self.page_of(run_dir)
+        page = page_of(run_dir)
         self.assertIn("— agent error</h1>", page)
         self.assertIn("500 upstream exploded", page)
         self.assertIn('<p class="error">The agent failed on its own', page)
         self.assertIn("No verdict", page)
 
     def test_a_captured_run_without_a_result_is_regraded_from_its_fixture(self):
-        page = self.page_of(materialize("child-fail", self.tmp))
+        page = page_of(materialize("child-fail", self.tmp))
         self.assertIn("regraded from the run dir", page)
         self.assertIn("notice: completed_without_reply", page)
         self.assertEqual(check_html(page).errors, [])
@@ -518,10 +511,7 @@ class CheckCountTest(unittest.TestCase):
             result["verdict"]["witness"]["kernel_record"] = {"sessions": 0}
             with open(RunPaths.of(run_dir).result, "w", encoding="utf-8") as handle:
                 json.dump(result, handle)
-            page_path = os.path.join(tmp, "page.html")
-            evidence_page.write_page(run_dir, page_path)
-            with open(page_path, encoding="utf-8") as handle:
-                page = handle.read()
+            page = page_of(run_dir)
         rows = {row[0]: row[1:] for row in check_html(page).rows if row}
         integrity_n, witness_n = len(integrity.INTEGRITY_CHECKS), len(witness_checks.WITNESS_CHECKS)
         self.assertEqual(rows["integrity checks"], [f"{integrity_n} of {integrity_n} checks pass"])
