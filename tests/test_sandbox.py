@@ -24,7 +24,7 @@ from unittest import mock
 
 from swarm_fanout import runner
 from swarm_fanout.shell import callers, sandbox
-from tests import temp_dir
+from tests import executable, temp_dir
 from tests.runner_case import JSON_EVENTS, RunnerTestCase
 
 AVAILABLE = sandbox.availability()
@@ -147,12 +147,8 @@ class AvailabilityTest(RunnerTestCase):
         """A bwrap first on PATH that fails as bwrap does where user namespaces are off."""
         bin_dir = os.path.join(self.tmp, "bin")
         os.mkdir(bin_dir)
-        fake = os.path.join(bin_dir, "bwrap")
-        with open(fake, "w", encoding="utf-8") as handle:
-            handle.write(
-                "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
-            )
-        os.chmod(fake, 0o755)
+        refusal = "bwrap: setting up uid map: Permission denied"
+        executable(os.path.join(bin_dir, "bwrap"), f"#!/bin/sh\necho '{refusal}' >&2\nexit 1\n")
         self.env["PATH"] = bin_dir + os.pathsep + self.env["PATH"]
 
     def test_without_bwrap_there_is_no_sandbox_and_the_reason_says_how_to_get_one(self):
