@@ -16,9 +16,9 @@ from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.witness import Witness
 from swarm_fanout.reporting import terminal
 from swarm_fanout.rules import triage
-from swarm_fanout.rules.result import Outcome, Refusal, RunRecord, TrialResult
 from swarm_fanout.shell import launch, regrade, rundir
 from swarm_fanout.shell.run_config import INJECTED_CALLS
+from swarm_fanout.shell.trial_result import Outcome, Refusal, RunRecord, TrialResult
 from swarm_fanout.shell.watch import Progress
 from tests.builders import RunBuilder
 
@@ -440,7 +440,7 @@ class StderrTailTest(unittest.TestCase):
 
 
 class ResultRecordTest(unittest.TestCase):
-    """result.json is written from one record (rules/result.py `TrialResult`): every key it
+    """result.json is written from one record (shell/trial_result.py `TrialResult`): every key it
     holds is a field of it, every field a key, in the order the result has always had."""
 
     def filled(self, record, **given):

@@ -43,8 +43,8 @@ def model_answered(run: RunArtifacts) -> bool:
     """Any model call of the run got an answer: the recording proxy relayed one with a 2xx
     status, or the root's transcript or its stream holds a call that did not fail. Any one
     will do, so an agent that deletes its transcript cannot hide the calls the proxy saw."""
-    witness = run.witness
-    if witness is not None and any(_answered(call) for call in witness.model_calls):
+    statuses = (call.get("status") for call in run.witness.model_calls) if run.witness else ()
+    if any(isinstance(status, int) and 200 <= status < 300 for status in statuses):
         return True
     parent = run.parent
     if parent is not None and parent.turns > parent.failed_calls:
@@ -73,8 +73,3 @@ def first_failure(run: RunArtifacts) -> str | None:
             error = call.get("error")
             return f"HTTP {status}" + (f" ({error})" if error else "")
     return None
-
-
-def _answered(call: dict) -> bool:
-    status = call.get("status")
-    return isinstance(status, int) and 200 <= status < 300
