@@ -78,8 +78,9 @@ class Integrity(NamedTuple):
         return {result.name: result.to_json() for result in self.checks}
 
 
-class _Family(NamedTuple):
-    """What every check looks at: the parent, its depth-1 edges and their child dirs."""
+class Family(NamedTuple):
+    """What every check looks at (rules/witness_checks.py's too): the parent, its depth-1
+    edges and their child dirs."""
 
     run: RunArtifacts
     parent: Transcript | None
@@ -99,7 +100,7 @@ class _Family(NamedTuple):
 # --- the checks -------------------------------------------------------------
 
 
-def _ledger(f: _Family) -> Iterator[Failure]:
+def _ledger(f: Family) -> Iterator[Failure]:
     """§4, §10.1: meta first and keyed right; `at` never decreases; unique childIds;
     depth 1 under the root; nothing the product would reject."""
     for ledger_file in f.run.ledgers:
@@ -135,7 +136,7 @@ def _ledger(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, spawn.child_id, f.path(spawn.ledger), spawn.line)
 
 
-def _child_path(f: _Family) -> Iterator[Failure]:
+def _child_path(f: Family) -> Iterator[Failure]:
     """§3, §10.2: `<run>/session-artifacts/<root id>/<childId>/<child header id>.jsonl`,
     one transcript per dir, every child its own session."""
     root = f.run.children_root
@@ -168,7 +169,7 @@ def _child_path(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, f.path(child_dir.path))
 
 
-def _child_header(f: _Family) -> Iterator[Failure]:
+def _child_header(f: Family) -> Iterator[Failure]:
     """§5, §10.3: parentSession, rlmDepth and cwd are the edge's; the header was
     written shortly before the spawn line."""
     for edge, transcript in _with_transcripts(f):
@@ -193,7 +194,7 @@ def _child_header(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, where, 1)
 
 
-def _child_task(f: _Family) -> Iterator[Failure]:
+def _child_task(f: Family) -> Iterator[Failure]:
     """§5 "Child transcripts": the task is `spawn:<childId>` from the parent's session."""
     for edge, transcript in _with_transcripts(f):
         where = f.path(transcript.path)
@@ -214,7 +215,7 @@ def _child_task(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, where)
 
 
-def _response_ids(f: _Family) -> Iterator[Failure]:
+def _response_ids(f: Family) -> Iterator[Failure]:
     """§5, §10.4: every assistant message that reached the model carries its responseId (a
     failed attempt has none, §5 "Retries", nor has a turn aborted before it reached it)."""
     for edge, transcript in _with_transcripts(f):
@@ -224,7 +225,7 @@ def _response_ids(f: _Family) -> Iterator[Failure]:
                 yield Failure(detail, edge.child_id, f.path(transcript.path), call.line)
 
 
-def _child_work(f: _Family) -> Iterator[Failure]:
+def _child_work(f: Family) -> Iterator[Failure]:
     """A child the product ran attempted at least one model call (§5): failed attempts
     and torn-down turns are persisted too (captured runs child-fail, endturn-oneshot)."""
     for edge, transcript in _with_transcripts(f):
@@ -233,7 +234,7 @@ def _child_work(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, f.path(transcript.path))
 
 
-def _display(f: _Family) -> Iterator[Failure]:
+def _display(f: Family) -> Iterator[Failure]:
     """§6 `rlm-subagent.json`: the edge's childId, a name the ledger gave it, its file."""
     names = f.run.replay.names
     for edge in f.checked:
@@ -254,7 +255,7 @@ def _display(f: _Family) -> Iterator[Failure]:
             yield Failure(f"sessionFile is not {f.path(edge.child)}", edge.child_id, where)
 
 
-def _spawn_code(f: _Family) -> Iterator[Failure]:
+def _spawn_code(f: Family) -> Iterator[Failure]:
     """§6, §10.5-6: `spawnCode` is the code of a parent ipython cell that was running
     when the ledger recorded the spawn."""
     calls: dict[str, list] = {}
@@ -281,7 +282,7 @@ def _spawn_code(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, f.path(edge.ledger), edge.spawn_line)
 
 
-def _usage_attribution(f: _Family) -> Iterator[Failure]:
+def _usage_attribution(f: Family) -> Iterator[Failure]:
     """§5 `child_usage_attributed`: the parent holds one entry per child model call that
     completed (an aborted one may have one, a failed one has none), with an equal
     `childUsage`, and no other; matched as multisets of usage, since an entry names the
@@ -326,7 +327,7 @@ def _usage_attribution(f: _Family) -> Iterator[Failure]:
         yield Failure(detail, None, f.path(f.parent.path), line)
 
 
-def _reply_receipts(f: _Family) -> Iterator[Failure]:
+def _reply_receipts(f: Family) -> Iterator[Failure]:
     """§5, §10.6: a reply from a child is a message that child's transcript says it
     sent: its toolResult's receipt has the reply's id and text."""
     if f.parent is None:
@@ -351,7 +352,7 @@ def _reply_receipts(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, child_id, f.path(f.parent.path), reply.line)
 
 
-def _orphan_dirs(f: _Family) -> Iterator[Failure]:
+def _orphan_dirs(f: Family) -> Iterator[Failure]:
     """§10.8: every `sub-*` dir under the parent's artifacts belongs to a ledger edge."""
     spawned = {edge.child_id for edge in f.family}
     for child_dir in f.run.children:
@@ -360,7 +361,7 @@ def _orphan_dirs(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, child_dir.child_id, f.path(child_dir.path))
 
 
-def _edge_dirs(f: _Family) -> Iterator[Failure]:
+def _edge_dirs(f: Family) -> Iterator[Failure]:
     """§3: every admitted child has its `sub-<childId>` dir under the parent's artifacts."""
     for edge in f.checked:
         if edge.child_id not in f.dirs:
@@ -368,7 +369,7 @@ def _edge_dirs(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, f.path(edge.ledger), edge.spawn_line)
 
 
-def _stale_dirs(f: _Family) -> Iterator[Failure]:
+def _stale_dirs(f: Family) -> Iterator[Failure]:
     """A child dir the run made is younger than the run: its header is not older
     than run-meta.json's `started_at` (skipped for a run dir without one)."""
     started = f.run.run_started_ms
@@ -381,7 +382,7 @@ def _stale_dirs(f: _Family) -> Iterator[Failure]:
                 yield Failure(detail, child_dir.child_id, f.path(transcript.path), 1)
 
 
-def _endpoint(f: _Family) -> Iterator[Failure]:
+def _endpoint(f: Family) -> Iterator[Failure]:
     """§10 "Endpoint cross-check": where a harness endpoint served the model, every child
     message (and a witnessed parent's) that reached it carries a response id served for its
     own conversation log: a forger can write any file, not the endpoint's record."""
@@ -407,7 +408,7 @@ def _endpoint(f: _Family) -> Iterator[Failure]:
 
 # (check, reason code, sentence), in verdict order; the verdict names a check as its function,
 # less the underscore.
-_CHECKS: tuple[tuple[Callable[[_Family], Iterator[Failure]], str, str], ...] = (
+_CHECKS: tuple[tuple[Callable[[Family], Iterator[Failure]], str, str], ...] = (
     (_ledger, "ledger_inconsistent", "the ledger is not one the product wrote"),
     (
         _child_path,
@@ -466,29 +467,29 @@ INTEGRITY_CHECKS = tuple((check.__name__[1:], *rest, check) for check, *rest in 
 INTEGRITY_MESSAGES = {code: sentence for _, code, sentence, _ in INTEGRITY_CHECKS}
 
 
-def check(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]) -> Integrity:
-    """Run every check over the parent's depth-1 `family`; per-edge checks look at `checked`."""
-    parent = run.parent
-    if parent is None:
+def family_of(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]) -> Family:
+    """What the checks look at: the parent's depth-1 `family`; per-edge checks look at
+    `checked`."""
+    if run.parent is None:
         # Nothing to compare a child against (parent_transcript_missing fails the run).
         family = checked = ()
     dirs = {child.child_id: child for child in run.children}
-    context = _Family(run, parent, family, checked, dirs, transcripts_by_path(run.children))
-    return run_checks(INTEGRITY_CHECKS, context)
+    return Family(run, run.parent, family, checked, dirs, transcripts_by_path(run.children))
 
 
-def run_checks(table: tuple, context: object) -> Integrity:
-    """Every check of a (name, code, sentence, function) table over one context, the
-    first MAX_FAILURES_LISTED failures of each kept (rules/witness_checks.py has a table too)."""
+def run_checks(table: tuple, f: Family) -> Integrity:
+    """Every check of a (name, code, sentence, function) table (INTEGRITY_CHECKS,
+    rules/witness_checks.py's WITNESS_CHECKS), the first MAX_FAILURES_LISTED failures of each
+    kept."""
     results = []
     for name, code, _, function in table:
-        failures = function(context)
+        failures = function(f)
         listed = tuple(itertools.islice(failures, MAX_FAILURES_LISTED))
         results.append(CheckResult(name, code, len(listed) + sum(1 for _ in failures), listed))
     return Integrity(tuple(results))
 
 
-def _with_transcripts(f: _Family) -> Iterator[tuple[Edge, Transcript]]:
+def _with_transcripts(f: Family) -> Iterator[tuple[Edge, Transcript]]:
     """Checked edges whose transcript is where the product puts it (else child_path fails);
     none without a parent (`check`)."""
     for edge in f.checked:
