@@ -40,7 +40,7 @@ class TriageTest(unittest.TestCase):
             witnessed = tuple({"status": status, "error": None} for status in calls)
             run = run._replace(witness=Witness(None, {"proxy": True}, witnessed))
         how = {"exit_code": 0, "timed_out": False, "interrupted": False, "stderr_tail": None}
-        return triage.agent_error(run, **{**how, **ended})
+        return triage.agent_error(run, triage.AgentEnd(**{**how, **ended}))
 
     def test_a_parent_whose_every_call_failed_is_an_agent_error_in_the_first_error(self):
         builder = RunBuilder(self.root)

@@ -11,19 +11,7 @@ from typing import NamedTuple
 from swarm_fanout.evidence.artifacts import RunArtifacts
 from swarm_fanout.rules import triage
 from swarm_fanout.rules.exit_codes import EXIT_AGENT, EXIT_RESOLVED, EXIT_UNRESOLVED
-
-
-class AgentEnd(NamedTuple):
-    """How the runner saw the agent end: its exit code, and whether the runner ended it."""
-
-    exit_code: int | None
-    timed_out: bool
-    interrupted: bool
-    stderr_tail: str | None  # the last words of an agent that failed on its own
-    daemon_error: str | None = None  # the resident daemon's, in its own words
-    # The ACP drive's {code, message} (shell/acp_drive.py).
-    acp_error: dict | None = None
-    seen_exit: bool = True  # False: a run the runner never saw end (a killed run's meta)
+from swarm_fanout.rules.triage import AgentEnd
 
 
 class RunResult(NamedTuple):
@@ -36,15 +24,7 @@ class RunResult(NamedTuple):
 def run_result(judged: tuple[bool, tuple], run: RunArtifacts, end: AgentEnd | None) -> RunResult:
     """The result of a scored run from its judged verdict (scorer.py `Verdict.judged`: whether
     it passes, and its reasons); `end` None: a run the runner did not record (a capture)."""
-    error = None
-    if end is not None and end.seen_exit:
-        error = triage.agent_error(
-            run,
-            exit_code=end.exit_code,
-            timed_out=end.timed_out,
-            interrupted=end.interrupted,
-            stderr_tail=end.stderr_tail,
-        )
+    error = triage.agent_error(run, end) if end is not None and end.seen_exit else None
     causes = root_causes(end)
     if error is not None:
         return RunResult("agent_error", False, EXIT_AGENT, (error, *causes))
