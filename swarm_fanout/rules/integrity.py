@@ -108,8 +108,7 @@ def _ledger(f: Family) -> Iterator[Failure]:
         for finding in ledger_file.findings:
             if finding.code in LEDGER_FAILURES:
                 yield Failure(f"{finding.code}: {finding.detail}", file=name, line=finding.line)
-        previous = None
-        floor = None  # the time no later record may be before
+        previous = floor = None  # floor: the time no later record may be before
         for record in ledger_file.records:
             child_id, line, at_ms = record.child_id, record.line, record.at_ms
             if record.after_fatal and record.op == "spawn":
@@ -293,10 +292,9 @@ def _usage_attribution(f: Family) -> Iterator[Failure]:
     allowed: Counter[Usage] = Counter()
     first: dict[Usage, tuple[str, str, int]] = {}
     seen: set[str] = set()
-    for edge in f.family:
-        transcript = f.transcript(edge)
-        if transcript is None or transcript.path in seen:
-            continue
+    for edge, transcript in _with_transcripts(f, f.family):
+        if transcript.path in seen:
+            continue  # two edges that name one file
         seen.add(transcript.path)
         for call in transcript.assistant_calls:
             if call.stop_reason == "error":
@@ -332,24 +330,25 @@ def _reply_receipts(f: Family) -> Iterator[Failure]:
     sent: its toolResult's receipt has the reply's id and text."""
     if f.parent is None:
         return
-    senders: dict[str, tuple[str, Transcript]] = {}
-    for edge in f.family:
-        transcript = f.transcript(edge)
-        if transcript is not None and transcript.header_id:
-            senders.setdefault(transcript.header_id, (edge.child_id, transcript))
+    senders: dict[str, tuple[str, dict[str, set[str]]]] = {}  # session -> (childId, id -> texts)
+    for edge, transcript in _with_transcripts(f, f.family):
+        if transcript.header_id and transcript.header_id not in senders:
+            sent: dict[str, set[str]] = {}
+            for item in transcript.sent_messages:
+                sent.setdefault(item.message_id, set()).add(item.message_sha256)
+            senders[transcript.header_id] = (edge.child_id, sent)
     for reply in f.parent.replies:
         if reply.from_session_id not in senders:
             continue  # from no child of this parent: it receipts and sources nothing
-        child_id, transcript = senders[reply.from_session_id]
-        sent = {(item.message_id, item.message_sha256) for item in transcript.sent_messages}
-        if (reply.reply_id, digest(reply.message)) not in sent:
-            ids = {item.message_id for item in transcript.sent_messages}
-            detail = (
-                f"reply {reply.reply_id!r}: the child sent other text under this id"
-                if reply.reply_id in ids
-                else f"reply {reply.reply_id!r}: no receipt with this id in the child's transcript"
-            )
-            yield Failure(detail, child_id, f.path(f.parent.path), reply.line)
+        child_id, sent = senders[reply.from_session_id]
+        texts = sent.get(reply.reply_id)
+        if texts is None:
+            detail = f"reply {reply.reply_id!r}: no receipt with this id in the child's transcript"
+        elif digest(reply.message) not in texts:
+            detail = f"reply {reply.reply_id!r}: the child sent other text under this id"
+        else:
+            continue
+        yield Failure(detail, child_id, f.path(f.parent.path), reply.line)
 
 
 def _orphan_dirs(f: Family) -> Iterator[Failure]:
@@ -489,10 +488,10 @@ def run_checks(table: tuple, f: Family) -> Integrity:
     return Integrity(tuple(results))
 
 
-def _with_transcripts(f: Family) -> Iterator[tuple[Edge, Transcript]]:
-    """Checked edges whose transcript is where the product puts it (else child_path fails);
-    none without a parent (`check`)."""
-    for edge in f.checked:
+def _with_transcripts(f: Family, edges: tuple[Edge, ...] | None = None) -> Iterator[tuple]:
+    """The checked `edges` (or others) whose transcript is where the product puts it (else
+    child_path fails), with it; none without a parent (`family_of`)."""
+    for edge in f.checked if edges is None else edges:
         transcript = f.transcript(edge)
         if transcript is not None:
             yield edge, transcript
