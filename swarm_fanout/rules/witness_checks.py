@@ -43,7 +43,7 @@ def _witness_digest(f: Family) -> Iterator[Failure]:
 def _in_order(shown: tuple[str, ...], held: tuple[str, ...] | list[str]) -> bool:
     """Every one of `shown` is in `held`, in the same order (gaps allowed)."""
     rest = iter(held)
-    return all(any(item == other for other in rest) for item in shown)
+    return all(item in rest for item in shown)
 
 
 def _shown(f: Family) -> tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]] | None:
@@ -69,18 +69,13 @@ def _stream(f: Family) -> Iterator[Failure]:
         return
     file, response_ids, cells, child_ids = shown
     ids = [call.response_id for call in parent.assistant_calls if call.response_id]
-    if not _in_order(response_ids, ids):
-        yield Failure(
-            f"the stream shows {len(response_ids)} model calls that are not, in "
-            f"order, among the root transcript's {len(ids)}",
-            file=file,
-        )
-    if not _in_order(cells, parent.tool_call_ids):
-        yield Failure(
-            f"the stream shows {len(cells)} tool calls that are not, in order, among the "
-            f"root transcript's {len(parent.tool_call_ids)}",
-            file=file,
-        )
+    for what, seen, held in (
+        ("model calls", response_ids, ids),
+        ("tool calls", cells, parent.tool_call_ids),
+    ):
+        if not _in_order(seen, held):
+            detail = f"{len(seen)} {what} that are not, in order, among the root transcript's"
+            yield Failure(f"the stream shows {detail} {len(held)}", file=file)
     streamed = set(cells)
     # A session's cells run one after another: the cell that ran at a moment is the last
     # one started by then (found by bisection: a run can have a thousand of each).
