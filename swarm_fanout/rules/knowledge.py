@@ -15,7 +15,7 @@ from swarm_fanout.evidence.cells import channel
 from swarm_fanout.evidence.fixture import SHARDS_DIR
 from swarm_fanout.evidence.runpaths import RunPaths
 from swarm_fanout.evidence.transcripts import Heard, ToolCallFacts, Transcript
-from swarm_fanout.rules.kernels import KernelAccess, session_of
+from swarm_fanout.rules.kernels import KernelAccess
 from swarm_fanout.rules.runview import Child, RunView
 
 # Where an honest cell may name a file outside the run without reading anyone's answers.
@@ -160,13 +160,12 @@ class Knowledge:
             return f"it drew on {foreign}, which is not its own"
         if "<network>" in sources:
             return f"it {CHANNEL_WORDS['network']}"
-        session = session_of(transcript)
-        watched = self.access.watched(session)
+        watched = self.access.watched(transcript)
         if watched:
-            against = self.access.against(session or "")
+            against = self.access.against(transcript)
             if against is not None:
                 return against
-            if not self.access.opened_shard(session or "", shard):
+            if not self.access.opened_shard(transcript, shard):
                 return f"in the run its kernel opened no file {shard}"
         if any(
             self._names_shard(transcript, path, typed, shard, sources)
