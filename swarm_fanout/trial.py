@@ -1,8 +1,9 @@
 """One run of the agent on a fixture, from its settings to its result: `Trial` checks what the run
 needs, makes its run dir ready (shell/prepare.py), launches and ends the agent
 (shell/launch.py), writes what the runner saw (the witness, the replay), scores what is on disk
-(scorer.py, rules/result.py) and writes result.json from one record, `TrialResult`, once. A
-`RunRefused` ends it as a `Refusal`: the same record, the exit code and one line on stderr.
+(scorer.py, rules/result.py) and writes result.json from one record, `TrialResult`
+(shell/trial_result.py), once. A `RunRefused` ends it as a `Refusal`: the same record, the exit
+code and one line on stderr.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from swarm_fanout.evidence.fixture import Fixture, FixtureError, fixture_digest,
 from swarm_fanout.reporting.terminal import evidence_hint, summary_line, undistinctive_warning
 from swarm_fanout.rules import triage
 from swarm_fanout.rules.exit_codes import EXIT_RESOLVED, EXIT_SIGNAL, EXIT_UNRESOLVED
-from swarm_fanout.rules.result import Outcome, Refusal, RunRecord, TrialResult, run_result
+from swarm_fanout.rules.result import run_result
 from swarm_fanout.scripted import check as scripted_check
 from swarm_fanout.scripted import model as scripted_model
 from swarm_fanout.shell import replay, sandbox
@@ -32,6 +33,7 @@ from swarm_fanout.shell.prepare import make_run_dir, note_no_kernel, prepare_lau
 from swarm_fanout.shell.proxy import RecordingProxy
 from swarm_fanout.shell.run_config import HARNESS, RunConfig
 from swarm_fanout.shell.rundir import RunDir, find_agent, store_record, utc_now
+from swarm_fanout.shell.trial_result import Outcome, Refusal, RunRecord, TrialResult
 from swarm_fanout.shell.watch import Interrupt
 from swarm_fanout.simulated.behaviours import BEHAVIOURS
 

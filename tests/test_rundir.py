@@ -17,8 +17,8 @@ from unittest import mock
 
 from swarm_fanout import trial
 from swarm_fanout.evidence.fixture import load_fixture
-from swarm_fanout.rules.result import Refusal, TrialResult
 from swarm_fanout.shell.rundir import RunDir, repo_files, write_atomic
+from swarm_fanout.shell.trial_result import Refusal, TrialResult
 from tests import temp_dir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

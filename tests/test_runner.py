@@ -16,9 +16,9 @@ from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.witness import Witness
 from swarm_fanout.reporting import terminal
 from swarm_fanout.rules import triage
-from swarm_fanout.rules.result import Outcome, Refusal, RunRecord, TrialResult
 from swarm_fanout.shell import launch, regrade, rundir
 from swarm_fanout.shell.run_config import INJECTED_CALLS
+from swarm_fanout.shell.trial_result import Outcome, Refusal, RunRecord, TrialResult
 from swarm_fanout.shell.watch import Progress
 from tests import executable, temp_dir
 from tests.builders import RunBuilder
@@ -39,7 +39,7 @@ class TriageTest(unittest.TestCase):
             witnessed = tuple({"status": status, "error": None} for status in calls)
             run = run._replace(witness=Witness(None, {"proxy": True}, witnessed))
         how = {"exit_code": 0, "timed_out": False, "interrupted": False, "stderr_tail": None}
-        return triage.agent_error(run, **{**how, **ended})
+        return triage.agent_error(run, triage.AgentEnd(**{**how, **ended}))
 
     def test_a_parent_whose_every_call_failed_is_an_agent_error_in_the_first_error(self):
         builder = RunBuilder(self.root)
@@ -428,7 +428,7 @@ class StderrTailTest(unittest.TestCase):
 
 
 class ResultRecordTest(unittest.TestCase):
-    """result.json is written from one record (rules/result.py `TrialResult`): every key it
+    """result.json is written from one record (shell/trial_result.py `TrialResult`): every key it
     holds is a field of it, every field a key, in the order the result has always had."""
 
     def filled(self, record, **given):

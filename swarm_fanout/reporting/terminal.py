@@ -9,7 +9,13 @@ import shlex
 from collections import Counter
 
 from swarm_fanout.evidence.fixture import Fixture, undistinctive_answers
-from swarm_fanout.rules.exit_codes import EXIT_AGENT, EXIT_SIGNAL
+from swarm_fanout.rules.exit_codes import (
+    EXIT_AGENT,
+    EXIT_INVALID,
+    EXIT_RESOLVED,
+    EXIT_SIGNAL,
+    EXIT_UNRESOLVED,
+)
 from swarm_fanout.scorer import COVERAGE, CRITERION_NAMES
 
 # The project: its pyproject.toml and uv.lock, where the commands said run from.
@@ -19,6 +25,17 @@ PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file
 def state(resolved: bool, exit_code: int) -> str:
     """`resolved (exit 0)` or `NOT resolved (exit 1)`."""
     return f"{'resolved' if resolved else 'NOT resolved'} (exit {exit_code})"
+
+
+def exit_in_words(exit_code: int) -> str:
+    """A trial's exit code in words, `agent error (exit 3)`: any code not listed is a signal's."""
+    words = {
+        EXIT_RESOLVED: "resolved",
+        EXIT_UNRESOLVED: "not resolved",
+        EXIT_INVALID: "invalid",
+        EXIT_AGENT: "agent error",
+    }
+    return f"{words.get(exit_code, 'interrupted')} (exit {exit_code})"
 
 
 def agent_error_head(reason: dict) -> str:

@@ -38,10 +38,7 @@ def parse_answer_lines(text: str) -> list[AnswerLine]:
         entry = ENTRY.match(body)
         if not entry:
             continue
-        file = entry.group("file")
-        for prefix in ("./", "shards/"):
-            if file.startswith(prefix):
-                file = file[len(prefix) :]
+        file = entry.group("file").removeprefix("./").removeprefix("shards/")
         answer = entry.group("answer")
         value = int(answer.replace(",", "")) if INTEGER.match(answer) else None
         lines.append(AnswerLine(file, answer, value, number))

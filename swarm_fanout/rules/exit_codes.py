@@ -11,15 +11,3 @@ EXIT_INVALID = 2  # an invalid invocation, fixture or run dir
 EXIT_AGENT = 3  # the agent could not be run, or failed on its own before the model answered
 # Interrupted: 128 + the signal's number, as a shell reports a process a signal ended.
 EXIT_SIGNAL = {sig: 128 + sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-
-MEANING = {
-    EXIT_RESOLVED: "resolved",
-    EXIT_UNRESOLVED: "not resolved",
-    EXIT_INVALID: "invalid",
-    EXIT_AGENT: "agent error",
-}
-
-
-def meaning(code: int) -> str:
-    """A trial's exit code in words: any code not listed is a signal's."""
-    return MEANING.get(code, "interrupted")

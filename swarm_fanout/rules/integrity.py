@@ -78,8 +78,9 @@ class Integrity(NamedTuple):
         return {result.name: result.to_json() for result in self.checks}
 
 
-class _Family(NamedTuple):
-    """What every check looks at: the parent, its depth-1 edges and their child dirs."""
+class Family(NamedTuple):
+    """What every check looks at (rules/witness_checks.py's too): the parent, its depth-1
+    edges and their child dirs."""
 
     run: RunArtifacts
     parent: Transcript | None
@@ -99,7 +100,7 @@ class _Family(NamedTuple):
 # --- the checks -------------------------------------------------------------
 
 
-def _ledger(f: _Family) -> Iterator[Failure]:
+def _ledger(f: Family) -> Iterator[Failure]:
     """§4, §10.1: meta first and keyed right; `at` never decreases; unique childIds;
     depth 1 under the root; nothing the product would reject."""
     for ledger_file in f.run.ledgers:
@@ -107,8 +108,7 @@ def _ledger(f: _Family) -> Iterator[Failure]:
         for finding in ledger_file.findings:
             if finding.code in LEDGER_FAILURES:
                 yield Failure(f"{finding.code}: {finding.detail}", file=name, line=finding.line)
-        previous = None
-        floor = None  # the time no later record may be before
+        previous = floor = None  # floor: the time no later record may be before
         for record in ledger_file.records:
             child_id, line, at_ms = record.child_id, record.line, record.at_ms
             if record.after_fatal and record.op == "spawn":
@@ -135,7 +135,7 @@ def _ledger(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, spawn.child_id, f.path(spawn.ledger), spawn.line)
 
 
-def _child_path(f: _Family) -> Iterator[Failure]:
+def _child_path(f: Family) -> Iterator[Failure]:
     """§3, §10.2: `<run>/session-artifacts/<root id>/<childId>/<child header id>.jsonl`,
     one transcript per dir, every child its own session."""
     root = f.run.children_root
@@ -168,7 +168,7 @@ def _child_path(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, f.path(child_dir.path))
 
 
-def _child_header(f: _Family) -> Iterator[Failure]:
+def _child_header(f: Family) -> Iterator[Failure]:
     """§5, §10.3: parentSession, rlmDepth and cwd are the edge's; the header was
     written shortly before the spawn line."""
     for edge, transcript in _with_transcripts(f):
@@ -193,7 +193,7 @@ def _child_header(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, where, 1)
 
 
-def _child_task(f: _Family) -> Iterator[Failure]:
+def _child_task(f: Family) -> Iterator[Failure]:
     """§5 "Child transcripts": the task is `spawn:<childId>` from the parent's session."""
     for edge, transcript in _with_transcripts(f):
         where = f.path(transcript.path)
@@ -214,7 +214,7 @@ def _child_task(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, where)
 
 
-def _response_ids(f: _Family) -> Iterator[Failure]:
+def _response_ids(f: Family) -> Iterator[Failure]:
     """§5, §10.4: every assistant message that reached the model carries its responseId (a
     failed attempt has none, §5 "Retries", nor has a turn aborted before it reached it)."""
     for edge, transcript in _with_transcripts(f):
@@ -224,7 +224,7 @@ def _response_ids(f: _Family) -> Iterator[Failure]:
                 yield Failure(detail, edge.child_id, f.path(transcript.path), call.line)
 
 
-def _child_work(f: _Family) -> Iterator[Failure]:
+def _child_work(f: Family) -> Iterator[Failure]:
     """A child the product ran attempted at least one model call (§5): failed attempts
     and torn-down turns are persisted too (captured runs child-fail, endturn-oneshot)."""
     for edge, transcript in _with_transcripts(f):
@@ -233,7 +233,7 @@ def _child_work(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, f.path(transcript.path))
 
 
-def _display(f: _Family) -> Iterator[Failure]:
+def _display(f: Family) -> Iterator[Failure]:
     """§6 `rlm-subagent.json`: the edge's childId, a name the ledger gave it, its file."""
     names = f.run.replay.names
     for edge in f.checked:
@@ -254,7 +254,7 @@ def _display(f: _Family) -> Iterator[Failure]:
             yield Failure(f"sessionFile is not {f.path(edge.child)}", edge.child_id, where)
 
 
-def _spawn_code(f: _Family) -> Iterator[Failure]:
+def _spawn_code(f: Family) -> Iterator[Failure]:
     """§6, §10.5-6: `spawnCode` is the code of a parent ipython cell that was running
     when the ledger recorded the spawn."""
     calls: dict[str, list] = {}
@@ -281,7 +281,7 @@ def _spawn_code(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, f.path(edge.ledger), edge.spawn_line)
 
 
-def _usage_attribution(f: _Family) -> Iterator[Failure]:
+def _usage_attribution(f: Family) -> Iterator[Failure]:
     """§5 `child_usage_attributed`: the parent holds one entry per child model call that
     completed (an aborted one may have one, a failed one has none), with an equal
     `childUsage`, and no other; matched as multisets of usage, since an entry names the
@@ -292,10 +292,9 @@ def _usage_attribution(f: _Family) -> Iterator[Failure]:
     allowed: Counter[Usage] = Counter()
     first: dict[Usage, tuple[str, str, int]] = {}
     seen: set[str] = set()
-    for edge in f.family:
-        transcript = f.transcript(edge)
-        if transcript is None or transcript.path in seen:
-            continue
+    for edge, transcript in _with_transcripts(f, f.family):
+        if transcript.path in seen:
+            continue  # two edges that name one file
         seen.add(transcript.path)
         for call in transcript.assistant_calls:
             if call.stop_reason == "error":
@@ -326,32 +325,33 @@ def _usage_attribution(f: _Family) -> Iterator[Failure]:
         yield Failure(detail, None, f.path(f.parent.path), line)
 
 
-def _reply_receipts(f: _Family) -> Iterator[Failure]:
+def _reply_receipts(f: Family) -> Iterator[Failure]:
     """§5, §10.6: a reply from a child is a message that child's transcript says it
     sent: its toolResult's receipt has the reply's id and text."""
     if f.parent is None:
         return
-    senders: dict[str, tuple[str, Transcript]] = {}
-    for edge in f.family:
-        transcript = f.transcript(edge)
-        if transcript is not None and transcript.header_id:
-            senders.setdefault(transcript.header_id, (edge.child_id, transcript))
+    senders: dict[str, tuple[str, dict[str, set[str]]]] = {}  # session -> (childId, id -> texts)
+    for edge, transcript in _with_transcripts(f, f.family):
+        if transcript.header_id and transcript.header_id not in senders:
+            sent: dict[str, set[str]] = {}
+            for item in transcript.sent_messages:
+                sent.setdefault(item.message_id, set()).add(item.message_sha256)
+            senders[transcript.header_id] = (edge.child_id, sent)
     for reply in f.parent.replies:
         if reply.from_session_id not in senders:
             continue  # from no child of this parent: it receipts and sources nothing
-        child_id, transcript = senders[reply.from_session_id]
-        sent = {(item.message_id, item.message_sha256) for item in transcript.sent_messages}
-        if (reply.reply_id, digest(reply.message)) not in sent:
-            ids = {item.message_id for item in transcript.sent_messages}
-            detail = (
-                f"reply {reply.reply_id!r}: the child sent other text under this id"
-                if reply.reply_id in ids
-                else f"reply {reply.reply_id!r}: no receipt with this id in the child's transcript"
-            )
-            yield Failure(detail, child_id, f.path(f.parent.path), reply.line)
+        child_id, sent = senders[reply.from_session_id]
+        texts = sent.get(reply.reply_id)
+        if texts is None:
+            detail = f"reply {reply.reply_id!r}: no receipt with this id in the child's transcript"
+        elif digest(reply.message) not in texts:
+            detail = f"reply {reply.reply_id!r}: the child sent other text under this id"
+        else:
+            continue
+        yield Failure(detail, child_id, f.path(f.parent.path), reply.line)
 
 
-def _orphan_dirs(f: _Family) -> Iterator[Failure]:
+def _orphan_dirs(f: Family) -> Iterator[Failure]:
     """§10.8: every `sub-*` dir under the parent's artifacts belongs to a ledger edge."""
     spawned = {edge.child_id for edge in f.family}
     for child_dir in f.run.children:
@@ -360,7 +360,7 @@ def _orphan_dirs(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, child_dir.child_id, f.path(child_dir.path))
 
 
-def _edge_dirs(f: _Family) -> Iterator[Failure]:
+def _edge_dirs(f: Family) -> Iterator[Failure]:
     """§3: every admitted child has its `sub-<childId>` dir under the parent's artifacts."""
     for edge in f.checked:
         if edge.child_id not in f.dirs:
@@ -368,7 +368,7 @@ def _edge_dirs(f: _Family) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, f.path(edge.ledger), edge.spawn_line)
 
 
-def _stale_dirs(f: _Family) -> Iterator[Failure]:
+def _stale_dirs(f: Family) -> Iterator[Failure]:
     """A child dir the run made is younger than the run: its header is not older
     than run-meta.json's `started_at` (skipped for a run dir without one)."""
     started = f.run.run_started_ms
@@ -381,7 +381,7 @@ def _stale_dirs(f: _Family) -> Iterator[Failure]:
                 yield Failure(detail, child_dir.child_id, f.path(transcript.path), 1)
 
 
-def _endpoint(f: _Family) -> Iterator[Failure]:
+def _endpoint(f: Family) -> Iterator[Failure]:
     """§10 "Endpoint cross-check": where a harness endpoint served the model, every child
     message (and a witnessed parent's) that reached it carries a response id served for its
     own conversation log: a forger can write any file, not the endpoint's record."""
@@ -407,7 +407,7 @@ def _endpoint(f: _Family) -> Iterator[Failure]:
 
 # (check, reason code, sentence), in verdict order; the verdict names a check as its function,
 # less the underscore.
-_CHECKS: tuple[tuple[Callable[[_Family], Iterator[Failure]], str, str], ...] = (
+_CHECKS: tuple[tuple[Callable[[Family], Iterator[Failure]], str, str], ...] = (
     (_ledger, "ledger_inconsistent", "the ledger is not one the product wrote"),
     (
         _child_path,
@@ -466,32 +466,32 @@ INTEGRITY_CHECKS = tuple((check.__name__[1:], *rest, check) for check, *rest in 
 INTEGRITY_MESSAGES = {code: sentence for _, code, sentence, _ in INTEGRITY_CHECKS}
 
 
-def check(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]) -> Integrity:
-    """Run every check over the parent's depth-1 `family`; per-edge checks look at `checked`."""
-    parent = run.parent
-    if parent is None:
+def family_of(run: RunArtifacts, family: tuple[Edge, ...], checked: tuple[Edge, ...]) -> Family:
+    """What the checks look at: the parent's depth-1 `family`; per-edge checks look at
+    `checked`."""
+    if run.parent is None:
         # Nothing to compare a child against (parent_transcript_missing fails the run).
         family = checked = ()
     dirs = {child.child_id: child for child in run.children}
-    context = _Family(run, parent, family, checked, dirs, transcripts_by_path(run.children))
-    return run_checks(INTEGRITY_CHECKS, context)
+    return Family(run, run.parent, family, checked, dirs, transcripts_by_path(run.children))
 
 
-def run_checks(table: tuple, context: object) -> Integrity:
-    """Every check of a (name, code, sentence, function) table over one context, the
-    first MAX_FAILURES_LISTED failures of each kept (rules/witness_checks.py has a table too)."""
+def run_checks(table: tuple, f: Family) -> Integrity:
+    """Every check of a (name, code, sentence, function) table (INTEGRITY_CHECKS,
+    rules/witness_checks.py's WITNESS_CHECKS), the first MAX_FAILURES_LISTED failures of each
+    kept."""
     results = []
     for name, code, _, function in table:
-        failures = function(context)
+        failures = function(f)
         listed = tuple(itertools.islice(failures, MAX_FAILURES_LISTED))
         results.append(CheckResult(name, code, len(listed) + sum(1 for _ in failures), listed))
     return Integrity(tuple(results))
 
 
-def _with_transcripts(f: _Family) -> Iterator[tuple[Edge, Transcript]]:
-    """Checked edges whose transcript is where the product puts it (else child_path fails);
-    none without a parent (`check`)."""
-    for edge in f.checked:
+def _with_transcripts(f: Family, edges: tuple[Edge, ...] | None = None) -> Iterator[tuple]:
+    """The checked `edges` (or others) whose transcript is where the product puts it (else
+    child_path fails), with it; none without a parent (`family_of`)."""
+    for edge in f.checked if edges is None else edges:
         transcript = f.transcript(edge)
         if transcript is not None:
             yield edge, transcript

@@ -28,23 +28,26 @@ def session_of(transcript: Transcript) -> str | None:
 
 
 class KernelAccess:
-    """The run's kernel records (None: the run has none), by session_of."""
+    """The run's kernel records (None: the run has none), asked of a session's transcript."""
 
     def __init__(self, records: dict[str, SessionRecord] | None):
         self.records = records or {}
 
-    def watched(self, session: str | None) -> bool:
+    def watched(self, transcript: Transcript) -> bool:
         """The session's kernel kept a record."""
-        return session in self.records
+        return session_of(transcript) in self.records
 
-    def opened_shard(self, session: str | None, shard: str) -> bool:
-        record = self.records[session or ""]
+    def opened_shard(self, transcript: Transcript, shard: str) -> bool:
+        record = self.records[session_of(transcript)]
         touched = record.read | record.named
         return any(path.startswith("repo/") and path.endswith("/" + shard) for path in touched)
 
-    def against(self, session: str | None, held: frozenset[str] = frozenset()) -> str | None:
+    def against(self, transcript: Transcript, held: frozenset[str] = frozenset()) -> str | None:
         """What the session's kernel touched that was not its own, in words; None: nothing."""
-        mine = self.records[session or ""]
+        session = session_of(transcript)
+        mine = self.records.get(session)
+        if mine is None:
+            return None  # it kept no record
         others = set().union(
             *(r.written | r.named for key, r in self.records.items() if key != session)
         )

@@ -15,7 +15,7 @@ from swarm_fanout.evidence.cells import channel
 from swarm_fanout.evidence.fixture import SHARDS_DIR
 from swarm_fanout.evidence.runpaths import RunPaths
 from swarm_fanout.evidence.transcripts import Heard, ToolCallFacts, Transcript
-from swarm_fanout.rules.kernels import KernelAccess, session_of
+from swarm_fanout.rules.kernels import KernelAccess
 from swarm_fanout.rules.runview import Child, RunView
 
 # Where an honest cell may name a file outside the run without reading anyone's answers.
@@ -160,13 +160,12 @@ class Knowledge:
             return f"it drew on {foreign}, which is not its own"
         if "<network>" in sources:
             return f"it {CHANNEL_WORDS['network']}"
-        session = session_of(transcript)
-        watched = self.access.watched(session)
+        watched = self.access.watched(transcript)
         if watched:
-            against = self.access.against(session or "")
+            against = self.access.against(transcript)
             if against is not None:
                 return against
-            if not self.access.opened_shard(session or "", shard):
+            if not self.access.opened_shard(transcript, shard):
                 return f"in the run its kernel opened no file {shard}"
         if any(
             self._names_shard(transcript, path, typed, shard, sources)
@@ -284,30 +283,27 @@ class Knowledge:
             return "the task holds it and no spawning cell shows it was typed"
         if number not in display.spawn_code_numbers:
             return "the spawning cell computed it (it is no literal of the cell's code)"
-        parent = self.parent
         cell = self._spawning_cell(child)
-        if parent is None or cell is None:
+        if cell is None:
             return "the spawning cell cannot be placed in the parent transcript"
-        if self.knew(parent, number, cell.line):
+        if self.knew(self.parent, number, cell.line):
             return f"the parent had it before the spawning cell (line {cell.line})"
         return None
 
     def _spawning_cell(self, child: Child):
         """The parent's cell that spawned the child: the run of the display record's
-        `spawnCode` whose window holds the spawn (§6), else its first run; None unknown."""
-        display = child.display
-        if display is None or display.spawn_code_sha256 is None:
-            return None
-        cells = self.cells.get(display.spawn_code_sha256, [])
+        `spawnCode` whose window holds the spawn (§6), else its first run; None unknown (no
+        spawnCode, or no parent cell of that code: none without a parent)."""
+        cells = self.cells.get(child.display.spawn_code_sha256 if child.display else None, [])
         at = child.edge.spawned_at_ms
-        cell = next((cell for cell in cells if at is not None and cell.contains(at)), None)
-        return cell or (cells[0] if cells else None)
+        running = (cell for cell in cells if at is not None and cell.contains(at))
+        return next(running, cells[0] if cells else None)
 
     def parent_knew_before_spawn(self, child: Child, number: int) -> bool:
         """The parent had `number` (a cell of its own showed it, or it received it) before
         the cell that spawned the child ran."""
-        parent, cell = self.parent, self._spawning_cell(child)
-        return parent is not None and cell is not None and self.knew(parent, number, cell.line)
+        cell = self._spawning_cell(child)
+        return cell is not None and self.knew(self.parent, number, cell.line)
 
 
 def _matches(pattern: str, path: str) -> bool:

@@ -36,32 +36,28 @@ class ShardTrace(NamedTuple):
         replies = self.view.inbox.replies.get(child.session_id, ())
         return [reply for reply in replies if self.answer in numbers_in(reply.message)]
 
-    def replayed(self, child: Child) -> replay.Judged | None:
-        """What replaying the child's cells says of its answer (rules/replay.py); None where
-        it says nothing and the code reading decides."""
-        return replay.judge(
-            self.view.run.cell_replay, self.knowledge, child, self.answer, self.shard
-        )
-
-    def derived(self, child: Child) -> bool:
-        """The child derived the answer from its own shard no later than it sent a reply
-        holding it, where the receipt of that reply places the send: by its replay where it
-        was replayed (rules/replay.py), else by the code reading (rules/knowledge.py)."""
-        judged = self.replayed(child)
+    def judged(self, child: Child) -> replay.Judged:
+        """Whether a child that replied with the answer (so has a transcript) derived it from
+        its own shard no later than it sent a reply holding it, where that reply's receipt
+        places the send, and if not what it did instead: by its replay where it was replayed
+        (rules/replay.py), else by the code reading (rules/knowledge.py), whose reason says so."""
+        knowledge, transcript = self.knowledge, child.transcript
+        judged = replay.judge(self.view.run.cell_replay, knowledge, child, self.answer, self.shard)
         if judged is not None:
-            return judged.derived
-        if child.transcript is None:
-            return False
-        at = self.knowledge.derived_at(child.transcript, self.answer, self.shard)
-        if at is None:
-            return False
-        sent = self.knowledge.sent[child.transcript.path]  # message id -> its receipt's line
+            return judged
+        at = knowledge.derived_at(transcript, self.answer, self.shard)
+        sent = knowledge.sent[transcript.path]  # message id -> its receipt's line
         lines = [sent.get(reply.reply_id or "") for reply in self.replies(child)]
-        return any(line is None or at <= line for line in lines)
+        if at is not None and any(line is None or at <= line for line in lines):
+            return replay.Judged(True, "")
+        why = knowledge.why_not_derived(transcript, self.answer, self.shard)
+        return replay.Judged(False, f"{why} ({replay.NOT_REPLAYED})")
 
     def sources(self) -> list[Child]:
-        """The children that derived the answer and replied with it."""
-        return [child for child in self.children if self.replies(child) and self.derived(child)]
+        """The children that replied with the answer and derived it."""
+        return [
+            child for child in self.children if self.replies(child) and self.judged(child).derived
+        ]
 
 
 def known_before_spawn(trace: ShardTrace) -> str | None:
@@ -93,23 +89,11 @@ def not_derived(trace: ShardTrace) -> str | None:
         return None
     knowledge = trace.knowledge
     return "; ".join(
-        f"{child.child_id} replied {trace.answer} but " + _why_not(trace, child)
+        f"{child.child_id} replied {trace.answer} but " + trace.judged(child).why
         + (f" ({SHORTCUT})" if knowledge.parent_knew_before_spawn(child, trace.answer) else "")
         for child in trace.children
         if trace.replies(child)
     )  # fmt: skip
-
-
-def _why_not(trace: ShardTrace, child: Child) -> str:
-    """What the child did instead of deriving the answer: as its replay showed it, else as
-    the code reading sees it, saying it was not replayed."""
-    judged = trace.replayed(child)
-    if judged is not None:
-        return judged.why
-    if child.transcript is None:
-        return "has no transcript"
-    why = trace.knowledge.why_not_derived(child.transcript, trace.answer, trace.shard)
-    return f"{why} ({replay.NOT_REPLAYED})"
 
 
 def written_before_reply(trace: ShardTrace) -> str | None:

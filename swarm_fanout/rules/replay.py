@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 from swarm_fanout.evidence.number_tokens import numbers_in
 from swarm_fanout.evidence.replays import ChildReplay, Pass, Replay
-from swarm_fanout.rules.kernels import session_of
 from swarm_fanout.rules.knowledge import Knowledge
 from swarm_fanout.rules.runview import Child
 
@@ -45,19 +44,16 @@ def judge(
 
 
 def run_evidence(
-    knowledge: Knowledge, child: Child, answer: int, held: frozenset[str] = frozenset()
+    knowledge: Knowledge, child: Child, answer: int, held: frozenset[str]
 ) -> str | None:
     """What the run shows of the child taking `answer` from elsewhere than its own work, in
     words; None when it shows nothing. A file another session wrote into the repo that the
     replays held and that holds no reply's number (`held`: a loader the parent wrote for
     every child, its bytecode) is no evidence here: the twin replay ran with it, so whether
     the answer followed the shard says what the child drew from it."""
-    transcript = child.transcript
-    if transcript is None:
-        return "it has no transcript"
+    transcript = child.transcript  # judge() asks only of a child with a session id: a transcript
     # What its kernel recorded it did first: evidence of what the code did, not its text.
-    session = session_of(transcript)
-    against = knowledge.access.against(session, held) if knowledge.access.watched(session) else None
+    against = knowledge.access.against(transcript, held)
     if against is not None:
         return against
     calls = knowledge.calls.get(transcript.path, [])

@@ -139,6 +139,7 @@ def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
     checked = tuple(
         child.edge for child in children if live_or_cleaned_up(child.edge, child.receipt)
     )
+    family = integrity.family_of(run, tuple(edges), checked)
     lines = parse_answer_lines(run.artifact_text) if run.artifact_text is not None else []
     return RunView(
         fixture=fixture,
@@ -148,8 +149,8 @@ def view_of(fixture: Fixture, run: RunArtifacts) -> RunView:
         children=tuple(children),
         spawns=spawns,
         inbox=inbox,
-        integrity=integrity.check(run, tuple(edges), checked),
-        witness=witness_checks.check(run, tuple(edges)),
+        integrity=integrity.run_checks(integrity.INTEGRITY_CHECKS, family),
+        witness=integrity.run_checks(witness_checks.WITNESS_CHECKS, family),
         by_name={name: tuple(mine) for name, mine in by_name.items()},
         last_write=last_write_of(parent, fixture.artifact) if parent and fixture.artifact else None,
     )

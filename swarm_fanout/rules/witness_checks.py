@@ -13,38 +13,28 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
 
-from swarm_fanout.evidence.artifacts import RunArtifacts, relative
-from swarm_fanout.ledger import Edge
-from swarm_fanout.rules.integrity import Failure, Integrity, run_checks
+from swarm_fanout.rules.integrity import Failure, Family
 
 TOLERANCE_S = 1.0
 ACP_STREAM = "acp-stream.jsonl"
 
 
-class _Run(NamedTuple):
-    run: RunArtifacts
-    family: tuple[Edge, ...]  # the parent's depth-1 edges
-
-    def sightings(self, what: str) -> Iterator[dict]:
-        for sighting in self.run.witness.sightings if self.run.witness else ():
-            if sighting.get("what") == what:
-                yield sighting
-
-    def path(self, path: str) -> str:
-        return relative(self.run.run_dir, path)
+def _sightings(f: Family, what: str) -> Iterator[dict]:
+    for sighting in f.run.witness.sightings if f.run.witness else ():
+        if sighting.get("what") == what:
+            yield sighting
 
 
-def _witness_present(r: _Run) -> Iterator[Failure]:
+def _witness_present(f: Family) -> Iterator[Failure]:
     """The runner says it witnessed the run (result.json): its witness must be there."""
-    if r.run.witness_expected and r.run.witness is None:
+    if f.run.witness_expected and f.run.witness is None:
         yield Failure("result.json names a witness.jsonl that is not in the run dir")
 
 
-def _witness_digest(r: _Run) -> Iterator[Failure]:
+def _witness_digest(f: Family) -> Iterator[Failure]:
     """The witness is the very file the runner wrote."""
-    expected, witness = r.run.witness_expected, r.run.witness
+    expected, witness = f.run.witness_expected, f.run.witness
     if expected and witness is not None and witness.sha256 != expected:
         detail = f"witness.jsonl has sha256 {witness.sha256}, result.json recorded {expected}"
         yield Failure(detail, file="witness.jsonl")
@@ -53,14 +43,14 @@ def _witness_digest(r: _Run) -> Iterator[Failure]:
 def _in_order(shown: tuple[str, ...], held: tuple[str, ...] | list[str]) -> bool:
     """Every one of `shown` is in `held`, in the same order (gaps allowed)."""
     rest = iter(held)
-    return all(any(item == other for other in rest) for item in shown)
+    return all(item in rest for item in shown)
 
 
-def _shown(r: _Run) -> tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]] | None:
+def _shown(f: Family) -> tuple[str, tuple[str, ...], tuple[str, ...], frozenset[str]] | None:
     """What the root's stream showed, as (its file, model calls, cells, children): the
     one-shot or resident stream whose header is the parent's, else the ACP drive's, which
     names no model call (§13)."""
-    stream, acp, parent = r.run.stream, r.run.acp_stream, r.run.parent
+    stream, acp, parent = f.run.stream, f.run.acp_stream, f.parent
     if stream is not None and stream.header_id == parent.header_id:
         return "stdout.jsonl", stream.response_ids, stream.tool_call_ids, stream.child_ids
     if stream is None and acp is not None:
@@ -68,29 +58,24 @@ def _shown(r: _Run) -> tuple[str, tuple[str, ...], tuple[str, ...], frozenset[st
     return None
 
 
-def _stream(r: _Run) -> Iterator[Failure]:
+def _stream(f: Family) -> Iterator[Failure]:
     """The root's event stream (one-shot: up to its first idle, §7; ACP: its session
     updates, §13) shows only model calls and cells of the root transcript, in its order, and
     a child update for every child spawned in a cell it shows; it may skip whole turns (§7
     "A turn's events can be missing")."""
-    parent = r.run.parent
-    shown = _shown(r) if parent is not None else None
+    parent = f.parent
+    shown = _shown(f) if parent is not None else None
     if shown is None:
         return
     file, response_ids, cells, child_ids = shown
     ids = [call.response_id for call in parent.assistant_calls if call.response_id]
-    if not _in_order(response_ids, ids):
-        yield Failure(
-            f"the stream shows {len(response_ids)} model calls that are not, in "
-            f"order, among the root transcript's {len(ids)}",
-            file=file,
-        )
-    if not _in_order(cells, parent.tool_call_ids):
-        yield Failure(
-            f"the stream shows {len(cells)} tool calls that are not, in order, among the "
-            f"root transcript's {len(parent.tool_call_ids)}",
-            file=file,
-        )
+    for what, seen, held in (
+        ("model calls", response_ids, ids),
+        ("tool calls", cells, parent.tool_call_ids),
+    ):
+        if not _in_order(seen, held):
+            detail = f"{len(seen)} {what} that are not, in order, among the root transcript's"
+            yield Failure(f"the stream shows {detail} {len(held)}", file=file)
     streamed = set(cells)
     # A session's cells run one after another: the cell that ran at a moment is the last
     # one started by then (found by bisection: a run can have a thousand of each).
@@ -99,7 +84,7 @@ def _stream(r: _Run) -> Iterator[Failure]:
         key=lambda call: call.started_ms,
     )
     starts = [call.started_ms for call in calls]
-    for edge in r.family:
+    for edge in f.family:
         at = edge.spawned_at_ms
         index = bisect.bisect_right(starts, at) - 1 if at is not None else -1
         spawning = calls[index] if index >= 0 and calls[index].contains(at) else None
@@ -109,15 +94,15 @@ def _stream(r: _Run) -> Iterator[Failure]:
             yield Failure(detail, edge.child_id, file)
 
 
-def _ledger_lines(r: _Run) -> Iterator[Failure]:
+def _ledger_lines(f: Family) -> Iterator[Failure]:
     """Every ledger line is the one the runner saw appear, and it saw every one."""
-    if r.run.witness is None:
+    if f.run.witness is None:
         return
     seen = {
         (str(sighting.get("file")), int(sighting.get("line") or 0)): str(sighting.get("sha256"))
-        for sighting in r.sightings("ledger_line")
+        for sighting in _sightings(f, "ledger_line")
     }
-    for name, digests in r.run.ledger_line_digests.items():
+    for name, digests in f.run.ledger_line_digests.items():
         for number, digest in enumerate(digests, start=1):
             was = seen.get((name, number))
             if was is None:
@@ -126,66 +111,66 @@ def _ledger_lines(r: _Run) -> Iterator[Failure]:
                 yield Failure("the line was rewritten after it appeared", file=name, line=number)
 
 
-def _timed_records(r: _Run) -> Iterator[tuple[str, str | None, str, int, int, dict]]:
+def _timed_records(f: Family) -> Iterator[tuple[str, str | None, str, int, int, dict]]:
     """(what, child id, file, line, its own time in ms, the sighting) for every record the
     runner saw appear and whose time the record states."""
-    if r.run.witness is None:
+    if f.run.witness is None:
         return
     records = {
         (os.path.basename(record.ledger), record.line): record
-        for item in r.run.ledgers
+        for item in f.run.ledgers
         for record in item.records
     }
-    for sighting in r.sightings("ledger_line"):
+    for sighting in _sightings(f, "ledger_line"):
         record = records.get((sighting.get("file"), sighting.get("line")))
         if record is not None and record.at_ms is not None:
             what = f"ledger {record.op}"
             yield what, record.child_id, record.ledger, record.line, record.at_ms, sighting
     transcripts = {
         (child.child_id, os.path.basename(transcript.path)): transcript
-        for child in r.run.children
+        for child in f.run.children
         for transcript in child.transcripts
     }
-    for sighting in r.sightings("transcript"):
+    for sighting in _sightings(f, "transcript"):
         transcript = transcripts.get((sighting.get("child_id"), sighting.get("file")))
         if transcript is not None and transcript.header_at_ms is not None:
             child_id = sighting.get("child_id")
             yield "child header", child_id, transcript.path, 1, transcript.header_at_ms, sighting
-    parent = r.run.parent
+    parent = f.parent
     if parent is not None:
         name = os.path.basename(parent.path)
         replies = {reply.line: reply for reply in parent.replies}
-        for sighting in r.sightings("reply"):
+        for sighting in _sightings(f, "reply"):
             reply = replies.get(sighting.get("line"))
             if sighting.get("file") == name and reply is not None and reply.at_ms is not None:
                 yield "reply", None, parent.path, reply.line, reply.at_ms, sighting
 
 
-def _backdated(r: _Run) -> Iterator[Failure]:
+def _backdated(f: Family) -> Iterator[Failure]:
     """No record claims a time before the runner last looked and did not find it."""
-    for what, child_id, path, line, at_ms, sighting in _timed_records(r):
+    for what, child_id, path, line, at_ms, sighting in _timed_records(f):
         before = float(sighting.get("before") or 0)
         if at_ms / 1000 < before - TOLERANCE_S:
             early = before - at_ms / 1000
             detail = f"the {what} says {early:.1f} s before the runner looked and it was not there"
-            yield Failure(detail, child_id, r.path(path), line)
+            yield Failure(detail, child_id, f.path(path), line)
 
 
-def _future_dated(r: _Run) -> Iterator[Failure]:
+def _future_dated(f: Family) -> Iterator[Failure]:
     """No record claims a time after the runner had already seen it on disk."""
-    for what, child_id, path, line, at_ms, sighting in _timed_records(r):
+    for what, child_id, path, line, at_ms, sighting in _timed_records(f):
         seen = float(sighting.get("seen") or 0)
         if at_ms / 1000 > seen + TOLERANCE_S:
             late = at_ms / 1000 - seen
             detail = f"the {what} says {late:.1f} s after the runner had seen it on disk"
-            yield Failure(detail, child_id, r.path(path), line)
+            yield Failure(detail, child_id, f.path(path), line)
 
 
-def _callers(r: _Run) -> Iterator[Failure]:
+def _callers(f: Family) -> Iterator[Failure]:
     """Every model call came from a process of the product's own, as the runner judged the
     caller of each connection to its proxy (shell/callers.py): not a kernel, nor anything a cell
     started."""
-    for call in r.run.witness.model_calls if r.run.witness else ():
+    for call in f.run.witness.model_calls if f.run.witness else ():
         caller = call.get("caller")
         if isinstance(caller, dict) and caller.get("product") is False:
             yield Failure(
@@ -198,14 +183,14 @@ def _callers(r: _Run) -> Iterator[Failure]:
 STREAM_FILES = ("stdout.jsonl", ACP_STREAM)  # the CLI's stdout, one-shot or ACP
 
 
-def _stream_writers(r: _Run) -> Iterator[Failure]:
+def _stream_writers(f: Family) -> Iterator[Failure]:
     """Every byte of the one-shot or ACP stream was written by the CLI the runner started:
     the kernel names the writer of each piece that reaches the runner's end of its socket."""
-    if r.run.witness is None:
+    if f.run.witness is None:
         return
-    processes = r.run.witness.header.get("processes")
+    processes = f.run.witness.header.get("processes")
     cli = processes.get("initial_pid") if isinstance(processes, dict) else None
-    for channel in r.run.witness.channels:
+    for channel in f.run.witness.channels:
         if channel.get("file") not in STREAM_FILES or not isinstance(channel.get("writers"), list):
             continue
         for writer in channel["writers"]:
@@ -218,7 +203,7 @@ def _stream_writers(r: _Run) -> Iterator[Failure]:
 
 
 # (check, reason code, sentence), in verdict order, named as in rules/integrity.py.
-_CHECKS: tuple[tuple[Callable[[_Run], Iterator[Failure]], str, str], ...] = (
+_CHECKS: tuple[tuple[Callable[[Family], Iterator[Failure]], str, str], ...] = (
     (
         _witness_present,
         "witness_missing",
@@ -265,8 +250,3 @@ _CHECKS: tuple[tuple[Callable[[_Run], Iterator[Failure]], str, str], ...] = (
 )
 WITNESS_CHECKS = tuple((check.__name__[1:], *rest, check) for check, *rest in _CHECKS)
 WITNESS_MESSAGES = {code: sentence for _, code, sentence, _ in WITNESS_CHECKS}
-
-
-def check(run: RunArtifacts, family: tuple[Edge, ...]) -> Integrity:
-    """Every check over the parent's depth-1 `family`."""
-    return run_checks(WITNESS_CHECKS, _Run(run, family))

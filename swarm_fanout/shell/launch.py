@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from swarm_fanout.rules.result import AgentEnd
+from swarm_fanout.rules.triage import AgentEnd
 from swarm_fanout.shell import procs
 from swarm_fanout.shell.acp import AcpClient, AcpSink, stdin_socket
 from swarm_fanout.shell.acp_drive import drive_acp

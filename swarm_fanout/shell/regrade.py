@@ -23,7 +23,8 @@ from swarm_fanout.evidence.jsonl import read_json_object
 from swarm_fanout.evidence.runpaths import RunPaths
 from swarm_fanout.reporting.terminal import agent_error_head, reason_counts, state
 from swarm_fanout.rules.exit_codes import EXIT_AGENT, EXIT_INVALID, EXIT_RESOLVED, EXIT_SIGNAL
-from swarm_fanout.rules.result import AgentEnd, run_result
+from swarm_fanout.rules.result import run_result
+from swarm_fanout.rules.triage import AgentEnd
 from swarm_fanout.scorer import COVERAGE, Verdict, score
 from swarm_fanout.shell.cli import ArgumentParser, print_json, print_note
 

@@ -26,7 +26,7 @@ from swarm_fanout.evidence.runsets import (
     is_done,
     load_config,
 )
-from swarm_fanout.rules.exit_codes import meaning
+from swarm_fanout.reporting.terminal import exit_in_words
 from swarm_fanout.shell.cli import RunRefused, print_note
 from swarm_fanout.shell.launch import agent_version
 from swarm_fanout.shell.run_config import RunConfig
@@ -131,7 +131,7 @@ def run_trials(
         for index, process in list(running.items()):
             if process.poll() is not None:
                 del running[index]
-                _say(f"trial {index}/{total} finished: {_in_words(process.returncode)}")
+                _say(f"trial {index}/{total} finished: {exit_in_words(process.returncode)}")
         if running:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 next(iter(running.values())).wait(timeout=POLL_S)
@@ -140,10 +140,6 @@ def run_trials(
 
 def _trials(count: int) -> str:
     return "1 trial" if count == 1 else f"{count} trials"
-
-
-def _in_words(exit_code: int) -> str:
-    return f"{meaning(exit_code)} (exit {exit_code})"
 
 
 def _say(message: str) -> None:

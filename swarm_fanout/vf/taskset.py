@@ -50,7 +50,8 @@ from swarm_fanout.evidence.fixture import (
     load_fixture,
 )
 from swarm_fanout.rules.provenance import PROVENANCE_RULES
-from swarm_fanout.rules.result import AgentEnd, run_result
+from swarm_fanout.rules.result import run_result
+from swarm_fanout.rules.triage import AgentEnd
 from swarm_fanout.scorer import CRITERION_NAMES, score
 from swarm_fanout.shell import replay
 from swarm_fanout.shell.rundir import REPO_GIT_ENV, repo_commands, repo_files
