@@ -185,10 +185,7 @@ class RunBuilder:
     def failed_call(self, error: str = "500 Internal error") -> None:
         """A model call of the parent that failed: its own message, stopReason error, an
         errorMessage, no responseId and no usage (contract §5 "Retries")."""
-        failed = assistant_message("", (0, 0), None)
-        del failed["responseId"]
-        failed.update(content=[], stopReason="error", errorMessage=error)
-        self._append_parent({"type": "message", "message": failed})
+        self._append_parent({"type": "message", "message": failed_message(error)})
 
     @contextlib.contextmanager
     def cell(self, code: str, text: str = "Spawning."):
@@ -231,61 +228,49 @@ class RunBuilder:
         runs the `before` cells, each (code, printed output[, its result's details]), then
         the `work` cell whose result `reply` writes (by default one that counts the worker's
         shard, as `shard_files` names it, else `<name>.jsonl`)."""
-        if self.running is None:
-            with self.cell(f"h = await rlm({task!r}, name={name!r})"):
-                return self.spawn(
-                    name,
-                    write_transcript=write_transcript,
-                    child_path=child_path,
-                    parent_path=parent_path,
-                    depth=depth,
-                    tokens=tokens,
-                    task=task,
-                    work=work,
-                    before=before,
-                    failures=failures,
+        own_cell = self.cell(f"h = await rlm({task!r}, name={name!r})")
+        with own_cell if self.running is None else contextlib.nullcontext():
+            child_id = "sub-" + secrets.token_hex(4)
+            session_id = _uuid7()
+            # The product puts a child under its own parent's artifacts (contract §3).
+            parent_dir = self.root_id if parent_path is None else _stem(parent_path)
+            child_dir = os.path.join(self.paths.children_root(parent_dir), child_id)
+            path = child_path or os.path.join(child_dir, session_id + ".jsonl")
+            child = Child(child_id, name, session_id, path, depth)
+            if write_transcript:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                calls = self._write_child(
+                    child, tokens, parent_path or self.parent_path, task, work, before, failures
                 )
-        child_id = "sub-" + secrets.token_hex(4)
-        session_id = _uuid7()
-        # The product puts a child under its own parent's artifacts (contract §3).
-        parent_dir = self.root_id if parent_path is None else _stem(parent_path)
-        child_dir = os.path.join(self.paths.children_root(parent_dir), child_id)
-        path = child_path or os.path.join(child_dir, session_id + ".jsonl")
-        child = Child(child_id, name, session_id, path, depth)
-        if write_transcript:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            calls = self._write_child(
-                child, tokens, parent_path or self.parent_path, task, work, before, failures
-            )
-        if not os.path.exists(self.ledger):
+            if not os.path.exists(self.ledger):
+                self.ledger_line(
+                    {
+                        "v": 1,
+                        "op": "meta",
+                        "at": iso(self.clock + 1),
+                        "sessionsDir": self.paths.sessions,
+                    }
+                )
             self.ledger_line(
                 {
                     "v": 1,
-                    "op": "meta",
-                    "at": iso(self.clock + 1),
-                    "sessionsDir": self.paths.sessions,
+                    "op": "spawn",
+                    "at": self.now(),
+                    "childId": child_id,
+                    "parent": parent_path or self.parent_path,
+                    "child": path,
+                    "depth": depth,
+                    "name": name,
                 }
             )
-        self.ledger_line(
-            {
-                "v": 1,
-                "op": "spawn",
-                "at": self.now(),
-                "childId": child_id,
-                "parent": parent_path or self.parent_path,
-                "child": path,
-                "depth": depth,
-                "name": name,
-            }
-        )
-        if write_transcript and parent_path is None:
-            for call in calls:
-                self.usage_attributed(call["usage"])
-        if self.stream:
-            # Shown while the spawning cell runs, then while the child works.
-            self.stream.children([_child_state(child)], "spawned")
-            self.stream.children([_child_state(child)], "working")
-        return child
+            if write_transcript and parent_path is None:
+                for call in calls:
+                    self.usage_attributed(call["usage"])
+            if self.stream:
+                # Shown while the spawning cell runs, then while the child works.
+                self.stream.children([_child_state(child)], "spawned")
+                self.stream.children([_child_state(child)], "working")
+            return child
 
     def _write_child(
         self,
@@ -330,12 +315,7 @@ class RunBuilder:
         for _ in range(failures):
             # A failed attempt is its own message: stopReason error, no responseId, no
             # usage (§5 "Retries"); the parent attributes no usage for it.
-            failed = assistant_message("", (0, 0), None)
-            del failed["responseId"]
-            failed.update(content=[], stopReason="error", errorMessage="500 Internal error")
-            entry = {"type": "message", "id": secrets.token_hex(4), "parentId": None}
-            entry.update(timestamp=self.now(), message=failed)
-            lines.append(compact(entry))
+            lines.append(self._child_entry(failed_message("500 Internal error")))
         calls = []
         for code, output, *details in before:
             call = assistant_message("Looking.", tokens, code)
@@ -343,21 +323,11 @@ class RunBuilder:
                 call["content"][-1]["id"], output, **(details[0] if details else {})
             )
             calls.append(call)
-            for message in (call, result):
-                entry = {"type": "message", "id": secrets.token_hex(4), "parentId": None}
-                entry.update(timestamp=self.now(), message=message)
-                lines.append(compact(entry))
+            lines += [self._child_entry(call), self._child_entry(result)]
         work = assistant_message("Working.", tokens, work_code)
         calls.append(work)
         child.call_id = work["content"][-1]["id"]
-        entry = {
-            "type": "message",
-            "id": secrets.token_hex(4),
-            "parentId": task["id"],
-            "timestamp": self.now(),
-            "message": work,
-        }
-        lines.append(compact(entry))
+        lines.append(self._child_entry(work, parent_id=task["id"]))
         with open(child.path, "w", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
         display = {
@@ -440,10 +410,13 @@ class RunBuilder:
         self._append_child(child, message)
         self.usage_attributed(message["usage"])
 
+    def _child_entry(self, message: dict, parent_id: str | None = None) -> str:
+        """A message line of a child's transcript."""
+        entry = {"type": "message", "id": secrets.token_hex(4), "parentId": parent_id}
+        return compact({**entry, "timestamp": self.now(), "message": message})
+
     def _append_child(self, child: Child, message: dict) -> None:
-        entry = {"type": "message", "id": secrets.token_hex(4), "parentId": None}
-        entry.update(timestamp=self.now(), message=message)
-        _append(child.path, compact(entry))
+        _append(child.path, self._child_entry(message))
 
     def hears(
         self, child: Child, sender: Child, message: str, message_id: str | None = None
@@ -575,6 +548,14 @@ def assistant_message(text: str, tokens: tuple[int, int], code: str | None) -> d
         "timestamp": EPOCH_MS,
         "responseId": "chatcmpl-" + secrets.token_hex(16),
     }
+
+
+def failed_message(error: str) -> dict:
+    """A failed model call's own message: stopReason error, an errorMessage, no responseId
+    and no usage (contract §5 "Retries")."""
+    failed = assistant_message("", (0, 0), None)
+    del failed["responseId"]
+    return {**failed, "content": [], "stopReason": "error", "errorMessage": error}
 
 
 def tool_result(call_id: str, output: str, **details) -> dict:

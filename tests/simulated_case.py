@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm_fanout.shell import rundir
+from tests import temp_dir
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "swarm_fanout" / "simulated" / "agent.py"
@@ -473,9 +474,7 @@ class SimulatedAgentCase(unittest.TestCase):
         return _SHARED_LAUNCHES[key]
 
     def make_run(self, prompt: str | None = None, session_dir_env: bool = True) -> Run:
-        temp = tempfile.TemporaryDirectory()
-        self.addCleanup(temp.cleanup)
-        run_dir = Path(temp.name)
+        run_dir = Path(temp_dir(self))
         for name in ("sessions", "agent-home", "home", "tmp"):
             (run_dir / name).mkdir()
         tmp = str(run_dir / "tmp")
@@ -500,16 +499,15 @@ class SimulatedAgentCase(unittest.TestCase):
         prompt: str | None = None,
         wait: bool = True,
         session_dir_env: bool = True,
-        cwd: str | None = None,
         drive: str | None = None,
     ) -> Run:
         run = self.make_run(prompt, session_dir_env)
         if (drive or self.drive) == RESIDENT:
-            return self.drive_resident(run, behaviour, wait)
+            return self.drive_resident(run, behaviour)
         argv = [
             *(sys.executable, str(AGENT), "--mode", "json"),
             *("--daemon-socket", str(run.socket)),
-            *("--cwd", cwd or str(run.repo)),
+            *("--cwd", str(run.repo)),
             *("--session-dir", str(run.dir / "sessions")),
             *("--model", f"simulated/{behaviour}", "--", run.prompt),
         ]
@@ -544,7 +542,7 @@ class SimulatedAgentCase(unittest.TestCase):
         self.addCleanup(client.close)
         return client
 
-    def drive_resident(self, run: Run, behaviour: str, wait: bool = True) -> Run:
+    def drive_resident(self, run: Run, behaviour: str) -> Run:
         """The resident drive; once quiescent, stdout.jsonl is written as the runner writes
         it (line 1 = the first line of sessionFile, then the events) and the daemon is shut
         down."""
@@ -553,12 +551,11 @@ class SimulatedAgentCase(unittest.TestCase):
         active_id = session["activeSessionId"]
         client.call(attach_command(active_id, client))
         client.call({"type": "prompt", "activeSessionId": active_id, "message": run.prompt})
-        if wait:
-            client.call(wait_command(active_id))
-            header = Path(session["sessionFile"]).read_text().split("\n", 1)[0]
-            lines = [header, *(compact(event) for event in client.events)]
-            (run.dir / "stdout.jsonl").write_text("".join(line + "\n" for line in lines))
-            self.shut_down_daemon(run)
+        client.call(wait_command(active_id))
+        header = Path(session["sessionFile"]).read_text().split("\n", 1)[0]
+        lines = [header, *(compact(event) for event in client.events)]
+        (run.dir / "stdout.jsonl").write_text("".join(line + "\n" for line in lines))
+        self.shut_down_daemon(run)
         return run
 
     def reap(self, run: Run) -> None:

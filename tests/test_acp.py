@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import unittest
 
 from swarm_fanout.evidence.acp_stream import read_acp_stream
@@ -18,6 +17,7 @@ from swarm_fanout.reporting.summary import summarize
 from swarm_fanout.scorer import score
 from swarm_fanout.shell.acp import AcpError, parse_message
 from swarm_fanout.shell.acp_drive import Turn
+from tests import temp_dir
 from tests.builders import RunBuilder, small_fixture
 from tests.test_trials import errored, record, scored
 
@@ -109,9 +109,7 @@ class AcpStreamCheckTest(unittest.TestCase):
     and a subagent update for every child spawned in a cell it shows."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         build = RunBuilder(self.run_dir, stream=True)
         with build.cell("print(len(SHARDS))"):
             pass

@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from swarm_fanout.evidence.artifacts import MAX_ARTIFACT_BYTES
 from swarm_fanout.shell import regrade as regrade_shell
-from tests import runner_server
+from tests import runner_server, temp_dir
 from tests.test_real_runs import materialize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,9 +38,7 @@ def regrade(run_dir: str) -> tuple[int, dict]:
 
 class RunDirCase(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = materialize("main", tmp.name)
+        self.run_dir = materialize("main", temp_dir(self))
         self.parent = glob.glob(os.path.join(self.run_dir, "sessions", "*.jsonl"))[0]
         self.ledger = glob.glob(os.path.join(self.run_dir, "agent-home", "rlm-ledger", "*"))[0]
         self.children = sorted(

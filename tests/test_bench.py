@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import unittest
 
 from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.fixture import load_manifest
 from swarm_fanout.scorer import score
+from tests import temp_dir
 from tools import bench
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -39,9 +39,7 @@ def event_shapes(path: str) -> dict[str, set]:
 
 class SyntheticRunTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
 
     def test_a_small_synthetic_run_scores_resolved_with_every_check_passing(self):
         manifest, _ = bench.make_run(

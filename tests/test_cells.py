@@ -9,7 +9,7 @@ import unittest
 
 from swarm_fanout.evidence.cells import Session
 from tests.builders import ask_only_what_was_searched
-from tests.test_scorer import FIXTURE, RunTestCase
+from tests.test_scorer import FIXTURE, DerivationCase
 
 A, B, C = FIXTURE.shards
 INDEX_LINES = [f"- {s.file}: {s.expected}" for s in FIXTURE.shards]
@@ -19,45 +19,7 @@ def setUpModule() -> None:
     ask_only_what_was_searched()
 
 
-def send(shard) -> str:
-    return (
-        f"await agent_message.send({shard.file + ': '!r} + str(answer), receiver_role='parent')\n"
-    )
-
-
-class CellsTestCase(RunTestCase):
-    def shard_codes(self) -> list[tuple[str, str | None]]:
-        return [(reason.code, reason.shard) for reason in self.verdict().reasons]
-
-    def fan_out(self, **per_worker) -> dict:
-        workers = [shard.worker for shard in FIXTURE.shards]
-        with self.build.cell(f"for name in {workers!r}:\n    await rlm(task, name=name)\n"):
-            return {w: self.build.spawn(w, **per_worker.get(w, {})) for w in workers}
-
-    def reply_all(self, children: dict) -> None:
-        for shard in FIXTURE.shards:
-            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
-
-    def each_child(self, work, before=None) -> None:
-        """Every child runs its `before(shard)` cells (code, output), then `work(shard)` and
-        sends its answer; the parent writes the index after the replies."""
-        per_worker = {
-            s.worker: {"work": work(s) + send(s), "before": before(s) if before else ()}
-            for s in FIXTURE.shards
-        }
-        self.reply_all(self.fan_out(**per_worker))
-        self.build.index_cell(INDEX_LINES)
-
-    def assert_resolved(self) -> None:
-        verdict = self.verdict()
-        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
-
-    def assert_not_derived(self) -> list[str]:
-        verdict = self.verdict()
-        codes = [(r.code, r.shard) for r in verdict.reasons]
-        self.assertEqual(codes, [("answer_not_derived", s.file) for s in FIXTURE.shards])
-        return [reason.message for reason in verdict.reasons]
-
+class CellsTestCase(DerivationCase):
     def index_first(self, code: str) -> None:
         """The parent writes the final index with `code` before it spawns, never again."""
         with self.build.cell(code, "Writing the index."):

@@ -9,12 +9,11 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
-import tempfile
 import unittest
 
+from tests import executable, temp_dir
 from tests.runner_case import ROOT, SIMULATED, two_shard_fixture
 
 CLUSTER = os.path.join(ROOT, "docs", "cluster")
@@ -56,15 +55,10 @@ def job_env(manifest: str) -> dict[str, str]:
 
 class ClusterFilesCase(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
         bin_dir = os.path.join(self.tmp, "bin")
         os.mkdir(bin_dir)
-        shim = os.path.join(bin_dir, "uv")
-        with open(shim, "w", encoding="utf-8") as handle:
-            handle.write(UV)
-        os.chmod(shim, os.stat(shim).st_mode | stat.S_IXUSR)
+        executable(os.path.join(bin_dir, "uv"), UV)
         config = os.path.join(self.tmp, "agent-config")
         os.mkdir(config)
         self.set_dir = os.path.join(self.tmp, "shared", "runs", "exp1")

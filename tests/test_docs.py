@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import unittest
+
+from tests.test_layout import REPO, tracked_modules
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTRACT = os.path.join(ROOT, "docs", "product-contract.md")
-SKIPPED_DIRS = ("tests/data/",)
 # The shared contract outside the repo, spelt so that this file does not name it itself.
 OUTSIDE_CONTRACT = "PRODUCT_CONTRACT" + ".md"
 
@@ -37,27 +37,8 @@ OPTIONAL_PACKAGE = "swarm_fanout/vf/"
 
 def tracked_python_files() -> list[str]:
     """Repo-relative paths of the tracked `*.py` files, test data left out."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "*.py"],
-            cwd=ROOT,
-            capture_output=True,
-            check=True,
-        ).stdout.decode("utf-8")
-        paths = [path for path in listed.split("\0") if path]
-    except (OSError, subprocess.CalledProcessError):
-        paths = []
-        for dirpath, dirnames, filenames in os.walk(ROOT):
-            dirnames[:] = [name for name in dirnames if not name.startswith(".")]
-            for filename in filenames:
-                if filename.endswith(".py"):
-                    full = os.path.join(dirpath, filename)
-                    paths.append(os.path.relpath(full, ROOT).replace(os.sep, "/"))
-    return sorted(
-        path
-        for path in paths
-        if not path.startswith(SKIPPED_DIRS) and os.path.isfile(os.path.join(ROOT, path))
-    )
+    paths = (path.relative_to(REPO).as_posix() for path in tracked_modules() if path.is_file())
+    return sorted(paths)
 
 
 def read(relative: str) -> str:
@@ -190,11 +171,8 @@ class MarkdownLinks(unittest.TestCase):
 
 class ReadmeIsAGuide(unittest.TestCase):
     def test_a_first_real_run_is_documented_from_install_to_its_cost(self):
-        path = os.path.join(ROOT, "docs", "first-real-run.md")
-        with open(path, encoding="utf-8") as handle:
-            page = handle.read()
-        with open(os.path.join(ROOT, README), encoding="utf-8") as handle:
-            self.assertIn("](docs/first-real-run.md)", handle.read())
+        page = read(os.path.join("docs", "first-real-run.md"))
+        self.assertIn("](docs/first-real-run.md)", read(README))
         for needed in (
             *("v0.8.0", "PRIME_AGENT_KERNEL_PYTHON", "--model scripted/fanout", "auth.json"),
             *("models.json", "bubblewrap", "--sandbox", "## What a run costs"),
@@ -203,14 +181,13 @@ class ReadmeIsAGuide(unittest.TestCase):
         # The live scripted check's numbers, and the captured real runs' own times
         # (cli-exit.txt, rounded to the second) and calls (model-log.jsonl).
         self.assertRegex(page, r"\| `fanout` \| oneshot \| \d+ s \| [^|]+ s \| [^|]+ \| [^|]+ \|")
-        runs = os.path.join(ROOT, "tests", "data", "real-runs")
+        runs = os.path.join("tests", "data", "real-runs")
         rows = re.findall(r"^\| `([a-z-]+)`[^|]*\| (\d+) s \| (\d+) \(", page, re.M)
         self.assertGreaterEqual(len(rows), 3, rows)
         for name, seconds, calls in rows:
-            with open(os.path.join(runs, name, "cli-exit.txt"), encoding="utf-8") as handle:
-                elapsed = float(handle.read().split("elapsed=")[1])
-            with open(os.path.join(runs, name, "model-log.jsonl"), encoding="utf-8") as handle:
-                logged = sum(1 for line in handle if line.strip())
+            elapsed = float(read(os.path.join(runs, name, "cli-exit.txt")).split("elapsed=")[1])
+            log = read(os.path.join(runs, name, "model-log.jsonl"))
+            logged = sum(1 for line in log.splitlines() if line.strip())
             self.assertEqual((int(seconds), int(calls)), (round(elapsed), logged), name)
 
     def test_readme_is_at_most_220_lines(self):
@@ -314,8 +291,7 @@ class ReasonCodesAreDocumented(unittest.TestCase):
     def test_every_reason_code_and_warning_is_in_the_rubric(self):
         from swarm_fanout import scorer
 
-        with open(os.path.join(ROOT, "docs", "rubric.md"), encoding="utf-8") as handle:
-            rubric = handle.read()
+        rubric = read(os.path.join("docs", "rubric.md"))
         missing = [
             code for code in (*scorer.MESSAGES, *scorer.WARNINGS) if f"`{code}`" not in rubric
         ]

@@ -13,7 +13,6 @@ import sys
 import tempfile
 import unittest
 from html import escape
-from html.parser import HTMLParser
 
 from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.runpaths import RunPaths
@@ -22,60 +21,16 @@ from swarm_fanout.reporting.grounds import quoted
 from swarm_fanout.reporting.render import Cell
 from swarm_fanout.rules import integrity, witness_checks
 from swarm_fanout.scorer import score
-from tests.builders import RunBuilder, small_fixture
+from tests import temp_dir
+from tests.builders import RunBuilder, rewrite, small_fixture
 from tests.test_real_runs import materialize
-from tests.test_report import check_html
+from tests.test_report import WellFormed, check_html
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPORT = os.path.join(ROOT, "report.py")
 FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards
 HOSTILE = "<script>alert(\"x\")</script> & </details> 'quoted' <!-- <b>"
-
-
-class Rows(HTMLParser):
-    """Every table row of a page as its cells' texts, and every element id and href."""
-
-    def __init__(self):
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self.ids: set[str] = set()
-        self.links: list[tuple[str, str]] = []  # (text, href)
-        self._cell: list[str] | None = None
-        self._href: str | None = None
-        self._text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        attributes = dict(attrs)
-        if "id" in attributes:
-            self.ids.add(attributes["id"])
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-        elif tag == "a":
-            self._href, self._text = attributes.get("href"), []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell).strip())
-            self._cell = None
-        elif tag == "a" and self._href is not None:
-            self.links.append(("".join(self._text), self._href))
-            self._href = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
-        if self._href is not None:
-            self._text.append(data)
-
-
-def parse(page: str) -> Rows:
-    rows = Rows()
-    rows.feed(page)
-    rows.close()
-    return rows
 
 
 def write_result(run_dir: str, **fields) -> dict:
@@ -107,15 +62,21 @@ def write_result(run_dir: str, **fields) -> dict:
     return result
 
 
+def page_of(run_dir: str) -> str:
+    """The run's evidence page, written where report.py writes it."""
+    path = os.path.join(run_dir, evidence_page.PAGE_FILE)
+    evidence_page.write_page(run_dir, path)
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
 class EvidencePageTest(unittest.TestCase):
     """One run that fails three ways: worker-b's reply is one its transcript never sent
     (unsent_reply, at a line of the parent), worker-c is noticed without a reply, and the
     index holds a wrong answer for c.jsonl."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         build = RunBuilder(self.run_dir)
         children = build.fan_out(FIXTURE, reply=False)
         build.reply(children["worker-a"], f"{A.file}: {A.expected}")
@@ -130,7 +91,7 @@ class EvidencePageTest(unittest.TestCase):
         self.size = evidence_page.write_page(self.run_dir, self.page_path)
         with open(self.page_path, encoding="utf-8") as handle:
             self.page = handle.read()
-        self.parsed = parse(self.page)
+        self.parsed = check_html(self.page)
 
     def row(self, first: str) -> list[str]:
         return next(row for row in self.parsed.rows if row and row[0] == first)
@@ -140,9 +101,8 @@ class EvidencePageTest(unittest.TestCase):
         return next(row for row in self.parsed.rows if row and row[0].startswith(f"{code} x"))
 
     def test_the_page_is_well_formed_and_self_contained(self):
-        parsed = check_html(self.page)
-        self.assertEqual((parsed.errors, parsed.open), ([], []))
-        self.assertNotIn("script", parsed.tags)
+        self.assertEqual((self.parsed.errors, self.parsed.open), ([], []))
+        self.assertNotIn("script", self.parsed.tags)
         self.assertIsNone(re.search(r"(src|href)=\"(https?:|//)", self.page))
         self.assertEqual(self.size, len(self.page.encode("utf-8")))
 
@@ -284,9 +244,7 @@ class InjectedFailureTest(unittest.TestCase):
     """A run made with --inject-failure says so in its header and its first rows."""
 
     def test_the_header_and_the_summary_name_the_injection_and_its_outcome(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        run_dir = os.path.join(tmp.name, "run")
+        run_dir = os.path.join(temp_dir(self), "run")
         build = RunBuilder(run_dir)
         children = build.fan_out(FIXTURE, reply=False)
         build.reply(children["worker-a"], f"{A.file}: {A.expected}")
@@ -295,12 +253,9 @@ class InjectedFailureTest(unittest.TestCase):
         build.index_cell([f"- {A.file}: {A.expected}", f"- {B.file}: {B.expected}"])
         injected = {"asked": [{"worker": "worker-c", "calls": 12}], "answered": 3}
         write_result(run_dir, injected_failures=injected, failure_accounted=False)
-        path = os.path.join(run_dir, evidence_page.PAGE_FILE)
-        evidence_page.write_page(run_dir, path)
-        with open(path, encoding="utf-8") as handle:
-            page = handle.read()
+        page = page_of(run_dir)
         self.assertRegex(page, r"<h1>Evidence: run — NOT resolved, failure injected</h1>")
-        rows = parse(page).rows
+        rows = check_html(page).rows
         self.assertEqual(rows[0][0], "outcome")
         self.assertEqual(
             rows[1],
@@ -316,21 +271,17 @@ class RestsOnTest(unittest.TestCase):
     """Each reason of the rubric's own criteria links to the transcript line it rests on."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         self.build = RunBuilder(self.run_dir)
 
-    def page(self) -> tuple[str, Rows, dict]:
+    def page(self) -> tuple[str, WellFormed, dict]:
         result = write_result(self.run_dir)
-        path = os.path.join(self.run_dir, evidence_page.PAGE_FILE)
-        evidence_page.write_page(self.run_dir, path)
-        with open(path, encoding="utf-8") as handle:
-            page = handle.read()
-        self.assertEqual(check_html(page).errors, [])
-        return page, parse(page), result
+        page = page_of(self.run_dir)
+        parsed = check_html(page)
+        self.assertEqual(parsed.errors, [])
+        return page, parsed, result
 
-    def rests_on(self, parsed: Rows, code: str) -> tuple[str, str]:
+    def rests_on(self, parsed: WellFormed, code: str) -> tuple[str, str]:
         """The text and link of the reason's last cell."""
         row = next(row for row in parsed.rows if row and row[0].startswith(f"{code} x"))
         return next(link for link in parsed.links if link[0] == row[-1])
@@ -392,15 +343,14 @@ class RestsOnTest(unittest.TestCase):
         self.build.correct_index(FIXTURE)
         # worker-a's cell took its number by a glob over the sessions dir, not from its shard.
         glob_cell = "logs = glob.glob(os.path.join(RUN, 'sess' + 'ions', '*'))\nsend(logs)\n"
-        with open(children["worker-a"].path, encoding="utf-8") as handle:
-            lines = handle.read().replace("count('shards/a.jsonl')", "0").splitlines()
-        records = [json.loads(line) for line in lines]
-        for record in records:
+
+        def globbing(record: dict) -> dict:
             for part in (record.get("message") or {}).get("content") or []:
                 if isinstance(part, dict) and part.get("type") == "toolCall":
                     part["arguments"]["code"] = glob_cell
-        with open(children["worker-a"].path, "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(record) + "\n" for record in records)
+            return record
+
+        rewrite(children["worker-a"].path, globbing)
         page, _, result = self.page()
         self.assertEqual([r["code"] for r in result["reasons"]], ["answer_not_derived"])
         self.assertIn("The shortcut: the parent knew the answer before it spawned the child", page)
@@ -458,11 +408,8 @@ class LargeTranscriptTest(unittest.TestCase):
             build.index_cell([f"- {shard.file}: {shard.expected}" for shard in FIXTURE.shards])
             write_result(run_dir)
             self.assertGreater(os.path.getsize(build.parent_path), 12_000_000)
-            page_path = os.path.join(run_dir, evidence_page.PAGE_FILE)
-            size = evidence_page.write_page(run_dir, page_path)
-            with open(page_path, encoding="utf-8") as handle:
-                page = handle.read()
-        self.assertLess(size, evidence_page.MAX_PAGE_BYTES)
+            page = page_of(run_dir)
+        self.assertLess(len(page.encode("utf-8")), evidence_page.MAX_PAGE_BYTES)
         self.assertRegex(page, r"Lines [\d,]+ to [\d,]+ \([\d.,]+ MB\) were cut")
         self.assertIn("CUT", page)
         # The start and the end are both there: the task and the last cell, the index.
@@ -473,15 +420,7 @@ class LargeTranscriptTest(unittest.TestCase):
 
 class OddRunsTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
-
-    def page_of(self, run_dir: str) -> str:
-        path = os.path.join(self.tmp, "page.html")
-        evidence_page.write_page(run_dir, path)
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
+        self.tmp = temp_dir(self)
 
     def test_bytes_that_are_not_json_are_shown_as_such(self):
         run_dir = os.path.join(self.tmp, "run")
@@ -491,7 +430,7 @@ class OddRunsTest(unittest.TestCase):
         with open(children["worker-a"].path, "ab") as handle:
             handle.write(b'\xff\xfe{"type": <script>\n')
         write_result(run_dir)
-        page = self.page_of(run_dir)
+        page = page_of(run_dir)
         self.assertIn("a line that is not JSON", page)
         self.assertNotIn("<script", page)
 
@@ -502,14 +441,14 @@ class OddRunsTest(unittest.TestCase):
         result["agent"] = {"first_error": "500 upstream exploded", "exit_code": 1}
         with open(RunPaths.of(run_dir).result, "w", encoding="utf-8") as handle:
             json.dump(result, handle)
-        page = self.page_of(run_dir)
+        page = page_of(run_dir)
         self.assertIn("— agent error</h1>", page)
         self.assertIn("500 upstream exploded", page)
         self.assertIn('<p class="error">The agent failed on its own', page)
         self.assertIn("No verdict", page)
 
     def test_a_captured_run_without_a_result_is_regraded_from_its_fixture(self):
-        page = self.page_of(materialize("child-fail", self.tmp))
+        page = page_of(materialize("child-fail", self.tmp))
         self.assertIn("regraded from the run dir", page)
         self.assertIn("notice: completed_without_reply", page)
         self.assertEqual(check_html(page).errors, [])
@@ -572,11 +511,8 @@ class CheckCountTest(unittest.TestCase):
             result["verdict"]["witness"]["kernel_record"] = {"sessions": 0}
             with open(RunPaths.of(run_dir).result, "w", encoding="utf-8") as handle:
                 json.dump(result, handle)
-            page_path = os.path.join(tmp, "page.html")
-            evidence_page.write_page(run_dir, page_path)
-            with open(page_path, encoding="utf-8") as handle:
-                page = handle.read()
-        rows = {row[0]: row[1:] for row in parse(page).rows if row}
+            page = page_of(run_dir)
+        rows = {row[0]: row[1:] for row in check_html(page).rows if row}
         integrity_n, witness_n = len(integrity.INTEGRITY_CHECKS), len(witness_checks.WITNESS_CHECKS)
         self.assertEqual(rows["integrity checks"], [f"{integrity_n} of {integrity_n} checks pass"])
         self.assertEqual(rows["witness checks"], [f"{witness_n} of {witness_n} checks pass"])

@@ -23,6 +23,7 @@ from pathlib import Path
 from swarm_fanout.evidence import fixture
 from swarm_fanout.evidence.number_tokens import numbers_in
 from swarm_fanout.shell import trials
+from tests import temp_dir
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -199,8 +200,9 @@ def shard_line(entry: dict) -> str:
     return f"- `shards/{entry['file']}` | worker `{entry['worker']}` | {entry['question']}"
 
 
-def tree(root: Path) -> dict[str, bytes]:
+def tree(root: str | Path) -> dict[str, bytes]:
     """Every file under root, by relative path, with its bytes."""
+    root = Path(root)
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
@@ -471,9 +473,7 @@ class FixtureCheckTest(unittest.TestCase):
     the first difference; an edit that keeps them agreeing is not."""
 
     def copy(self, name: str = "json-events") -> Path:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        root = Path(tmp.name) / name
+        root = Path(temp_dir(self)) / name
         shutil.copytree(FIXTURES / name, root)
         return root
 
@@ -579,11 +579,10 @@ class FixtureCheckTest(unittest.TestCase):
 class GeneratorTest(FixtureChecks):
     def generate(self, *args: str) -> Path:
         """Run the generator into a fresh temporary directory and return that directory."""
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        result = run_generator("--out", tmp.name, *args)
+        tmp = temp_dir(self)
+        result = run_generator("--out", tmp, *args)
         self.assertEqual(result.returncode, 0, result.stderr)
-        return Path(tmp.name)
+        return Path(tmp)
 
     def test_regenerating_reproduces_committed_fixtures_byte_for_byte(self):
         out = self.generate()

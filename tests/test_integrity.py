@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import unittest
 
 from swarm_fanout.evidence.artifacts import collect
@@ -27,10 +26,11 @@ from swarm_fanout.rules.integrity import (
     META_AFTER_SPAWN_MS,
 )
 from swarm_fanout.scorer import score
+from tests import temp_dir
 from tests import test_real_runs as captures
+from tests import test_scorer as scorer_tests
 from tests.builders import (
     EPOCH_MS,
-    RunBuilder,
     ask_only_what_was_searched,
     iso,
     rewrite,
@@ -118,9 +118,7 @@ def setUpModule() -> None:
 
 class ForgedCorpusTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
 
     def scored(self, case: str):
         root = forge(case, self.tmp)
@@ -181,21 +179,7 @@ class ForgedCorpusTest(unittest.TestCase):
         self.assertTrue(all(result["passed"] for result in verdict.integrity.values()))
 
 
-class RunTestCase(unittest.TestCase):
-    def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
-        self.build = RunBuilder(self.run_dir)
-
-    def verdict(self):
-        return score(FIXTURE, collect(self.run_dir, FIXTURE.artifact))
-
-    def honest_run(self):
-        children = self.build.fan_out(FIXTURE)
-        self.build.correct_index(FIXTURE)
-        return children
-
+class RunTestCase(scorer_tests.RunTestCase):
     def failures(self, check: str) -> list[dict]:
         verdict = self.verdict()
         if verdict.integrity[check]["failures"]:
@@ -250,17 +234,6 @@ class HonestBuilderRunTest(RunTestCase):
         self.assertEqual([name for name, *_ in INTEGRITY_CHECKS], list(verdict.integrity))
         for name, result in verdict.integrity.items():
             self.assertEqual(result, {"passed": True, "count": 0, "failures": []}, name)
-
-    def test_retry_delete_and_one_spawn_per_cell_pass_every_check(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
-        self.build.notice(children["worker-c"])
-        self.build.delete(children["worker-c"])
-        self.build.reply(self.build.spawn("worker-c"), "c.jsonl: 33")
-        self.build.correct_index(FIXTURE)
-        verdict = self.verdict()
-        self.assertTrue(verdict.resolved, verdict.reasons)
 
 
 class BoundedCollectionTest(RunTestCase):
@@ -524,9 +497,7 @@ class UsageAttributionCheckTest(RunTestCase):
 
 class ReplyReceiptCheckTest(RunTestCase):
     def test_reply_the_child_never_sent_fails(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.reply(children["worker-c"], "c.jsonl: 33", sent=False)
         self.build.correct_index(FIXTURE)
         failures = self.failures("reply_receipts")

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import unittest
 from unittest import mock
 
 from swarm_fanout.evidence import jsonl
+from tests import temp_dir
 
 
 class LineReaderTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.path = os.path.join(tmp.name, "f.jsonl")
+        self.path = os.path.join(temp_dir(self), "f.jsonl")
 
     def read(self, data: bytes, **options) -> tuple[list, list]:
         with open(self.path, "wb") as handle:

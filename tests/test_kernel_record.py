@@ -12,7 +12,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import unittest
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from swarm_fanout.evidence.kernel_records import read_kernel_records
 from swarm_fanout.evidence.runpaths import RunPaths
 from swarm_fanout.scorer import score
 from swarm_fanout.shell import kernel_record
+from tests import temp_dir
 from tests.runner_case import RunnerTestCase, two_shard_fixture
 from tests.test_replay import DECOY, ReplayCase, needs_bwrap, send_code
 
@@ -30,9 +30,7 @@ SESSION = "sub-0a0b0c0d"
 
 class KernelRecordCase(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.realpath(tmp.name)
+        self.run_dir = os.path.realpath(temp_dir(self))
         self.repo = os.path.join(self.run_dir, "repo")
         self.tmpdir = os.path.join(self.run_dir, "tmp")
         self.records = os.path.join(self.run_dir, "home", ".kernel-record")

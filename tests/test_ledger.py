@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import unittest
 from datetime import datetime
 
 from swarm_fanout import ledger
 from swarm_fanout.evidence.jsonl import iso_to_ms
+from tests import temp_dir
 
 CAPTURED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs")
 
@@ -38,9 +38,7 @@ def meta(sessions_dir: str, at: str = "2026-12-02T11:14:10.194Z") -> str:
 
 class TempDirTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.root = os.path.realpath(tmp.name)
+        self.root = os.path.realpath(temp_dir(self))
 
     def write(self, name: str, text: str | bytes) -> str:
         path = os.path.join(self.root, name)

@@ -11,12 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 from unittest import mock
 
 from swarm_fanout.shell import launch, procs, sandbox
+from tests import temp_dir
 
 # Each says when SIGTERM reaches it; the obedient one then exits, the stubborn one
 # carries on until SIGKILL.
@@ -96,11 +96,10 @@ class EndProcessesTest(unittest.TestCase):
     def test_a_detached_run_is_ended_by_its_marker_and_the_callers_children_are_left(self):
         # A verifiers rollout's processes are not the caller's to reap: the caller's other
         # children (another rollout's agent) keep running, and keep their exit status.
-        home = tempfile.TemporaryDirectory()
-        self.addCleanup(home.cleanup)
+        home = temp_dir(self)
         marked = subprocess.Popen(
             [sys.executable, "-c", WATCHER, "stubborn"],
-            env={**os.environ, "PRIME_AGENT_CODING_AGENT_DIR": home.name},
+            env={**os.environ, "PRIME_AGENT_CODING_AGENT_DIR": home},
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -109,9 +108,7 @@ class EndProcessesTest(unittest.TestCase):
         exited = self.start(sys.executable, "-c", "import sys; sys.exit(3)")
         self.assertEqual(marked.stdout.readline() + running.stdout.readline(), "ready\n" * 2)
         self.become_zombie(exited)
-        ended = launch.end_run(
-            sandbox.Detached(home.name), os.path.join(home.name, "daemon.sock"), grace=0.5
-        )
+        ended = launch.end_run(sandbox.Detached(home), os.path.join(home, "daemon.sock"), grace=0.5)
         self.assertEqual((ended["terminated"], ended["killed"]), ([marked.pid], [marked.pid]))
         self.assertEqual(ended["leaked_pids"], [])
         self.assertIsNone(running.poll())

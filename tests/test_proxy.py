@@ -27,6 +27,7 @@ from swarm_fanout.scripted.model import ScriptedModelHandler, ScriptedModelServe
 from swarm_fanout.shell import agent_config, proxy
 from swarm_fanout.shell.agent_config import models_json_override
 from swarm_fanout.shell.proxy import RecordingProxy
+from tests import temp_dir
 
 SECRET = "sk-test-SECRET"
 ROOT_LOG = "/runs/r1/sessions/01a236e9-5025-7768-b8a6-526c5f07cf93.jsonl"
@@ -246,9 +247,7 @@ class ProxyTest(unittest.TestCase):
 
 class ScriptedUpstreamTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.log = os.path.join(tmp.name, "model-log.jsonl")
+        self.log = os.path.join(temp_dir(self), "model-log.jsonl")
         self.model = ScriptedModelServer(self.log)
         self.model.RequestHandlerClass = TappedModelHandler
         self.model.sent = []

@@ -13,14 +13,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import unittest
 
 from swarm_fanout import ledger
 from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.fixture import load_manifest
 from swarm_fanout.scorer import score
-from tests import builders
+from tests import builders, temp_dir
 from tests.builders import ask_only_what_was_searched
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real-runs")
@@ -68,9 +67,7 @@ def setUpModule() -> None:
 
 class CapturedRunTestCase(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
 
     def materialized(self, name: str):
         root = materialize(name, self.tmp)
@@ -155,13 +152,21 @@ class CapturedVerdictTest(CapturedRunTestCase):
 class BuilderFidelityTest(CapturedRunTestCase):
     """The test builders write records with the same keys as the real product."""
 
-    def first(self, path: str, predicate) -> dict:
+    def first(self, path: str, kind: str) -> dict | None:
+        """The first record of `kind`: a message's role ("receipt" for a cell's result that
+        sent agent messages), else its customType, its type or its ledger op."""
         with open(path, encoding="utf-8") as handle:
             for line in handle:
                 record = json.loads(line)
-                if predicate(record):
+                if record.get("type") == "message":
+                    message = record["message"]
+                    sent = "sentAgentMessages" in message.get("details", {})
+                    found = "receipt" if sent else message["role"]
+                else:
+                    found = record.get("customType") or record.get("type") or record.get("op")
+                if found == kind:
                     return record
-        raise AssertionError(f"no such record in {path}")
+        return None
 
     def assert_same_keys(self, built: dict, real: dict, nested: tuple[str, ...] = ()) -> None:
         self.assertEqual(list(built), list(real))
@@ -178,45 +183,20 @@ class BuilderFidelityTest(CapturedRunTestCase):
         build.reply(child, "a.jsonl: 11")
         build.notice(child)
         build.delete(child)
-
-        def is_reply(r):
-            return r.get("customType") == "agent_message"
-
-        def is_notice(r):
-            return r.get("customType") == "rlm_child_terminal_notice"
-
-        def is_assistant(r):
-            return r.get("type") == "message" and r["message"]["role"] == "assistant"
-
-        def is_header(r):
-            return r.get("type") == "session"
-
-        def is_tool_result(r):
-            return r.get("type") == "message" and r["message"]["role"] == "toolResult"
-
-        def is_usage(r):
-            return r.get("type") == "child_usage_attributed"
-
-        for predicate, nested in (
-            (is_header, ()),
-            (is_reply, ("details",)),
-            (is_notice, ()),
-            (is_assistant, ("message",)),
-            (is_tool_result, ("message",)),
-            (is_usage, ()),
+        for kind, nested in (
+            ("session", ()),
+            ("agent_message", ("details",)),
+            ("rlm_child_terminal_notice", ()),
+            ("assistant", ("message",)),
+            ("toolResult", ("message",)),
+            ("child_usage_attributed", ()),
         ):
-            self.assert_same_keys(
-                self.first(build.parent_path, predicate),
-                self.first(real_parent, predicate),
-                nested,
-            )
+            built = self.first(build.parent_path, kind)
+            self.assert_same_keys(built, self.first(real_parent, kind), nested)
         real_ledger = os.path.join(real_root, "agent-home", "rlm-ledger")
         real_ledger = os.path.join(real_ledger, os.listdir(real_ledger)[0])
         for op in ("meta", "spawn", "delete"):
-            self.assert_same_keys(
-                self.first(build.ledger, lambda r, op=op: r["op"] == op),
-                self.first(real_ledger, lambda r, op=op: r["op"] == op),
-            )
+            self.assert_same_keys(self.first(build.ledger, op), self.first(real_ledger, op))
         real_children = sorted(
             os.path.join(directory, file)
             for directory, _, files in os.walk(os.path.join(real_root, "session-artifacts"))
@@ -224,29 +204,22 @@ class BuilderFidelityTest(CapturedRunTestCase):
             if file.endswith(".jsonl")
         )
         real_child = real_children[0]
-        self.assert_same_keys(self.first(child.path, is_header), self.first(real_child, is_header))
-        self.assert_same_keys(
-            self.first(child.path, is_reply), self.first(real_child, is_reply), ("details",)
-        )
-
-        def is_receipt(r):
-            return is_tool_result(r) and "sentAgentMessages" in r["message"].get("details", {})
-
-        real_receipts = []
-        for path in real_children:
-            with open(path, encoding="utf-8") as handle:
-                real_receipts.extend(r for r in map(json.loads, handle) if is_receipt(r))
-        built_receipt = self.first(child.path, is_receipt)["message"]
-        real_receipt = real_receipts[0]["message"]
+        for kind, nested in (("session", ()), ("agent_message", ("details",))):
+            self.assert_same_keys(
+                self.first(child.path, kind), self.first(real_child, kind), nested
+            )
+        built_receipt = self.first(child.path, "receipt")["message"]
+        real_receipt = next(filter(None, (self.first(p, "receipt") for p in real_children)))
+        real_receipt = real_receipt["message"]
         self.assert_same_keys(built_receipt, real_receipt, ("details",))
         self.assert_same_keys(
             built_receipt["details"]["sentAgentMessages"][0],
             real_receipt["details"]["sentAgentMessages"][0],
         )
-        displays = []
-        for path in (child.path, real_child):
-            with open(os.path.join(os.path.dirname(path), "rlm-subagent.json")) as handle:
-                displays.append(json.load(handle))
+        displays = [
+            load_json(os.path.join(os.path.dirname(path), "rlm-subagent.json"))
+            for path in (child.path, real_child)
+        ]
         self.assert_same_keys(*displays)
 
 

@@ -38,7 +38,9 @@ from swarm_fanout.reporting.report_page import build_report
 from swarm_fanout.reporting.run_set_views import RunSetView, TrialView, set_injections
 from swarm_fanout.reporting.summary import TrialRecord, summarize
 from swarm_fanout.reporting.timeline import ChildSpan, Timeline
+from tests import temp_dir
 from tests.runner_case import two_shard_fixture
+from tests.test_fixtures import tree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "runner.py")
@@ -48,7 +50,8 @@ VOID = {"meta", "br", "hr", "img", "input", "link"}
 
 
 class WellFormed(HTMLParser):
-    """Every element closed in order; collects hrefs and tag names."""
+    """Every element closed in order; collects hrefs, tag names and element ids, each link as
+    its text and href, and every table row as its cells' texts."""
 
     def __init__(self):
         super().__init__()
@@ -56,21 +59,47 @@ class WellFormed(HTMLParser):
         self.errors: list[str] = []
         self.hrefs: list[str] = []
         self.tags: list[str] = []
+        self.ids: set[str] = set()
+        self.rows: list[list[str]] = []
+        self.links: list[tuple[str, str]] = []  # (text, href)
+        self._cell: list[str] | None = None
+        self._href: str | None = None
+        self._text: list[str] = []
 
     def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        self.hrefs += [value for name, value in attrs if name == "href"]
+        self.handle_startendtag(tag, attrs)
         if tag not in VOID:
             self.open.append(tag)
+        attributes = dict(attrs)
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "a":
+            self._href, self._text = attributes.get("href"), []
 
     def handle_startendtag(self, tag, attrs):
         self.tags.append(tag)
+        self.hrefs += [value for name, value in attrs if name == "href"]
+        self.ids.update(value for name, value in attrs if name == "id")
 
     def handle_endtag(self, tag):
         if not self.open or self.open[-1] != tag:
             self.errors.append(f"</{tag}> closes {self.open[-1:] or 'nothing'}")
         else:
             self.open.pop()
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "a" and self._href is not None:
+            self.links.append(("".join(self._text), self._href))
+            self._href = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._href is not None:
+            self._text.append(data)
 
 
 def check_html(text: str) -> WellFormed:
@@ -83,8 +112,7 @@ def check_html(text: str) -> WellFormed:
 class ReportTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
-        cls.tmp_dir = tempfile.TemporaryDirectory()
-        cls.tmp = cls.tmp_dir.name
+        cls.tmp = temp_dir(cls)
         # What a report shows of a run set does not depend on the fixture's size.
         fixture = two_shard_fixture()
         for name, probability, extra in (
@@ -109,10 +137,6 @@ class ReportTest(unittest.TestCase):
         )
         cls.bad = os.path.join(cls.tmp, "bad", os.listdir(os.path.join(cls.tmp, "bad"))[0])
         cls.fan_out = next(path for path in cls.good if "-baseline-" not in path)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.tmp_dir.cleanup()
 
     def report(self, *args: str) -> dict:
         """report.py's JSON for `args`, run in this process (exit 0 asserted); how it runs as
@@ -333,25 +357,13 @@ sys.exit(report.main(sys.argv[1:]))
 """
 
 
-def tree(root: str) -> dict[str, bytes]:
-    """Every file under `root`, by its path relative to it, and its bytes."""
-    found = {}
-    for directory, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(directory, name)
-            with open(path, "rb") as handle:
-                found[os.path.relpath(path, root)] = handle.read()
-    return found
-
-
 class ReportWritingTest(unittest.TestCase):
     """report.py writes into a temp dir beside its output and moves it into place at the
     end: an interrupt leaves nothing half-written; what it prints are absolute paths."""
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.tmp_dir = tempfile.TemporaryDirectory()
-        cls.tmp = cls.tmp_dir.name
+        cls.tmp = temp_dir(cls)
         cls.runs = os.path.join(cls.tmp, "runs")
         fixture = two_shard_fixture()
         for model in ("simulated/oracle", "simulated/fabricate"):
@@ -373,15 +385,6 @@ class ReportWritingTest(unittest.TestCase):
         # The oracle's set, then fabricate's.
         cls.sets = sorted(found, key=lambda path: model(path) != "simulated/oracle")
 
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.tmp_dir.cleanup()
-
-    def out_dir(self) -> str:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        return tmp.name
-
     def stopped(self, signum: int, *argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-c", STOPPED_MIDWAY, *argv],
@@ -395,7 +398,7 @@ class ReportWritingTest(unittest.TestCase):
     def test_ctrl_c_or_sigterm_midway_leaves_nothing_says_one_line_and_exits_130_or_143(self):
         for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
             with self.subTest(signal=signum.name):
-                out = os.path.join(self.out_dir(), "new", "report")
+                out = os.path.join(temp_dir(self), "new", "report")
                 done = self.stopped(signum, self.sets[0], "--out", out)
                 self.assertEqual(done.returncode, code, done.stderr)
                 self.assertEqual(
@@ -405,7 +408,7 @@ class ReportWritingTest(unittest.TestCase):
                 self.assertFalse(os.path.exists(os.path.dirname(out)))
 
     def test_an_interrupted_rewrite_leaves_the_report_that_was_there_whole(self):
-        out = self.out_dir()
+        out = temp_dir(self)
         written = self.report(self.sets[0], "--out", out)
         before = tree(out)
         self.assertIn("report.html", before)
@@ -421,7 +424,7 @@ class ReportWritingTest(unittest.TestCase):
         self.assertEqual(pages, [os.path.basename(self.sets[1])])
 
     def test_a_compare_or_an_evidence_page_interrupted_leaves_nothing(self):
-        out = self.out_dir()
+        out = temp_dir(self)
         done = self.stopped(signal.SIGINT, "--compare", *self.sets, "--out", out)
         self.assertEqual(done.returncode, 130, done.stderr)
         self.assertEqual(os.listdir(out), [])
@@ -438,7 +441,7 @@ class ReportWritingTest(unittest.TestCase):
         return json.loads(done.stdout)
 
     def test_a_dir_of_run_sets_is_reported_as_compare_takes_it(self):
-        out = self.out_dir()
+        out = temp_dir(self)
         written = self.report(self.runs, "--out", out)
         with open(written["html"], encoding="utf-8") as handle:
             page = handle.read()
@@ -450,7 +453,7 @@ class ReportWritingTest(unittest.TestCase):
         # fabricate's index has a wrong answer for the first shard: its child replied, and
         # its bar says the verdict failed it; the oracle's timelines have no such bar.
         for path, flagged in ((self.sets[0], False), (self.sets[1], True)):
-            written = self.report(path, "--out", self.out_dir())
+            written = self.report(path, "--out", temp_dir(self))
             with open(written["html"], encoding="utf-8") as handle:
                 page = handle.read()
             self.assertEqual(f'fill="{render.FLAGGED_COLOUR}"' in page, flagged, path)
@@ -458,7 +461,7 @@ class ReportWritingTest(unittest.TestCase):
                 self.assertIn(f"worker-events-01: replied; {render.FLAGGED_WORD}: ", page)
 
     def test_a_dir_that_is_no_run_set_nor_a_run_says_both(self):
-        out = self.out_dir()
+        out = temp_dir(self)
         done = subprocess.run(
             [sys.executable, REPORT, out], capture_output=True, text=True, timeout=60
         )
@@ -473,7 +476,7 @@ class ReportWritingTest(unittest.TestCase):
         # Relative arguments and a relative --out.
         runs = os.path.relpath(self.runs, self.tmp)
         name = os.path.basename(self.sets[0])
-        out = os.path.relpath(self.out_dir(), self.tmp)
+        out = os.path.relpath(temp_dir(self), self.tmp)
         for argv in (
             (os.path.join(runs, name), "--out", out),
             ("--compare", *(os.path.join(runs, os.path.basename(s)) for s in self.sets),
@@ -689,9 +692,7 @@ class InjectedFailureTest(unittest.TestCase):
         )
 
     def test_a_set_stored_before_the_flag_was_kept_is_read_from_its_results(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        set_dir = os.path.join(tmp.name, "set")
+        set_dir = os.path.join(temp_dir(self), "set")
         os.makedirs(os.path.join(set_dir, "trial-1"))
         config = {"fixture_digest": "d", "harness_version": "1", "model": "m/x",
                   "drive": "oneshot", "baseline": False}  # fmt: skip

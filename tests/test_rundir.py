@@ -19,15 +19,14 @@ from swarm_fanout import trial
 from swarm_fanout.evidence.fixture import load_fixture
 from swarm_fanout.shell.rundir import RunDir, repo_files, write_atomic
 from swarm_fanout.shell.trial_result import Refusal, TrialResult
+from tests import temp_dir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 class WriteAtomicTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.dir = tmp.name
+        self.dir = temp_dir(self)
         self.path = os.path.join(self.dir, "result.json")
 
     def test_a_file_is_replaced_whole_and_nothing_else_is_left(self):

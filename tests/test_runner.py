@@ -20,6 +20,7 @@ from swarm_fanout.shell import launch, regrade, rundir
 from swarm_fanout.shell.run_config import INJECTED_CALLS
 from swarm_fanout.shell.trial_result import Outcome, Refusal, RunRecord, TrialResult
 from swarm_fanout.shell.watch import Progress
+from tests import executable, temp_dir
 from tests.builders import RunBuilder
 
 
@@ -27,9 +28,7 @@ class TriageTest(unittest.TestCase):
     """The agent-error rule (triage.agent_error) on run dirs the builders write."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.root = os.path.join(tmp.name, "run")
+        self.root = os.path.join(temp_dir(self), "run")
         os.mkdir(self.root)
 
     def triage(self, *calls: int, **ended) -> dict | None:
@@ -125,16 +124,12 @@ class AgentEnvTest(unittest.TestCase):
 
 class KernelPythonTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.home = tmp.name
+        self.home = temp_dir(self)
 
     def venv_python(self, *parts: str) -> str:
         python = os.path.join(self.home, *parts, "kernel-venv", "bin", "python")
         os.makedirs(os.path.dirname(python))
-        with open(python, "w", encoding="utf-8") as handle:
-            handle.write("#!/bin/sh\n")
-        os.chmod(python, 0o755)
+        executable(python, "#!/bin/sh\n")
         return python
 
     def test_the_users_own_kernel_venv_is_found_under_home_then_xdg(self):

@@ -13,6 +13,7 @@ import signal
 import sys
 import unittest
 
+from tests import executable
 from tests.runner_case import (
     GRACE,
     HANG_TIMEOUT,
@@ -177,10 +178,10 @@ class BadAcpAgentTest(RunnerTestCase):
     running."""
 
     def run_fake(self, behaviour: str, *extra: str) -> tuple:
-        agent = os.path.join(self.tmp, f"fake-acp-{behaviour}")
-        with open(agent, "w", encoding="utf-8") as handle:
-            handle.write(FAKE_ACP.replace("BEHAVIOUR", behaviour))
-        os.chmod(agent, 0o755)
+        agent = executable(
+            os.path.join(self.tmp, f"fake-acp-{behaviour}"),
+            FAKE_ACP.replace("BEHAVIOUR", behaviour),
+        )
         argv = self.runner_argv(
             "simulated/oracle", None, "--drive", "acp", "--no-sandbox", *GRACE, *extra
         )

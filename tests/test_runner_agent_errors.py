@@ -20,6 +20,7 @@ from swarm_fanout import runner
 from swarm_fanout.scripted.model import SCRIPTS
 from swarm_fanout.shell import regrade
 from swarm_fanout.simulated.run import BEHAVIOURS
+from tests import executable
 from tests.runner_case import (
     GRACE,
     JSON_EVENTS,
@@ -39,10 +40,9 @@ class AgentErrorTest(RunnerTestCase):
 
     def failing_agent(self) -> str:
         """An agent that exits 1 at once, as the product does without credentials."""
-        agent = os.path.join(self.tmp, "failing-agent")
-        with open(agent, "w", encoding="utf-8") as handle:
-            handle.write(f"#!/bin/sh\necho '{NO_KEY}' >&2\nexit 1\n")
-        os.chmod(agent, 0o755)
+        agent = executable(
+            os.path.join(self.tmp, "failing-agent"), f"#!/bin/sh\necho '{NO_KEY}' >&2\nexit 1\n"
+        )
         return agent
 
     def run_failing_agent(self) -> tuple[subprocess.CompletedProcess, dict]:
@@ -122,10 +122,7 @@ class ScriptedModelTest(RunnerTestCase):
     """`--model scripted/<script>`: the runner serves the model to the installed agent."""
 
     def test_scripted_endpoint_is_served_logged_and_checked(self):
-        agent = os.path.join(self.tmp, "calls-the-model")
-        with open(agent, "w", encoding="utf-8") as handle:
-            handle.write(CALLS_THE_MODEL)
-        os.chmod(agent, 0o755)
+        agent = executable(os.path.join(self.tmp, "calls-the-model"), CALLS_THE_MODEL)
         argv = self.runner_argv("scripted/fanout")
         argv[argv.index(SIMULATED)] = agent
         # A HOME with no kernel venv and no PRIME_AGENT_KERNEL_PYTHON: the runner warns.
@@ -322,10 +319,10 @@ class InvalidInputTest(RunnerTestCase):
 
     def test_agent_version_printed_on_stderr_is_recorded(self):
         # The real CLI prints --version on stderr when stdin is not a terminal.
-        agent = os.path.join(self.tmp, "stderr-version-agent")
-        with open(agent, "w", encoding="utf-8") as handle:
-            handle.write('#!/bin/sh\n[ "$1" = --version ] && echo 0.8.0 >&2\nexit 0\n')
-        os.chmod(agent, 0o755)
+        agent = executable(
+            os.path.join(self.tmp, "stderr-version-agent"),
+            '#!/bin/sh\n[ "$1" = --version ] && echo 0.8.0 >&2\nexit 0\n',
+        )
         argv = self.runner_argv("anthropic/claude-sonnet-4-5")
         argv[argv.index(SIMULATED)] = agent
         done = self.run_argv(argv, self.env)

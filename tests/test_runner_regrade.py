@@ -11,11 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 from unittest import mock
 
 from swarm_fanout.shell import regrade
+from tests import temp_dir
 from tests.runner_case import (
     CSV_METRICS,
     RUNNER,
@@ -31,9 +31,7 @@ class RegradeTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        cls.addClassCleanup(tmp.cleanup)
-        cls.tmp = tmp.name
+        cls.tmp = temp_dir(cls)
         cls.fixture = os.path.join(cls.tmp, "fixture")
         shutil.copytree(two_shard_fixture(), cls.fixture)
         cls.set_dir = os.path.join(cls.tmp, "set")

@@ -9,6 +9,7 @@ import os
 import sys
 import unittest
 
+from tests import executable
 from tests.runner_case import (
     CSV_METRICS,
     GRACE,
@@ -88,10 +89,7 @@ class ResidentDriveTest(RunnerTestCase):
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_daemon_that_never_answers_is_timed_out_and_ended(self):
-        agent = os.path.join(self.tmp, "silent-daemon")
-        with open(agent, "w", encoding="utf-8") as handle:
-            handle.write(SILENT_DAEMON)
-        os.chmod(agent, 0o755)
+        agent = executable(os.path.join(self.tmp, "silent-daemon"), SILENT_DAEMON)
         argv = self.runner_argv(
             "simulated/oracle", None, "--drive", "resident", "--timeout", "1", *GRACE
         )
@@ -106,10 +104,10 @@ class ResidentDriveTest(RunnerTestCase):
         self.assertTrue(process_gone(pid))
 
     def test_daemon_too_old_for_the_barrier_is_refused_with_exit_3(self):
-        agent = os.path.join(self.tmp, "old-daemon")
-        with open(agent, "w", encoding="utf-8") as handle:
-            handle.write(SILENT_DAEMON.replace('"version": 7', '"version": 6'))
-        os.chmod(agent, 0o755)
+        agent = executable(
+            os.path.join(self.tmp, "old-daemon"),
+            SILENT_DAEMON.replace('"version": 7', '"version": 6'),
+        )
         argv = self.runner_argv("simulated/oracle", None, "--drive", "resident", *GRACE)
         argv[argv.index(SIMULATED)] = agent
         done = self.run_argv(argv, self.env)

@@ -35,12 +35,6 @@ class ResolvedRunTest(RunnerTestCase):
         self.assertEqual(result["verdict"]["details"]["depth1_spawns"], 8)
         self.assertEqual(result["reasons"], [])
 
-    def test_csv_fixture_resolves_too(self):
-        shared = self.shared_run("simulated/oracle", CSV_METRICS)
-        done, result = shared.done, shared.result
-        self.assertEqual(done.returncode, 0)
-        self.assertTrue(result["resolved"])
-
     def test_stdout_is_only_the_result_json_and_result_file_holds_the_same(self):
         shared = self.shared_run("simulated/oracle", JSON_EVENTS)
         done, result = shared.done, shared.result
@@ -165,12 +159,13 @@ class UndistinctiveAnswersTest(RunnerTestCase):
             with open(path, encoding="utf-8") as handle:
                 self.assertEqual(len(self.warnings_named(json.load(handle))), 1)
 
-    def test_the_generated_fixtures_draw_no_such_warning(self):
+    def test_the_generated_fixtures_resolve_and_draw_no_such_warning(self):
         for fixture in (JSON_EVENTS, CSV_METRICS):
             with self.subTest(fixture=os.path.basename(fixture)):
                 shared = self.shared_run("simulated/oracle", fixture)
                 done, result = shared.done, shared.result
                 self.assertEqual(done.returncode, 0, done.stderr.decode())
+                self.assertTrue(result["resolved"])
                 self.assertEqual(self.warnings_named(result), [])
                 self.assertNotIn(b"warning:", done.stderr)
 

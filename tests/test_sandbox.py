@@ -19,12 +19,12 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import unittest
 from unittest import mock
 
 from swarm_fanout import runner
 from swarm_fanout.shell import callers, sandbox
+from tests import executable, temp_dir
 from tests.runner_case import JSON_EVENTS, RunnerTestCase
 
 AVAILABLE = sandbox.availability()
@@ -56,9 +56,7 @@ class BreakoutTest(RunnerTestCase):
 
     def setUp(self) -> None:
         super().setUp()
-        decoys = tempfile.TemporaryDirectory()
-        self.addCleanup(decoys.cleanup)
-        self.decoy = os.path.join(decoys.name, "secret.txt")
+        self.decoy = os.path.join(temp_dir(self), "secret.txt")
         with open(self.decoy, "w", encoding="utf-8") as handle:
             handle.write("the user's own file\n")
         self.service = socket.create_server(("127.0.0.1", 0))
@@ -149,12 +147,8 @@ class AvailabilityTest(RunnerTestCase):
         """A bwrap first on PATH that fails as bwrap does where user namespaces are off."""
         bin_dir = os.path.join(self.tmp, "bin")
         os.mkdir(bin_dir)
-        fake = os.path.join(bin_dir, "bwrap")
-        with open(fake, "w", encoding="utf-8") as handle:
-            handle.write(
-                "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
-            )
-        os.chmod(fake, 0o755)
+        refusal = "bwrap: setting up uid map: Permission denied"
+        executable(os.path.join(bin_dir, "bwrap"), f"#!/bin/sh\necho '{refusal}' >&2\nexit 1\n")
         self.env["PATH"] = bin_dir + os.pathsep + self.env["PATH"]
 
     def test_without_bwrap_there_is_no_sandbox_and_the_reason_says_how_to_get_one(self):
@@ -253,9 +247,7 @@ class EnvironmentTest(unittest.TestCase):
 
 class BindsTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = os.path.realpath(tmp.name)
+        self.tmp = os.path.realpath(temp_dir(self))
 
     def make(self, *paths: str) -> None:
         for path in paths:
@@ -342,9 +334,7 @@ class SeccompTest(unittest.TestCase):
 
     def seize(self, program: bytes | None) -> list[bytes]:
         # The hidden dir is one of the test's own: a checkout under /tmp keeps its venv seen.
-        hidden = tempfile.TemporaryDirectory()
-        self.addCleanup(hidden.cleanup)
-        binds = sandbox.Binds((sys.prefix, sys.base_prefix), hidden.name, ())
+        binds = sandbox.Binds((sys.prefix, sys.base_prefix), temp_dir(self), ())
         passed = ()
         if program is not None:
             read_end, write_end = os.pipe()
@@ -382,10 +372,9 @@ class ShimTest(unittest.TestCase):
 
     @needs_bwrap
     def test_the_shim_hands_over_a_sock_diag_socket_of_the_sandboxs_network(self):
-        hidden = tempfile.TemporaryDirectory()
-        self.addCleanup(hidden.cleanup)
+        hidden = temp_dir(self)
         plan = sandbox.Bubblewrap(
-            AVAILABLE.bwrap, sandbox.Binds((sys.prefix, sys.base_prefix), hidden.name, ())
+            AVAILABLE.bwrap, sandbox.Binds((sys.prefix, sys.base_prefix), hidden, ())
         )
         # The proxy's part: its port, and the listening socket the shim hands over to serve.
         proxy = mock.Mock(port=4711)  # the sandbox's network has nothing else on any port
@@ -393,7 +382,7 @@ class ShimTest(unittest.TestCase):
             [sys.executable, "-I", "-c", self.CLIENT, str(proxy.port)],
             cwd="/",
             env={"PATH": os.environ["PATH"]},
-            agent_home=hidden.name,
+            agent_home=hidden,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -457,9 +446,15 @@ class CallersTest(unittest.TestCase):
         code = f"import subprocess, sys\nsubprocess.Popen({child!r})\n{self.hold()}"
         return self.start([sys.executable, "-c", code])
 
-    def callers_of(self, product: subprocess.Popen, count: int) -> list[callers.Caller]:
+    def watch(self, product: subprocess.Popen) -> callers.RunProcesses:
         watch = callers.RunProcesses((os.getpid(),), product.pid)
         self.addCleanup(watch.stop)
+        return watch
+
+    def callers_of(self, product, count: int, watch=None) -> list[callers.Caller]:
+        """The next `count` callers, as `watch` (by default a new one) names them, the
+        product's own first."""
+        watch = watch or self.watch(product)
         found = []
         for _ in range(count):
             connection, _ = self.listener.accept()
@@ -502,8 +497,7 @@ class CallersTest(unittest.TestCase):
             f"{self.hold()}"
         )
         product = self.start([sys.executable, "-c", code])
-        watch = callers.RunProcesses((os.getpid(),), product.pid)
-        self.addCleanup(watch.stop)
+        watch = self.watch(product)
         shell = os.path.realpath("/bin/sh")
         for _ in range(100_000):
             # The product's own child: a shell left by an earlier test may still be exiting
@@ -515,12 +509,7 @@ class CallersTest(unittest.TestCase):
             self.fail("the kernel never showed up running the shell")
         product.stdin.write(b"\n")
         product.stdin.flush()
-        found = []
-        for _ in range(2):
-            connection, _ = self.listener.accept()
-            self.addCleanup(connection.close)
-            found.append(watch.identify(connection))
-        kernel_call = next(caller for caller in found if caller.pid != product.pid)
+        _, kernel_call = self.callers_of(product, 2, watch)
         self.assertFalse(kernel_call.product)
         self.assertIn(shell, kernel_call.reason)
 

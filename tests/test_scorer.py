@@ -14,7 +14,14 @@ from swarm_fanout.evidence.transcripts import Usage, usage_from
 from swarm_fanout.rules.answers import parse_answer_lines
 from swarm_fanout.rules.knowledge import SHORTCUT
 from swarm_fanout.scorer import score
-from tests.builders import RunBuilder, ask_only_what_was_searched, priced, small_fixture
+from tests import temp_dir
+from tests.builders import (
+    RunBuilder,
+    ask_only_what_was_searched,
+    priced,
+    small_fixture,
+    tool_result,
+)
 
 FIXTURE = small_fixture()
 A, B, C = FIXTURE.shards
@@ -26,9 +33,7 @@ def setUpModule() -> None:
 
 class RunTestCase(unittest.TestCase):
     def setUp(self) -> None:
-        self._tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self._tmp.cleanup)
-        self.run_dir = os.path.join(self._tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         self.build = RunBuilder(self.run_dir)
         self.build.shard_files.update({shard.worker: shard.file for shard in FIXTURE.shards})
 
@@ -41,6 +46,13 @@ class RunTestCase(unittest.TestCase):
     def honest_run(self):
         children = self.build.fan_out(FIXTURE)
         self.build.correct_index(FIXTURE)
+        return children
+
+    def a_and_b_replied(self) -> dict:
+        """A fan-out whose children for a and b replied their answers, c's not yet."""
+        children = self.build.fan_out(FIXTURE, reply=False)
+        for shard in (A, B):
+            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
         return children
 
 
@@ -167,14 +179,6 @@ class CoverageTest(RunTestCase):
 
 
 class DistinctiveAnswersTest(RunTestCase):
-    def test_plain_answers_are_a_warning_naming_the_shards_not_a_failure(self):
-        self.honest_run()
-        verdict = self.verdict()
-        self.assertTrue(verdict.resolved)
-        (warning,) = [w for w in verdict.warnings if w.code == "answers_not_distinctive"]
-        for shard in FIXTURE.shards:
-            self.assertIn(f"{shard.file} (below 1000)", warning.message)
-
     def test_distinctive_answers_draw_no_warning(self):
         answers = (4871, 6133, 7919)
         fixture = FIXTURE._replace(
@@ -203,15 +207,7 @@ class KernelUnavailableTest(RunTestCase):
         self.build.assistant("Spawning.", code="await rlm('x', name='worker-a')")
         call_id, _ = self.build.running
         self.build.running = None
-        result = {
-            "role": "toolResult",
-            "toolCallId": call_id,
-            "toolName": "ipython",
-            "content": [{"type": "text", "text": text}],
-            "details": {},
-            "isError": is_error,
-            "timestamp": 1,
-        }
+        result = {**tool_result(call_id, text), "details": {}, "isError": is_error}
         self.build._append_parent({"type": "message", "message": result})
 
     def test_the_products_kernel_failure_is_named_first(self):
@@ -284,9 +280,7 @@ class DelegationTest(RunTestCase):
         self.assertEqual(self.codes(verdict), ["no_spawn"])
 
     def test_child_deleted_before_it_replied_fails_delegation(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.delete(children["worker-c"])
         self.build.notice(children["worker-c"], kind="cancelled")
         self.build.correct_index(FIXTURE)
@@ -296,9 +290,7 @@ class DelegationTest(RunTestCase):
         self.assertIn("deleted_before_receipt", self.codes(verdict))
 
     def test_child_deleted_without_any_receipt_fails_delegation_and_receipts(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.delete(children["worker-c"])
         self.build.correct_index(FIXTURE)
         verdict = self.verdict()
@@ -313,16 +305,16 @@ class DelegationTest(RunTestCase):
         self.assertTrue(verdict.resolved, verdict.reasons)
 
     def test_retry_after_delete_counts_the_new_child(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.notice(children["worker-c"])
         self.build.delete(children["worker-c"])
         again = self.build.spawn("worker-c")
         self.build.reply(again, "c.jsonl: 33")
-        self.build.correct_index(FIXTURE)
+        # Written by a parent cell after the new child's reply: derived from it.
+        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
         verdict = self.verdict()
         self.assertTrue(verdict.resolved, verdict.reasons)
+        self.assertEqual([row["delegation"] for row in verdict.shards], ["ok"] * 3)
         self.assertEqual(verdict.shards[2]["child_id"], again.child_id)
         self.assertEqual(verdict.details["depth1_spawns"], 4)
         self.assertEqual(verdict.details["terminal_notices"], 1)
@@ -356,9 +348,7 @@ class AnswerProvenanceTest(RunTestCase):
         )
 
     def test_child_that_ended_with_a_notice_sources_nothing(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.notice(children["worker-c"])
         self.build.correct_index(FIXTURE)
         self.assertEqual(self.codes(self.verdict()), ["unsourced_answer"])
@@ -371,17 +361,13 @@ class AnswerProvenanceTest(RunTestCase):
         self.assertEqual(verdict.shards[0]["delegation"], "unsourced")
 
     def test_an_answer_the_parent_computed_for_a_silent_child_is_unsourced(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        self.a_and_b_replied()
         self.build.correct_index(FIXTURE)
         codes = self.codes(self.verdict())
         self.assertEqual(codes, ["unsourced_answer", "missing_receipt"])
 
     def test_a_missing_marker_has_nothing_to_trace(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.notice(children["worker-c"])
         self.build.write_index(["- a.jsonl: 11", "- b.jsonl: 22", "- c.jsonl: MISSING (no reply)"])
         verdict = self.verdict()
@@ -396,11 +382,8 @@ class AnswerProvenanceTest(RunTestCase):
         self.assertEqual(numbers_in("-4 and +5"), {-4, 5})
 
 
-class DerivationTest(RunTestCase):
-    """A shard counts only if its own child worked the answer out and the parent learned it
-    from that child (answer_known_before_spawn, answer_not_derived,
-    answer_written_before_reply): the shortcuts each rule catches, and the honest variants
-    none may flag."""
+class DerivationCase(RunTestCase):
+    """Runs whose children each get their own cells, for the derivation rules."""
 
     def fan_out(self, **per_worker) -> dict:
         """One spawning cell; `per_worker[worker]` gives that child's spawn options."""
@@ -415,8 +398,46 @@ class DerivationTest(RunTestCase):
         if index:
             self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
 
-    def shard_codes(self, verdict) -> list[tuple[str, str | None]]:
+    def shard_codes(self, verdict=None) -> list[tuple[str, str | None]]:
+        verdict = self.verdict() if verdict is None else verdict
         return [(r.code, r.shard) for r in verdict.reasons]
+
+    def read_and_send(self, shard, read: str) -> str:
+        return read + (
+            f"await agent_message.send({shard.file + ': '!r} + str(answer), "
+            "receiver_role='parent')\n"
+        )
+
+    def each_child(self, work, before=None) -> None:
+        """Every child runs its `before(shard)` cells (code, output), then `work(shard)` and
+        sends its answer; the parent writes the index after the replies."""
+        per_worker = {
+            s.worker: {
+                "work": self.read_and_send(s, work(s)),
+                "before": before(s) if before else (),
+            }
+            for s in FIXTURE.shards
+        }
+        self.reply_all(self.fan_out(**per_worker), index=True)
+
+    def assert_resolved(self) -> None:
+        verdict = self.verdict()
+        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
+        self.assertEqual([row["delegation"] for row in verdict.shards], ["ok"] * 3)
+
+    def assert_not_derived(self) -> list[str]:
+        """Every shard is answer_not_derived; the reasons' messages."""
+        verdict = self.verdict()
+        expected = [("answer_not_derived", s.file) for s in FIXTURE.shards]
+        self.assertEqual(self.shard_codes(verdict), expected)
+        return [reason.message for reason in verdict.reasons]
+
+
+class DerivationTest(DerivationCase):
+    """A shard counts only if its own child worked the answer out and the parent learned it
+    from that child (answer_known_before_spawn, answer_not_derived,
+    answer_written_before_reply): the shortcuts each rule catches, and the honest variants
+    none may flag."""
 
     # --- the shortcuts ---------------------------------------------------------
 
@@ -573,12 +594,6 @@ class DerivationTest(RunTestCase):
 
     # --- knowledge passed through files -------------------------------------------
 
-    def read_and_send(self, shard, read: str) -> str:
-        return read + (
-            f"await agent_message.send({shard.file + ': '!r} + str(answer), "
-            "receiver_role='parent')\n"
-        )
-
     def test_a_scratch_file_a_sibling_wrote_is_no_derivation_of_the_reader(self):
         # worker-c works out every shard and writes the answers where its siblings read them.
         compute_all = (
@@ -679,11 +694,6 @@ class DerivationTest(RunTestCase):
 
     # --- the honest variants -----------------------------------------------------
 
-    def assert_resolved(self) -> None:
-        verdict = self.verdict()
-        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
-        self.assertEqual([row["delegation"] for row in verdict.shards], ["ok"] * 3)
-
     def test_a_child_that_counts_and_sends_in_one_cell_without_printing_is_derived(self):
         children = self.fan_out()
         for shard in FIXTURE.shards:
@@ -719,17 +729,6 @@ class DerivationTest(RunTestCase):
         self.build.index_cell([f"- {s.file}: pending" for s in FIXTURE.shards])
         children = self.fan_out()
         self.reply_all(children, index=True)
-        self.assert_resolved()
-
-    def test_a_retry_after_delete_sources_the_shard_from_the_new_child(self):
-        children = self.fan_out()
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
-        self.build.notice(children["worker-c"])
-        self.build.delete(children["worker-c"])
-        retry = self.build.spawn("worker-c")
-        self.build.reply(retry, "c.jsonl: 33")
-        self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
         self.assert_resolved()
 
     def test_small_numbers_in_a_task_are_no_evidence_when_they_are_no_answer(self):
@@ -812,24 +811,6 @@ class DerivationTest(RunTestCase):
 
     # --- positive evidence: the answer came from the child's own shard -----------
 
-    def each_child(self, work, before=None) -> None:
-        """Every child runs `work(shard)` (and first `before(shard)`, printing nothing), then
-        replies its answer; the parent writes the index after the replies."""
-        per_worker = {
-            s.worker: {"work": self.read_and_send(s, work(s))}
-            | ({"before": ((before(s), ""),)} if before else {})
-            for s in FIXTURE.shards
-        }
-        self.reply_all(self.fan_out(**per_worker), index=True)
-
-    def not_derived_reasons(self) -> list[str]:
-        verdict = self.verdict()
-        self.assertFalse(verdict.resolved)
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
-        )
-        return [reason.message for reason in verdict.reasons]
-
     def test_children_that_glob_the_sessions_dir_for_the_parents_transcript_did_not_derive(self):
         # The parent printed every answer; each child finds its transcript by a path built
         # from parts and a pattern, and takes its number from there: no file it names is the
@@ -843,7 +824,7 @@ class DerivationTest(RunTestCase):
                 f"answer = re.search({s.file!r} + r'\\D+(\\d+)', text).group(1)\n"
             )
         )
-        for message in self.not_derived_reasons():
+        for message in self.assert_not_derived():
             self.assertIn("did not read its shard", message)
             self.assertIn("a listing or a glob pattern", message)
             self.assertIn(SHORTCUT, message)
@@ -861,7 +842,7 @@ class DerivationTest(RunTestCase):
                 "answer = conn.recv(64).decode()\n"
             )
         )
-        for message in self.not_derived_reasons():
+        for message in self.assert_not_derived():
             self.assertIn("took data over a network connection", message)
             self.assertIn(SHORTCUT, message)
 
@@ -873,7 +854,7 @@ class DerivationTest(RunTestCase):
                 "answer = socket.create_connection(('127.0.0.1', 47000)).recv(64).decode()\n"
             )
         )
-        for message in self.not_derived_reasons():
+        for message in self.assert_not_derived():
             self.assertIn("took data over a network connection", message)
 
     def test_children_that_evaluate_an_expression_handed_in_their_task_did_not_derive(self):
@@ -890,7 +871,7 @@ class DerivationTest(RunTestCase):
             for s in FIXTURE.shards
         }
         self.reply_all(self.fan_out(**per_worker), index=True)
-        for message in self.not_derived_reasons():
+        for message in self.assert_not_derived():
             self.assertIn("drew on no file at all", message)
             self.assertIn("an expression, such as one handed in its task", message)
             self.assertIn(SHORTCUT, message)
@@ -904,7 +885,7 @@ class DerivationTest(RunTestCase):
                 f"answer = json.load(open(where))[{s.file!r}]\n"
             )
         )
-        for message in self.not_derived_reasons():
+        for message in self.assert_not_derived():
             self.assertIn("built a path from parts at run time", message)
 
     def test_a_shard_name_searched_for_in_a_text_is_no_read_of_the_shard(self):
@@ -915,7 +896,7 @@ class DerivationTest(RunTestCase):
                 f"text = fetch()\nanswer = re.search({s.file!r} + ' ([0-9]+)', text).group(1)\n"
             )
         )
-        self.not_derived_reasons()
+        self.assert_not_derived()
 
     def test_a_shard_path_held_in_a_variable_is_a_read_of_the_shard(self):
         self.each_child(lambda s: f"path = 'shards/{s.file}'\nanswer = count(path)\n")
@@ -939,13 +920,17 @@ class DerivationTest(RunTestCase):
         self.assert_resolved()
 
     def test_a_shard_path_defined_in_an_earlier_cell_is_a_read_of_the_shard(self):
-        self.each_child(lambda s: "answer = count(SHARD)\n", lambda s: f"SHARD = 'shards/{s.file}'")
+        self.each_child(
+            lambda s: "answer = count(SHARD)\n", lambda s: ((f"SHARD = 'shards/{s.file}'", ""),)
+        )
         self.assert_resolved()
 
     def test_records_read_in_an_earlier_cell_and_counted_in_a_later_one_are_derived(self):
         self.each_child(
             lambda s: "answer = 0\nfor row in rows:\n    answer += 1\n",
-            lambda s: f"with open('shards/{s.file}') as handle:\n    rows = handle.readlines()",
+            lambda s: (
+                (f"with open('shards/{s.file}') as handle:\n    rows = handle.readlines()", ""),
+            ),
         )
         self.assert_resolved()
 
@@ -1055,9 +1040,7 @@ class DedupTest(RunTestCase):
 
 class ReceiptsTest(RunTestCase):
     def test_child_that_never_replied_and_got_no_notice_is_a_silent_drop(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.write_index(["- a.jsonl: 11", "- b.jsonl: 22", "- c.jsonl: MISSING (no reply)"])
         verdict = self.verdict()
         self.assertTrue(verdict.criteria["delegation_evidence"])
@@ -1069,18 +1052,14 @@ class ReceiptsTest(RunTestCase):
         self.assertEqual(self.codes(verdict), ["wrong_answer", "missing_receipt"])
 
     def test_terminal_notice_accounts_for_a_failed_child(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         self.build.notice(children["worker-c"])
         verdict = self.verdict()
         self.assertTrue(verdict.criteria["receipts"])
         self.assertEqual(verdict.shards[2]["receipt"], "notice:completed_without_reply")
 
     def test_reply_labelled_as_a_sibling_does_not_receipt_that_sibling(self):
-        children = self.build.fan_out(FIXTURE, reply=False)
-        self.build.reply(children["worker-a"], "a.jsonl: 11")
-        self.build.reply(children["worker-b"], "b.jsonl: 22")
+        children = self.a_and_b_replied()
         # worker-b's session sends a second reply labelled as worker-c.
         self.build.reply(
             children["worker-b"],
@@ -1116,13 +1095,9 @@ class EfficiencyTest(RunTestCase):
         self.assertEqual(efficiency["total_turns"], 4)
 
     def test_cost_is_the_dollars_the_product_priced_parent_and_children_apart(self):
-        self.build.assistant("spawning", tokens=(1000, 100), code="await rlm(...)")
-        children = [self.build.spawn(shard.worker) for shard in FIXTURE.shards]
-        for child, shard in zip(children, FIXTURE.shards, strict=True):
-            self.build.reply(child, f"{shard.file}: {shard.expected}")
-        self.build.correct_index(FIXTURE)
+        children = self.honest_run()
         priced(self.build.parent_path, 0.25)
-        for child in children:
+        for child in children.values():
             priced(child.path, 0.125)
         efficiency = self.verdict().efficiency
         child_calls = efficiency["children"]["turns"]

@@ -14,13 +14,13 @@ import signal
 import socket
 import stat
 import sys
-import tempfile
 import time
 import unittest
 from pathlib import Path
 
 from swarm_fanout.scripted.model import ScriptedModelServer
 from swarm_fanout.shell.proxy import RecordingProxy
+from tests import temp_dir
 from tests.simulated_case import (
     AGENT,
     CHILD_FAIL_CAPTURE,
@@ -532,9 +532,7 @@ class WitnessedModelTest(SimulatedAgentCase):
     persisted as the product does (contract §5 "Retries", §6, §10 "Endpoint cross-check")."""
 
     def setUp(self):
-        folder = tempfile.TemporaryDirectory()
-        self.addCleanup(folder.cleanup)
-        model = ScriptedModelServer(os.path.join(folder.name, "model-log.jsonl"), echo=True)
+        model = ScriptedModelServer(os.path.join(temp_dir(self), "model-log.jsonl"), echo=True)
         self.addCleanup(model.start().stop)
         self.proxy = self.start_proxy(f"http://127.0.0.1:{model.server_address[1]}")
 

@@ -3,7 +3,6 @@ hand from the capture's files (ledger `at`, child transcript entries, parent rep
 
 from __future__ import annotations
 
-import tempfile
 import unittest
 from datetime import datetime, timezone
 
@@ -16,6 +15,7 @@ from swarm_fanout.reporting.timeline import (
     read_timeline,
     timeline_of,
 )
+from tests import temp_dir
 from tests.test_real_runs import materialize
 
 
@@ -27,9 +27,7 @@ def ms(clock: str) -> int:
 
 class CapturedTimelineTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
 
     def test_main_capture_children_overlapped(self):
         shape = read_timeline(materialize("main", self.tmp))

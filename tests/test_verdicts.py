@@ -12,9 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
+from tests import temp_dir
 from tests.builders import RunBuilder, small_fixture
 from tests.keep_runs import FIXTURE, KEPT, RUN, Keeper
 from tests.test_real_runs import materialize
@@ -29,9 +29,7 @@ def case(text: str, exit_code: int = 0) -> dict:
 
 class CompareTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
 
     def dumped(self, name: str, cases: dict) -> str:
         path = os.path.join(self.tmp, name)
@@ -90,9 +88,7 @@ class CompareTest(unittest.TestCase):
 
 class CaseBytesTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
+        self.tmp = temp_dir(self)
 
     def test_a_cases_bytes_are_what_scorer_py_prints(self):
         root = materialize("main", self.tmp)

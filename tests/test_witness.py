@@ -11,28 +11,29 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 import unittest
-from typing import ClassVar
+from datetime import datetime
 
 from swarm_fanout.evidence import witness
 from swarm_fanout.evidence.artifacts import collect
+from swarm_fanout.evidence.fixture import load_fixture
 from swarm_fanout.evidence.runpaths import RunPaths
 from swarm_fanout.scorer import score
 from swarm_fanout.shell import observer
+from tests import executable, temp_dir
 from tests.builders import RunBuilder, small_fixture
+from tests.test_proxy import Canned, send_whole
 
 FIXTURE = small_fixture()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JSON_EVENTS = os.path.join(ROOT, "fixtures", "json-events")
 
 
 class ObserverTest(unittest.TestCase):
     """Polled by hand: each poll is a moment the test controls."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.paths = RunPaths.of(tmp.name)
+        self.paths = RunPaths.of(temp_dir(self))
         for path in (self.paths.sessions, self.paths.repo, self.paths.agent_home):
             os.makedirs(path)
         self.observer = observer.Observer(self.paths, "combined-index.md")
@@ -88,9 +89,7 @@ class ObserverTest(unittest.TestCase):
 
 class ChannelTest(unittest.TestCase):
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.dir = tmp.name
+        self.dir = temp_dir(self)
         self.private = observer.private_dir()
         self.addCleanup(shutil.rmtree, self.private, True)
 
@@ -140,9 +139,7 @@ class WitnessedRunTest(unittest.TestCase):
     each test then plays one cheat against it."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         self.build = RunBuilder(self.run_dir, stream=True)
         self.paths = self.build.paths
 
@@ -504,9 +501,7 @@ class StreamTest(unittest.TestCase):
     """The stream against the root transcript, with or without a witness."""
 
     def setUp(self) -> None:
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.run_dir = os.path.join(tmp.name, "run")
+        self.run_dir = os.path.join(temp_dir(self), "run")
         self.build = RunBuilder(self.run_dir, stream=True)
         children = self.build.fan_out(FIXTURE)
         self.child_ids = [child.child_id for child in children.values()]
@@ -517,11 +512,16 @@ class StreamTest(unittest.TestCase):
         verdict = score(FIXTURE, collect(self.run_dir, FIXTURE.artifact))
         return sorted({reason.code for reason in verdict.reasons})
 
-    def edit_stream(self, keep) -> None:
+    def events(self) -> list[dict]:
         with open(self.build.paths.stdout) as handle:
-            lines = handle.readlines()
+            return [json.loads(line) for line in handle]
+
+    def write_events(self, events) -> None:
         with open(self.build.paths.stdout, "w") as handle:
-            handle.writelines(line for line in lines if keep(json.loads(line)))
+            handle.writelines(json.dumps(event) + "\n" for event in events)
+
+    def edit_stream(self, keep) -> None:
+        self.write_events(event for event in self.events() if keep(event))
 
     def test_an_honest_stream_agrees(self):
         self.assertEqual(self.codes(), [])
@@ -532,17 +532,11 @@ class StreamTest(unittest.TestCase):
         self.assertEqual(self.codes(), ["stream_mismatch"])
 
     def test_a_stream_with_another_model_call_fails(self):
-        def swap(event: dict) -> bool:
+        events = self.events()
+        for event in events:
             if event.get("type") == "message_end" and event["message"].get("responseId"):
                 event["message"]["responseId"] = "chatcmpl-forged"
-            return True
-
-        with open(self.build.paths.stdout) as handle:
-            events = [json.loads(line) for line in handle]
-        with open(self.build.paths.stdout, "w") as handle:
-            for event in events:
-                swap(event)
-                handle.write(json.dumps(event) + "\n")
+        self.write_events(events)
         self.assertEqual(self.codes(), ["stream_mismatch"])
 
     def dropped_turn(self, also_turn_end: bool) -> None:
@@ -558,9 +552,7 @@ class StreamTest(unittest.TestCase):
         self.build.correct_index(FIXTURE)
         self.build.finish()
         self.assertEqual(self.codes(), [])
-        with open(self.build.paths.stdout) as handle:
-            events = [json.loads(line) for line in handle]
-        ends = [e for e in events if e.get("type") == "message_end"
+        ends = [e for e in self.events() if e.get("type") == "message_end"
                 and e["message"].get("role") == "assistant"]  # fmt: skip
         self.assertGreaterEqual(len(ends), 2)
         dropped = ends[0]["message"]
@@ -604,41 +596,32 @@ class StreamTest(unittest.TestCase):
 
     def test_a_stream_whose_calls_come_in_another_order_fails(self):
         self.dropped_turn(also_turn_end=False)
-        with open(self.build.paths.stdout) as handle:
-            events = [json.loads(line) for line in handle]
+        events = self.events()
         ends = [i for i, e in enumerate(events) if e.get("type") in ("message_end", "turn_end")
                 and (e.get("message") or {}).get("role") == "assistant"]  # fmt: skip
         first, last = ends[0], ends[-1]
         events[first], events[last] = events[last], events[first]
-        with open(self.build.paths.stdout, "w") as handle:
-            handle.writelines(json.dumps(event) + "\n" for event in events)
+        self.write_events(events)
         self.assertEqual(self.codes(), ["stream_mismatch"])
 
     def test_a_stream_with_a_call_the_transcript_lacks_fails(self):
-        with open(self.build.paths.stdout) as handle:
-            events = [json.loads(line) for line in handle]
+        events = self.events()
         end = next(e for e in events if e.get("type") == "message_end"
                    and e["message"].get("role") == "assistant")  # fmt: skip
         extra = json.loads(json.dumps(end))
         extra["message"]["responseId"] = "chatcmpl-not-in-the-transcript"
-        events.append(extra)
-        with open(self.build.paths.stdout, "w") as handle:
-            handle.writelines(json.dumps(event) + "\n" for event in events)
+        self.write_events([*events, extra])
         self.assertEqual(self.codes(), ["stream_mismatch"])
 
     def test_a_stream_that_stops_early_is_a_prefix_and_agrees(self):
         # The one-shot CLI's stream ends at the root's first idle (§7).
-        with open(self.build.paths.stdout) as handle:
-            lines = handle.readlines()
-        cut = next(i for i, line in enumerate(lines) if '"agent_end"' in line)
-        with open(self.build.paths.stdout, "w") as handle:
-            handle.writelines(lines[: cut + 1])
+        events = self.events()
+        cut = next(i for i, event in enumerate(events) if event["type"] == "agent_end")
+        self.write_events(events[: cut + 1])
         self.assertEqual(self.codes(), [])
 
 
 def iso_ms(text: str) -> int:
-    from datetime import datetime
-
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
 
 
@@ -666,60 +649,30 @@ print(base, file=sys.stderr)
 """
 
     def setUp(self) -> None:
-        import http.server
-        import sys
+        self.tmp = temp_dir(self)
 
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
-        self.sys = sys
+        def reply(handler) -> None:
+            body = {"id": "chatcmpl-acme-1", "usage": {"prompt_tokens": 3}}
+            send_whole(handler, json.dumps(body).encode())
 
-        class Upstream(http.server.BaseHTTPRequestHandler):
-            paths: ClassVar[list[str]] = []
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers["Content-Length"]))
-                Upstream.paths.append(self.path)
-                body = json.dumps({"id": "chatcmpl-acme-1", "usage": {"prompt_tokens": 3}})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body.encode())
-
-            def log_message(self, *args):
-                pass
-
-        self.upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-        self.paths = Upstream.paths
-        thread = threading.Thread(target=self.upstream.serve_forever, daemon=True)
-        thread.start()
-        self.addCleanup(self.upstream.server_close)
-        self.addCleanup(self.upstream.shutdown)
-        config = os.path.join(self.tmp, "config")
-        os.makedirs(config)
-        base = f"http://127.0.0.1:{self.upstream.server_address[1]}/v1"
-        with open(os.path.join(config, "models.json"), "w") as handle:
-            json.dump(
-                {"providers": {"acme": {"baseUrl": base, "apiKey": "sk-acme-SECRET"}}}, handle
-            )
-        self.agent = os.path.join(self.tmp, "agent")
-        with open(self.agent, "w") as handle:
-            handle.write(self.AGENT.format(python=sys.executable))
-        os.chmod(self.agent, 0o755)
-        self.config = config
+        self.upstream = Canned(reply).__enter__()
+        self.addCleanup(self.upstream.__exit__)
+        self.config = os.path.join(self.tmp, "config")
+        os.makedirs(self.config)
+        provider = {"baseUrl": self.upstream.url, "apiKey": "sk-acme-SECRET"}
+        with open(os.path.join(self.config, "models.json"), "w") as handle:
+            json.dump({"providers": {"acme": provider}}, handle)
+        self.agent = executable(
+            os.path.join(self.tmp, "agent"), self.AGENT.format(python=sys.executable)
+        )
 
     def test_the_providers_calls_go_through_the_proxy_into_the_witness(self):
-        import subprocess
-
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        argv = [self.sys.executable, os.path.join(root, "runner.py"), "--fixture"]
-        argv += [os.path.join(root, "fixtures", "json-events"), "--model", "acme/m"]
-        argv += ["--agent-bin", self.agent, "--agent-config", self.config]
+        argv = [sys.executable, os.path.join(ROOT, "runner.py"), "--fixture", JSON_EVENTS]
+        argv += ["--model", "acme/m", "--agent-bin", self.agent, "--agent-config", self.config]
         argv += ["--out", os.path.join(self.tmp, "runs"), "--timeout", "30", "--grace", "0.1"]
         done = subprocess.run(argv, capture_output=True, timeout=120)
         result = json.loads(done.stdout)
-        self.assertEqual(self.paths, ["/v1/chat/completions"])
+        self.assertEqual([seen["path"] for seen in self.upstream.seen], ["/base/chat/completions"])
         self.assertEqual(result["witness"]["model_calls"], 1)
         with open(os.path.join(result["run_dir"], "witness.jsonl")) as handle:
             records = [json.loads(line) for line in handle]
@@ -742,26 +695,17 @@ class ForgeryTheWitnessAloneCatchesTest(unittest.TestCase):
     witness fails it, under both drives; deleting the witness does not help the forger."""
 
     def run_behaviour(self, drive: str) -> dict:
-        import subprocess
-        import sys
-
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        argv = [sys.executable, os.path.join(root, "runner.py"), "--fixture"]
-        argv += [os.path.join(root, "fixtures", "json-events"), "--drive", drive]
-        argv += ["--agent-bin", os.path.join(root, "swarm_fanout", "simulated", "agent.py")]
-        argv += ["--model", "simulated/forge-consistent", "--out", tmp.name, "--grace", "0.1"]
-        argv += ["--agent-config", tmp.name]
+        tmp = temp_dir(self)
+        argv = [sys.executable, os.path.join(ROOT, "runner.py"), "--fixture", JSON_EVENTS]
+        argv += ["--drive", drive]
+        argv += ["--agent-bin", os.path.join(ROOT, "swarm_fanout", "simulated", "agent.py")]
+        argv += ["--model", "simulated/forge-consistent", "--out", tmp, "--grace", "0.1"]
+        argv += ["--agent-config", tmp]
         done = subprocess.run(argv, capture_output=True, timeout=120)
         return json.loads(done.stdout)
 
     def test_only_the_witness_catches_it_and_deleting_the_witness_does_not_help(self):
-        from swarm_fanout.evidence.fixture import load_fixture
-
-        fixture = load_fixture(
-            os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "json-events")
-        )
+        fixture = load_fixture(JSON_EVENTS)
         for drive in ("oneshot", "resident"):
             with self.subTest(drive=drive):
                 result = self.run_behaviour(drive)
