@@ -3,7 +3,8 @@ cells run again, in order, in a fresh sandbox, twice (docs/rubric.md "Provenance
 
 - *faithful*: on a copy of the run's repo as the run left it, its git history included;
 - *twin*: on the same copy with every shard replaced by its twin (fixtures/generate.py
-  `twins`: the same question over records drawn anew, whose answer differs).
+  `twins`: the same question over records drawn anew, whose answer differs); not where
+  the fixture has no twin.
 
 Each replay is a bubblewrap sandbox (shell/sandbox.py's namespaces, seccomp filter and
 system view) holding the system, the kernel Python's install, the kernel script
@@ -271,7 +272,8 @@ def replay_run(
     paths = RunPaths.of(run_dir)
     children = recorded_children(run_dir)
     started, cpu = time.monotonic(), _children_cpu()
-    jobs = [(child, twin) for child in children for twin in (False, True)]
+    # Without twins (no shard's question is of the task language) there is no twin replay.
+    jobs = [(child, twin) for child in children for twin in ((False, True) if twins else (False,))]
     passes: dict[tuple[str, bool], dict] = {}
     size = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
     scratch = _scratch_dir(paths.repo, size)
