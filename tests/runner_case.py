@@ -19,7 +19,9 @@ import tempfile
 import time
 import unittest
 from dataclasses import dataclass
+from pathlib import Path
 
+from swarm_fanout import generate
 from swarm_fanout.shell import procs, sandbox
 from swarm_fanout.shell.watch import SAME_INTERRUPT_S
 from tests import runner_server
@@ -277,10 +279,11 @@ def without_timings(value):
 
 
 # What the end-to-end tests run on unless one names a fixture (run_runner, shared_run,
-# runner_argv, RunSetCase.runner): a fixture of two shards, made by fixtures/generate.py on
-# first use and removed when the module's tests end. What a rule, a run set or the runner
-# with an agent's processes does seldom depends on the fixture's size, and every shard costs
-# every run a child's processes, model calls and replays.
+# runner_argv, RunSetCase.runner): a fixture of two shards, made in process as
+# `fixtures/generate.py --shards 2` makes it, on first use, and removed when the module's
+# tests end. What a rule, a run set or the runner with an agent's processes does seldom
+# depends on the fixture's size, and every shard costs every run a child's processes, model
+# calls and replays.
 SMALL_FIXTURES = os.path.join(tempfile.gettempdir(), f"swarm-fanout-tests-{os.getpid()}-two-shards")
 TWO_SHARDS = os.path.join(SMALL_FIXTURES, "json-events")
 
@@ -291,14 +294,8 @@ def two_shard_fixture(name: str = "json-events") -> str:
     if not os.path.exists(fixture):
         if not os.path.exists(SMALL_FIXTURES):
             unittest.addModuleCleanup(shutil.rmtree, SMALL_FIXTURES, ignore_errors=True)
-        subprocess.run(
-            [
-                *(sys.executable, os.path.join(ROOT, "fixtures", "generate.py")),
-                *("--out", SMALL_FIXTURES, "--shards", "2", "--fixture", name),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        kind = generate.KINDS_BY_NAME[name]
+        generate.write_fixture(kind, Path(SMALL_FIXTURES), 2, generate.DEFAULT_BASE_SEED)
     return fixture
 
 
