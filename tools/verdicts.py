@@ -83,19 +83,13 @@ def scored(run_dir: str, fixture: str | None) -> dict:
     }
 
 
-def captured_cases():
-    parent = os.path.join(STAGE, "real-runs")
-    for name in test_real_runs.RUNS:
-        root = test_real_runs.materialize(name, parent)
-        yield f"real-runs/{name}", scored(root, root)
-        shutil.rmtree(root)
-
-
-def forged_cases():
-    parent = os.path.join(STAGE, "forged")
-    for case in test_integrity.CASES:
-        root = test_integrity.forge(case, parent)
-        yield f"forged/{case}", scored(root, root)
+def staged_cases(kind: str, names, make):
+    """Each run `make(name, dir)` writes under the stage's `kind/` dir, scored, then removed:
+    the captured runs (`real-runs`) and the forged corpus (`forged`)."""
+    parent = os.path.join(STAGE, kind)
+    for name in names:
+        root = make(name, parent)
+        yield f"{kind}/{name}", scored(root, root)
         shutil.rmtree(root)
 
 
@@ -196,7 +190,11 @@ def dump(out: str, runs: list[str]) -> int:
         shutil.rmtree(STAGE, ignore_errors=True)
         try:
             cases = {}
-            sources = [captured_cases(), forged_cases(), bad_cases()]
+            sources = [
+                staged_cases("real-runs", test_real_runs.RUNS, test_real_runs.materialize),
+                staged_cases("forged", test_integrity.CASES, test_integrity.forge),
+                bad_cases(),
+            ]
             for source in [*sources, *(run_cases(path) for path in runs)]:
                 for name, case in source:
                     if name in cases:
