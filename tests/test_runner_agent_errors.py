@@ -14,9 +14,10 @@ import shutil
 import subprocess
 import sys
 import unittest
+from pathlib import Path
 from unittest import mock
 
-from swarm_fanout import runner
+from swarm_fanout import generate, runner
 from swarm_fanout.scripted.model import SCRIPTS
 from swarm_fanout.shell import regrade
 from swarm_fanout.simulated.run import BEHAVIOURS
@@ -45,14 +46,11 @@ class AgentErrorTest(RunnerTestCase):
         )
         return agent
 
-    def run_failing_agent(self) -> tuple[subprocess.CompletedProcess, dict]:
+    def test_an_agent_that_exits_1_at_once_is_an_agent_error_in_its_own_words_regraded_too(self):
         argv = self.runner_argv("anthropic/claude-sonnet-4-5")
         argv[argv.index(SIMULATED)] = self.failing_agent()
         done = self.run_argv(argv, self.env)
-        return done, json.loads(done.stdout)
-
-    def test_an_agent_that_exits_1_at_once_is_an_agent_error_in_its_own_words(self):
-        done, result = self.run_failing_agent()
+        result = json.loads(done.stdout)
         self.assertEqual((done.returncode, result["exit_code"]), (3, 3))
         self.assertEqual((result["status"], result["resolved"]), ("agent_error", False))
         message = f"the agent exited 1 before any model call was answered: {NO_KEY}"
@@ -66,9 +64,7 @@ class AgentErrorTest(RunnerTestCase):
         command = "runner.py: why, criterion by criterion: uv run --locked python report.py "
         self.assertTrue(hint.startswith(command), hint)
         self.assertTrue(hint.endswith(os.path.basename(self.run_dir(result))), hint)
-
-    def test_a_regrade_of_an_agent_error_exits_3_with_the_verdict_of_its_result(self):
-        _, result = self.run_failing_agent()
+        # A regrade of it exits 3 with the verdict of its result.
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = regrade.main([result["run_dir"]])
@@ -92,21 +88,15 @@ class AgentErrorTest(RunnerTestCase):
 class ScriptedShardLimitTest(RunnerTestCase):
     def test_a_script_refuses_a_fixture_of_more_than_19_shards(self):
         # prime-agent v0.8.0 delivers at most 19 replies to a parent busy in one turn.
-        fixtures = os.path.join(self.tmp, "fixtures")
-        generator = os.path.join(ROOT, "fixtures", "generate.py")
-        for shards in ("20", "19"):
-            subprocess.run(
-                [
-                    *(sys.executable, generator, "--out", fixtures, "--shards", shards),
-                    *("--fixture", "json-events"),
-                ],
-                check=True,
-                capture_output=True,
+        for shards in (20, 19):
+            fixtures = Path(self.tmp, f"{shards}-shards")
+            generate.write_fixture(
+                generate.KINDS_BY_NAME["json-events"], fixtures, shards, generate.DEFAULT_BASE_SEED
             )
             done, result = self.run_runner(
                 "scripted/fanout", os.path.join(fixtures, "json-events"), "--timeout", "5"
             )
-            if shards == "20":
+            if shards == 20:
                 self.assertEqual(done.returncode, 2)
                 self.assertEqual(result["status"], "invalid_invocation")
                 self.assertEqual(self.codes(result), ["too_many_shards_for_script"])
@@ -248,15 +238,15 @@ class InvalidInputTest(RunnerTestCase):
         self.assertIn("no-such-agent' does not exist", err)
         self.assertFalse(os.path.exists(self.out))
 
-    def run_with_a_closed_pipe(self, stream: str) -> subprocess.CompletedProcess:
-        """The oracle run with `stream` ("stdout" or "stderr") a pipe nobody reads;
-        the other is captured."""
+    def run_with_a_closed_pipe(self, model: str, stream: str) -> subprocess.CompletedProcess:
+        """A run of `model` with `stream` ("stdout" or "stderr") a pipe nobody reads; the
+        other is captured."""
         read_end, write_end = os.pipe()
         os.close(read_end)
         pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: write_end}
         try:
             return subprocess.run(
-                self.runner_argv("simulated/oracle", two_shard_fixture()),
+                self.runner_argv(model, two_shard_fixture()),
                 cwd=self.tmp,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -268,7 +258,7 @@ class InvalidInputTest(RunnerTestCase):
 
     def test_a_reader_that_closed_stdout_early_gets_no_traceback_and_the_run_its_code(self):
         # `runner.py ... | head -1`: the pipe is gone before the result is printed.
-        done = self.run_with_a_closed_pipe("stdout")
+        done = self.run_with_a_closed_pipe("simulated/oracle", "stdout")
         self.assertEqual(done.returncode, 0)
         self.assertNotIn(b"Traceback", done.stderr)
         (run_dir,) = glob.glob(os.path.join(self.out, "*"))
@@ -278,9 +268,11 @@ class InvalidInputTest(RunnerTestCase):
     def test_a_closed_stderr_costs_only_the_lines_for_a_person(self):
         # `runner.py ... 2>&1 | head -1`, with stdout kept: stderr is gone before the
         # verdict line is printed.
-        done = self.run_with_a_closed_pipe("stderr")
-        self.assertEqual(done.returncode, 0)
-        self.assertTrue(json.loads(done.stdout)["resolved"])
+        # An agent that does nothing: the result is the verdict's, exit code and all.
+        done = self.run_with_a_closed_pipe("simulated/nop", "stderr")
+        result = json.loads(done.stdout)
+        self.assertEqual((done.returncode, result["exit_code"], result["status"]), (1, 1, "scored"))
+        self.assertEqual(set(self.codes(result)), {"artifact_missing", "no_spawn"})
 
     def broken_fixture(self, mutate) -> str:
         path = os.path.join(self.tmp, "broken")
