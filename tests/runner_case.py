@@ -81,7 +81,7 @@ class StderrLines:
     """A running process's stderr, read line by line as it comes (from its file descriptor,
     so that nothing waits in a buffer that select cannot see)."""
 
-    def __init__(self, process: subprocess.Popen):
+    def __init__(self, process: runner_server.Forked):
         self.fd = process.stderr.fileno()
         self.pending = b""
 
@@ -235,18 +235,13 @@ class RunnerTestCase(unittest.TestCase):
 
     def started_hanging_run(
         self, *extra: str, env: dict | None = None, grace: tuple[str, str] = GRACE
-    ) -> tuple[subprocess.Popen, int]:
-        """runner.py on simulated/hang over two shards, once the agent has spawned both
-        children and logged its SIGTERM-ignoring grandchild; returns the runner and the
-        grandchild's pid here."""
-        runner = subprocess.Popen(
-            self.runner_argv("simulated/hang", two_shard_fixture(), *extra, *grace),
-            cwd=self.tmp,
-            env=env or self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+    ) -> tuple[runner_server.Forked, int]:
+        """runner.py on simulated/hang over two shards (forked from the runner server), once
+        the agent has spawned both children and logged its SIGTERM-ignoring grandchild;
+        returns the runner and the grandchild's pid here."""
+        argv = self.runner_argv("simulated/hang", two_shard_fixture(), *extra, *grace)
+        runner = runner_server.start(argv[2:], cwd=self.tmp, env=env or self.env)
+        self.addCleanup(runner.close)
         self.addCleanup(runner.kill)
         deadline = time.monotonic() + 60
         while not glob.glob(os.path.join(self.out, "*", "stderr.txt")) or not logged_pids(

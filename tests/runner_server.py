@@ -45,48 +45,102 @@ def run(argv: list[str], *, cwd: str, env: dict, timeout: float) -> subprocess.C
     stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)`, forked from the
     server: as there, stdout and stderr are pipes read to their end (a process left holding
     one keeps the run from ending), and a run past its timeout is killed."""
-    control = _started()
-    # Python reads these only as it starts: a run that sets one otherwise than the server
-    # was started with would not get what `python runner.py` gets.
-    python = {name for name in {*env, *_server_env} if name.startswith("PYTHON")}
-    if any(env.get(name) != _server_env.get(name) for name in python):
-        raise ValueError("a PYTHON* variable differs from the server's: run runner.py itself")
-    deadline = time.monotonic() + timeout
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    (out, out_end), (err, err_end) = os.pipe(), os.pipe()
-    try:
-        with theirs, open(os.devnull, "rb") as null, _lock:
-            request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
-            fds = [theirs.fileno(), null.fileno(), out_end, err_end]
-            socket.send_fds(control, [request], fds)
-        os.close(out_end)
-        os.close(err_end)
-        out_end = err_end = -1
-        pid = int(_said(ours, "pid", deadline))
-        chunks: dict[int, list[bytes]] = {out: [], err: []}
-        reading = {out, err}
-        status = None
-        while reading or status is None:
-            waiting = [*reading, *([ours] if status is None else [])]
+    with start(argv, cwd=cwd, env=env) as forked:
+        stdout, stderr = forked.communicate(timeout)
+    return subprocess.CompletedProcess(forked.args, forked.returncode, stdout, stderr)
+
+
+class Forked:
+    """A run forked from the server, as `subprocess.Popen([sys.executable, RUNNER, *argv],
+    cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=PIPE, stderr=PIPE)` would start
+    it (`start`): its pid, its stdout and stderr (pipes, or the fds a caller gave), a signal
+    to it, and communicate(), which reads both pipes to their end and waits for its exit
+    status (the server's word: the run is the server's child)."""
+
+    def __init__(
+        self, argv: list[str], cwd: str, env: dict, stdout: int | None, stderr: int | None
+    ):
+        control = _started()
+        # Python reads these only as it starts: a run that sets one otherwise than the server
+        # was started with would not get what `python runner.py` gets.
+        python = {name for name in {*env, *_server_env} if name.startswith("PYTHON")}
+        if any(env.get(name) != _server_env.get(name) for name in python):
+            raise ValueError("a PYTHON* variable differs from the server's: run runner.py itself")
+        self.args = [RUNNER, *argv]
+        self.returncode: int | None = None
+        self.stdout = self.stderr = None
+        self.ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ends, made = [], []
+        for name, given in (("stdout", stdout), ("stderr", stderr)):
+            if given is None:
+                read_end, given = os.pipe()
+                setattr(self, name, os.fdopen(read_end, "rb", buffering=0))
+                made.append(given)
+            ends.append(given)
+        try:
+            with theirs, open(os.devnull, "rb") as null, _lock:
+                request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
+                socket.send_fds(control, [request], [theirs.fileno(), null.fileno(), *ends])
+            self.pid = int(_said(self.ours, "pid", time.monotonic() + 60))
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for fd in made:
+                os.close(fd)
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float) -> tuple[bytes, bytes]:
+        """What is left on its stdout and stderr pipes (b"" for an fd a caller gave), once
+        both have ended and it has exited; past `timeout`, it is killed."""
+        deadline = time.monotonic() + timeout
+        chunks = {pipe.fileno(): [] for pipe in self.pipes() if pipe}
+        reading = set(chunks)
+        while reading or self.returncode is None:
+            waiting = [*reading, *([self.ours] if self.returncode is None else [])]
             ready = select.select(waiting, [], [], max(0.0, deadline - time.monotonic()))[0]
             if not ready:
-                os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired([RUNNER, *argv], timeout)
+                self.kill()
+                raise subprocess.TimeoutExpired(self.args, timeout)
             for fd in ready:
-                if fd is ours:
-                    status = int(_said(ours, "exit", deadline))
+                if fd is self.ours:
+                    status = int(_said(self.ours, "exit", deadline))
+                    self.returncode = os.waitstatus_to_exitcode(status)
                 elif data := os.read(fd, 65536):
                     chunks[fd].append(data)
                 else:
                     reading.discard(fd)
-        code = os.waitstatus_to_exitcode(status)
-        stdout, stderr = b"".join(chunks[out]), b"".join(chunks[err])
-        return subprocess.CompletedProcess([RUNNER, *argv], code, stdout, stderr)
-    finally:
-        ours.close()
-        for fd in (out, err, out_end, err_end):
-            if fd >= 0:
-                os.close(fd)
+        out, err = (b"".join(chunks[pipe.fileno()]) if pipe else b"" for pipe in self.pipes())
+        return out, err
+
+    def pipes(self) -> tuple:
+        return self.stdout, self.stderr
+
+    def close(self) -> None:
+        self.ours.close()
+        for pipe in self.pipes():
+            if pipe:
+                pipe.close()
+
+    def __enter__(self) -> Forked:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+
+def start(
+    argv: list[str], *, cwd: str, env: dict, stdout: int | None = None, stderr: int | None = None
+) -> Forked:
+    """runner.py with `argv`, forked from the server and running (see `Forked`): stdout and
+    stderr pipes, or the fds given."""
+    return Forked(argv, cwd, env, stdout, stderr)
 
 
 def _said(reply: socket.socket, word: str, deadline: float) -> str:

@@ -21,12 +21,11 @@ from swarm_fanout import generate, runner
 from swarm_fanout.scripted.model import SCRIPTS
 from swarm_fanout.shell import regrade
 from swarm_fanout.simulated.run import BEHAVIOURS
-from tests import executable
+from tests import executable, runner_server
 from tests.runner_case import (
     GRACE,
     JSON_EVENTS,
     ROOT,
-    RUNNER,
     SIMULATED,
     RunnerTestCase,
     two_shard_fixture,
@@ -243,18 +242,18 @@ class InvalidInputTest(RunnerTestCase):
         other is captured."""
         read_end, write_end = os.pipe()
         os.close(read_end)
-        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: write_end}
+        argv = self.runner_argv(model, two_shard_fixture())[2:]
         try:
-            return subprocess.run(
-                self.runner_argv(model, two_shard_fixture()),
-                cwd=self.tmp,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                timeout=120,
-                **pipes,
-            )
+            with runner_server.start(
+                argv, cwd=self.tmp, env=self.env, **{stream: write_end}
+            ) as forked:
+                os.close(write_end)
+                write_end = -1
+                out, err = forked.communicate(timeout=120)
         finally:
-            os.close(write_end)
+            if write_end >= 0:
+                os.close(write_end)
+        return subprocess.CompletedProcess(forked.args, forked.returncode, out, err)
 
     def test_a_reader_that_closed_stdout_early_gets_no_traceback_and_the_run_its_code(self):
         # `runner.py ... | head -1`: the pipe is gone before the result is printed.
@@ -368,11 +367,11 @@ class InvalidInputTest(RunnerTestCase):
             self.assertIn(b"--inject-failure", done.stderr)
 
     def test_missing_required_flag_is_a_usage_error(self):
-        done = subprocess.run(
-            [sys.executable, RUNNER, "--model", "x/y"], capture_output=True, timeout=60
-        )
-        self.assertEqual(done.returncode, 2)
-        self.assertIn(b"--fixture", done.stderr)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
+            runner.main(["--model", "x/y"])
+        self.assertEqual(raised.exception.code, 2)
+        self.assertIn("--fixture", err.getvalue())
 
     def test_a_misspelt_behaviour_is_refused_before_a_run_dir_or_trial(self):
         for extra in ((), ("--trials", "3")):
