@@ -2,8 +2,8 @@
 
 A hostile stand-in, `simulated/breakout`, tries each way out of its run and reports what it
 managed: sandboxed, every attempt fails; unsandboxed, the same attempts succeed, so the
-test can fail. (That every behaviour gets the same verdict either way is
-tests/test_sandbox_oneshot.py's and tests/test_sandbox_resident.py's, one module per drive.)
+test can fail. (That behaviours chosen for what they touch get the same verdict either way
+is test_runner_cheats' one-shot and test_runner_resident's: runner_case.SameVerdictsCase.)
 The caller rule is tried on real processes: the product's own calls pass, a kernel's, a
 cell's and a detached process's do not. The parts that need bwrap are skipped where it
 cannot run.
