@@ -81,7 +81,7 @@ class StderrLines:
     """A running process's stderr, read line by line as it comes (from its file descriptor,
     so that nothing waits in a buffer that select cannot see)."""
 
-    def __init__(self, process: runner_server.Forked):
+    def __init__(self, process: runner_server.Started):
         self.fd = process.stderr.fileno()
         self.pending = b""
 
@@ -235,12 +235,12 @@ class RunnerTestCase(unittest.TestCase):
 
     def started_hanging_run(
         self, *extra: str, env: dict | None = None, grace: tuple[str, str] = GRACE
-    ) -> tuple[runner_server.Forked, int]:
+    ) -> tuple[runner_server.Started, int]:
         """runner.py on simulated/hang over two shards (forked from the runner server), once
         the agent has spawned both children and logged its SIGTERM-ignoring grandchild;
         returns the runner and the grandchild's pid here."""
         argv = self.runner_argv("simulated/hang", two_shard_fixture(), *extra, *grace)
-        runner = runner_server.start(argv[2:], cwd=self.tmp, env=env or self.env)
+        runner = runner_server.Started(argv[2:], cwd=self.tmp, env=env or self.env)
         self.addCleanup(runner.close)
         self.addCleanup(runner.kill)
         deadline = time.monotonic() + 60

@@ -45,49 +45,43 @@ def run(argv: list[str], *, cwd: str, env: dict, timeout: float) -> subprocess.C
     stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)`, forked from the
     server: as there, stdout and stderr are pipes read to their end (a process left holding
     one keeps the run from ending), and a run past its timeout is killed."""
-    with start(argv, cwd=cwd, env=env) as forked:
-        stdout, stderr = forked.communicate(timeout)
-    return subprocess.CompletedProcess(forked.args, forked.returncode, stdout, stderr)
+    with Started(argv, cwd=cwd, env=env) as run:
+        stdout, stderr = run.communicate(timeout)
+    return subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr)
 
 
-class Forked:
-    """A run forked from the server, as `subprocess.Popen([sys.executable, RUNNER, *argv],
-    cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=PIPE, stderr=PIPE)` would start
-    it (`start`): its pid, its stdout and stderr (pipes, or the fds a caller gave), a signal
-    to it, and communicate(), which reads both pipes to their end and waits for its exit
-    status (the server's word: the run is the server's child)."""
+class Started:
+    """runner.py forked from the server and running, as `subprocess.Popen([sys.executable,
+    RUNNER, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=PIPE, stderr=PIPE)`
+    starts it, stdout and stderr pipes unless given an fd: its pid, pipes, send_signal,
+    kill and communicate (its exit status is the server's word: it is the server's child)."""
 
-    def __init__(
-        self, argv: list[str], cwd: str, env: dict, stdout: int | None, stderr: int | None
-    ):
+    def __init__(self, argv: list[str], *, cwd: str, env: dict, **fds: int):
         control = _started()
         # Python reads these only as it starts: a run that sets one otherwise than the server
         # was started with would not get what `python runner.py` gets.
         python = {name for name in {*env, *_server_env} if name.startswith("PYTHON")}
         if any(env.get(name) != _server_env.get(name) for name in python):
             raise ValueError("a PYTHON* variable differs from the server's: run runner.py itself")
-        self.args = [RUNNER, *argv]
-        self.returncode: int | None = None
-        self.stdout = self.stderr = None
+        self.args, self.returncode, self.pipes = [RUNNER, *argv], None, {}
         self.ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ends, made = [], []
-        for name, given in (("stdout", stdout), ("stderr", stderr)):
-            if given is None:
-                read_end, given = os.pipe()
-                setattr(self, name, os.fdopen(read_end, "rb", buffering=0))
-                made.append(given)
-            ends.append(given)
+        for name in ("stdout", "stderr"):
+            if name not in fds:
+                read_end, fds[name] = os.pipe()
+                self.pipes[name] = os.fdopen(read_end, "rb", buffering=0)
+        self.stdout, self.stderr = self.pipes.get("stdout"), self.pipes.get("stderr")
         try:
             with theirs, open(os.devnull, "rb") as null, _lock:
                 request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
-                socket.send_fds(control, [request], [theirs.fileno(), null.fileno(), *ends])
+                sent = [theirs.fileno(), null.fileno(), fds["stdout"], fds["stderr"]]
+                socket.send_fds(control, [request], sent)
             self.pid = int(_said(self.ours, "pid", time.monotonic() + 60))
         except BaseException:
             self.close()
             raise
         finally:
-            for fd in made:
-                os.close(fd)
+            for name in self.pipes:
+                os.close(fds[name])
 
     def send_signal(self, signum: int) -> None:
         if self.returncode is None:
@@ -97,10 +91,10 @@ class Forked:
         self.send_signal(signal.SIGKILL)
 
     def communicate(self, timeout: float) -> tuple[bytes, bytes]:
-        """What is left on its stdout and stderr pipes (b"" for an fd a caller gave), once
-        both have ended and it has exited; past `timeout`, it is killed."""
+        """What is left on its stdout and stderr pipes (b"" for an fd given), once both have
+        ended and it has exited; past `timeout` it is killed."""
         deadline = time.monotonic() + timeout
-        chunks = {pipe.fileno(): [] for pipe in self.pipes() if pipe}
+        chunks = {pipe.fileno(): [] for pipe in self.pipes.values()}
         reading = set(chunks)
         while reading or self.returncode is None:
             waiting = [*reading, *([self.ours] if self.returncode is None else [])]
@@ -116,31 +110,18 @@ class Forked:
                     chunks[fd].append(data)
                 else:
                     reading.discard(fd)
-        out, err = (b"".join(chunks[pipe.fileno()]) if pipe else b"" for pipe in self.pipes())
+        out, err = (b"".join(chunks[p.fileno()]) if p else b"" for p in (self.stdout, self.stderr))
         return out, err
 
-    def pipes(self) -> tuple:
-        return self.stdout, self.stderr
-
     def close(self) -> None:
-        self.ours.close()
-        for pipe in self.pipes():
-            if pipe:
-                pipe.close()
+        for held in (self.ours, *self.pipes.values()):
+            held.close()
 
-    def __enter__(self) -> Forked:
+    def __enter__(self) -> Started:
         return self
 
     def __exit__(self, *_) -> None:
         self.close()
-
-
-def start(
-    argv: list[str], *, cwd: str, env: dict, stdout: int | None = None, stderr: int | None = None
-) -> Forked:
-    """runner.py with `argv`, forked from the server and running (see `Forked`): stdout and
-    stderr pipes, or the fds given."""
-    return Forked(argv, cwd, env, stdout, stderr)
 
 
 def _said(reply: socket.socket, word: str, deadline: float) -> str:

@@ -140,13 +140,11 @@ class ScriptedModelTest(RunnerTestCase):
         for setting in ("PI_OFFLINE=1", "PRIME_AGENT_TELEMETRY=0", "PI_SKIP_VERSION_CHECK=1"):
             self.assertIn(setting, stderr.splitlines())
 
-    def test_unknown_script_is_a_usage_error(self):
+    def test_an_unknown_script_is_a_usage_error_naming_the_closest_and_every_script(self):
         done = self.run_argv(self.runner_argv("scripted/no-such-script"), self.env)
         self.assertEqual(done.returncode, 2)
         self.assertIn(b"no script 'no-such-script'", done.stderr)
         self.assertNotIn(b"did you mean", done.stderr)
-
-    def test_a_typo_of_a_script_names_the_closest_and_every_script(self):
         done = self.run_argv(self.runner_argv("scripted/fanot"), self.env)
         self.assertEqual(done.returncode, 2)
         said = done.stderr.decode()
@@ -244,16 +242,12 @@ class InvalidInputTest(RunnerTestCase):
         os.close(read_end)
         argv = self.runner_argv(model, two_shard_fixture())[2:]
         try:
-            with runner_server.start(
-                argv, cwd=self.tmp, env=self.env, **{stream: write_end}
-            ) as forked:
-                os.close(write_end)
-                write_end = -1
-                out, err = forked.communicate(timeout=120)
+            run = runner_server.Started(argv, cwd=self.tmp, env=self.env, **{stream: write_end})
         finally:
-            if write_end >= 0:
-                os.close(write_end)
-        return subprocess.CompletedProcess(forked.args, forked.returncode, out, err)
+            os.close(write_end)
+        with run:
+            out, err = run.communicate(timeout=120)
+        return subprocess.CompletedProcess(run.args, run.returncode, out, err)
 
     def test_a_reader_that_closed_stdout_early_gets_no_traceback_and_the_run_its_code(self):
         # `runner.py ... | head -1`: the pipe is gone before the result is printed.
@@ -359,20 +353,6 @@ class InvalidInputTest(RunnerTestCase):
         self.assertNotIn("unknown_provider", self.codes(result))
         self.assertEqual(self.codes(result), ["agent_not_found"])
 
-    def test_a_malformed_inject_failure_is_a_usage_error(self):
-        for bad in ("worker-events-01:0", "worker-events-01:x", ":2"):
-            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--inject-failure", bad)
-            done = self.run_argv(argv, self.env)
-            self.assertEqual(done.returncode, 2, bad)
-            self.assertIn(b"--inject-failure", done.stderr)
-
-    def test_missing_required_flag_is_a_usage_error(self):
-        err = io.StringIO()
-        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
-            runner.main(["--model", "x/y"])
-        self.assertEqual(raised.exception.code, 2)
-        self.assertIn("--fixture", err.getvalue())
-
     def test_a_misspelt_behaviour_is_refused_before_a_run_dir_or_trial(self):
         for extra in ((), ("--trials", "3")):
             argv = self.runner_argv("simulated/orcale", JSON_EVENTS, *extra)
@@ -396,24 +376,29 @@ class InvalidInputTest(RunnerTestCase):
             self.assertIn("has no such worker", err)
             self.assertFalse(os.path.exists(self.out))
 
-    def test_a_timeout_or_grace_that_is_not_a_positive_finite_number_is_a_usage_error(self):
+    def usage_error(self, *argv: str) -> str:
+        """What runner.main says, in process, of `argv`, which must be a usage error (exit 2)."""
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
+            runner.main(list(argv))
+        self.assertEqual(raised.exception.code, 2, argv)
+        return err.getvalue()
+
+    def test_a_flag_missing_malformed_or_out_of_range_is_a_usage_error_naming_it(self):
+        argv = self.runner_argv("simulated/oracle", JSON_EVENTS)[2:]
+        said = {("--model", "x/y"): "--fixture"}
+        for bad in ("worker-events-01:0", "worker-events-01:x", ":2"):
+            said[(*argv, "--inject-failure", bad)] = (
+                f"--inject-failure takes WORKER[:N] with N >= 1, not {bad!r}"
+            )
         for flag, value in (("--timeout", "inf"), ("--timeout", "nan"), ("--timeout", "0"),
                             ("--grace", "-1"), ("--grace", "inf")):  # fmt: skip
-            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, flag, value)[2:]
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
-                runner.main(argv)
-            self.assertEqual(raised.exception.code, 2, value)
-            self.assertIn(f"{flag} must be a positive number of seconds", err.getvalue())
-
-    def test_jobs_without_a_run_set_is_a_usage_error(self):
+            said[(*argv, flag, value)] = f"{flag} must be a positive number of seconds"
         for extra in (("--jobs", "2"), ("--jobs", "2", "--run-set", "s", "--trial-index", "1")):
-            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, *extra)[2:]
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
-                runner.main(argv)
-            self.assertEqual(raised.exception.code, 2, extra)
-            self.assertIn("--jobs runs a run set's trials at once: give --trials K", err.getvalue())
+            said[(*argv, *extra)] = "--jobs runs a run set's trials at once: give --trials K"
+        for bad, words in said.items():
+            with self.subTest(bad=bad[len(argv) :] or bad):
+                self.assertIn(words, self.usage_error(*bad))
 
     def test_help_names_every_flag_behaviour_and_script(self):
         out = io.StringIO()

@@ -16,7 +16,6 @@ import time
 import unittest
 
 from swarm_fanout.shell import procs, rundir, sandbox
-from swarm_fanout.shell.watch import Interrupt
 from tests.runner_case import (
     DAEMON_LOGGED_AS,
     GRACE,
@@ -38,31 +37,6 @@ def tmpdir_of(pid: int) -> str | None:
             if entry.startswith(b"TMPDIR="):
                 return os.fsdecode(entry[len(b"TMPDIR=") :])
     return None
-
-
-class InterruptTest(unittest.TestCase):
-    """The handler itself, in this process (what the first signal says and the second does,
-    the runner's own words, are HygieneTest's)."""
-
-    def test_the_same_signal_twice_at_once_is_one_interrupt(self):
-        # uv without a terminal: the group's SIGINT, then uv's copy of it to its child.
-        ended = []
-        with tempfile.TemporaryFile() as said:
-            saved = os.dup(2)
-            os.dup2(said.fileno(), 2)
-            try:
-                with Interrupt() as interrupt:
-                    interrupt.now = lambda: ended.append("now")
-                    os.kill(os.getpid(), signal.SIGINT)
-                    os.kill(os.getpid(), signal.SIGINT)
-            finally:
-                os.dup2(saved, 2)
-                os.close(saved)
-            said.seek(0)
-            lines = said.read().decode().splitlines()
-        self.assertEqual((interrupt.signum, interrupt.count, ended), (signal.SIGINT, 1, []))
-        self.assertEqual(len(lines), 1, lines)
-        self.assertIn("a second Ctrl-C ends it now", lines[0])
 
 
 class HygieneTest(RunnerTestCase):
