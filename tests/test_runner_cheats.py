@@ -10,6 +10,7 @@ files, check theirs in test_runner_resident and test_runner_acp.
 from __future__ import annotations
 
 import os
+import subprocess
 import unittest
 
 from swarm_fanout.scripted import check as scripted
@@ -46,8 +47,26 @@ class CheatTest(RunnerTestCase):
             self.assertIn(code, summary)
         return result
 
-    def test_agent_that_does_nothing_fails(self):
-        self.assert_unresolved("simulated/nop", ["artifact_missing", "no_spawn"])
+    def test_agent_that_does_nothing_fails_in_an_isolated_copy_of_the_fixture(self):
+        # What the runner made for it: the shards alone in a fresh git repo, and an agent
+        # home with the user's models.json but not their other settings.
+        with open(os.path.join(self.agent_config, "models.json"), "w") as handle:
+            handle.write('{"providers": {}}\n')
+        with open(os.path.join(self.agent_config, "settings.json"), "w") as handle:
+            handle.write("{}\n")
+        run = self.assert_unresolved("simulated/nop", ["artifact_missing", "no_spawn"])["run_dir"]
+        repo = os.path.join(run, "repo")
+        self.assertEqual(sorted(os.listdir(repo)), [".git", "shards"])
+        log = subprocess.run(
+            ["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True, check=True
+        )
+        self.assertEqual(len(log.stdout.splitlines()), 1)
+        home = os.path.join(run, "agent-home")
+        self.assertTrue(os.path.exists(os.path.join(home, "models.json")))
+        self.assertFalse(os.path.exists(os.path.join(home, "settings.json")))
+        self.assertEqual(os.stat(os.path.join(home, "auth.json")).st_mode & 0o777, 0o600)
+        for name in ("sessions", "session-artifacts", "home", "stdout.jsonl", "stderr.txt"):
+            self.assertTrue(os.path.exists(os.path.join(run, name)), name)
 
     def test_parent_that_answers_itself_fails_delegation(self):
         result = self.assert_unresolved("simulated/no-spawn", ["no_spawn"])

@@ -8,7 +8,6 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import unittest
 
 from tests import runner_server
@@ -64,27 +63,6 @@ class ResolvedRunTest(RunnerTestCase):
         )
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
         self.assertEqual(result["cleanup"]["killed"], [])
-
-    def test_run_dir_is_an_isolated_copy_of_the_fixture_in_a_fresh_git_repo(self):
-        with open(os.path.join(self.agent_config, "models.json"), "w") as handle:
-            handle.write('{"providers": {}}\n')
-        with open(os.path.join(self.agent_config, "settings.json"), "w") as handle:
-            handle.write("{}\n")
-        # An agent that does nothing: what is checked is what the runner made.
-        _, result = self.run_runner("simulated/nop", two_shard_fixture())
-        run = self.run_dir(result)
-        repo = os.path.join(run, "repo")
-        self.assertEqual(sorted(os.listdir(repo)), [".git", "shards"])
-        log = subprocess.run(
-            ["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True, check=True
-        )
-        self.assertEqual(len(log.stdout.splitlines()), 1)
-        home = os.path.join(run, "agent-home")
-        self.assertTrue(os.path.exists(os.path.join(home, "models.json")))
-        self.assertFalse(os.path.exists(os.path.join(home, "settings.json")))
-        self.assertEqual(os.stat(os.path.join(home, "auth.json")).st_mode & 0o777, 0o600)
-        for name in ("sessions", "session-artifacts", "home", "stdout.jsonl", "stderr.txt"):
-            self.assertTrue(os.path.exists(os.path.join(run, name)), name)
 
 
 class UndistinctiveAnswersTest(RunnerTestCase):
