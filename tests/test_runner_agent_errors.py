@@ -38,16 +38,11 @@ class AgentErrorTest(RunnerTestCase):
     """An agent that fails on its own before the model answers anything is an agent error:
     exit 3 in its own words, not the model's failure (rules/triage.py)."""
 
-    def failing_agent(self) -> str:
-        """An agent that exits 1 at once, as the product does without credentials."""
-        agent = executable(
-            os.path.join(self.tmp, "failing-agent"), f"#!/bin/sh\necho '{NO_KEY}' >&2\nexit 1\n"
-        )
-        return agent
-
     def test_an_agent_that_exits_1_at_once_is_an_agent_error_in_its_own_words_regraded_too(self):
+        # As the product does without credentials.
+        failing = f"#!/bin/sh\necho '{NO_KEY}' >&2\nexit 1\n"
         argv = self.runner_argv("anthropic/claude-sonnet-4-5")
-        argv[argv.index(SIMULATED)] = self.failing_agent()
+        argv[argv.index(SIMULATED)] = executable(os.path.join(self.tmp, "failing-agent"), failing)
         done = self.run_argv(argv, self.env)
         result = json.loads(done.stdout)
         self.assertEqual((done.returncode, result["exit_code"]), (3, 3))
