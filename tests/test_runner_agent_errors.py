@@ -50,8 +50,11 @@ class AgentErrorTest(RunnerTestCase):
         message = f"the agent exited 1 before any model call was answered: {NO_KEY}"
         self.assertEqual(result["reasons"], [{"code": "agent_exited", "message": message}])
         self.assertEqual(result["agent"]["first_error"], NO_KEY)
-        # What it left is still scored and kept, apart from the result's reasons.
+        # What it left is still scored and kept, apart from the result's reasons; with no
+        # child to replay, no twins are drawn for one.
         self.assertIn("parent_transcript_missing", self.codes(result["verdict"]))
+        with open(os.path.join(self.run_dir(result), "replay.jsonl"), encoding="utf-8") as handle:
+            self.assertEqual(json.loads(handle.readline())["twins"], {})
         *_, last, hint = done.stderr.decode().splitlines()
         self.assertTrue(last.startswith("runner.py: agent error (exit 3): agent_exited: "), last)
         self.assertIn(NO_KEY, last)
