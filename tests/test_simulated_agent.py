@@ -14,7 +14,6 @@ import signal
 import socket
 import stat
 import sys
-import time
 import unittest
 from pathlib import Path
 
@@ -42,7 +41,6 @@ from tests.simulated_case import (
     Run,
     SimulatedAgentCase,
     assistant_texts,
-    command,
     correct_index,
     event_kind,
     expected_answer,
@@ -103,13 +101,6 @@ class SupervisorTest(SimulatedAgentCase):
         self.assertIn(f"{long_tmp}/prime-agent-{os.getuid()}/worker-", run.stderr())
         self.assertEqual(list((run.dir / "sessions").iterdir()), [])
         self.assertEqual(list((run.dir / "agent-home").iterdir()), [])
-
-    def test_shutdown_without_force_leaves_the_supervisor_running(self):
-        run = self.launch("nop")
-        with DaemonClient(run.socket) as daemon:
-            self.assertTrue(daemon.send(command({"type": "shutdown"}))["success"])
-        with DaemonClient(run.socket) as daemon:
-            self.assertEqual(daemon.hello["supervisorPid"], run.logged_pid("supervisor"))
 
 
 class OracleTest(SimulatedAgentCase):
@@ -242,20 +233,14 @@ class OracleTest(SimulatedAgentCase):
         )
         self.assertEqual({a["targetId"] for a in attributed}, {spawn_entry["id"]})
 
-    def test_display_files_record_the_spawning_cell_and_spawn_order(self):
+    def test_display_files_record_the_spawning_cell(self):
         run = self.shared_launch()
         spawn_code = ipython_codes(run.parent())[0]
-        spawn_at = {s["childId"]: s["at"] for s in run.ledger()[1:]}
         for path in run.child_files():
             display = json.loads((path.parent / "rlm-subagent.json").read_text())
-            header = read_jsonl(path)[0]
             self.assertEqual(display["spawnCode"], spawn_code)
             self.assertEqual((display["status"], display["sessionFile"]), ("completed", str(path)))
             self.assertEqual(display["childId"], path.parent.name)
-            created = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(display["createdAt"] // 1000))
-            created += f".{display['createdAt'] % 1000:03d}Z"
-            self.assertLessEqual(header["timestamp"], created)
-            self.assertLessEqual(created, spawn_at[display["childId"]])
 
     def test_stdout_has_one_message_end_per_root_model_call(self):
         run = self.shared_launch()
@@ -269,34 +254,6 @@ class OracleTest(SimulatedAgentCase):
         self.assertEqual(ends, messages(run.parent(), "assistant"))
         self.assertTrue(all(m["usage"]["totalTokens"] > 0 for m in ends))
         self.assertEqual(events[-1]["type"], "agent_end")
-
-    def test_each_model_call_streams_its_content_before_its_message_end(self):
-        run = self.shared_launch()
-        events = run.stdout()
-        starts = [i for i, e in enumerate(events) if e["type"] == "message_start"]
-        checked = 0
-        for first in starts:
-            start = events[first]["message"]
-            if start["role"] != "assistant":
-                continue
-            end = next(i for i in range(first, len(events)) if events[i]["type"] == "message_end")
-            updates = events[first + 1 : end]
-            final = events[end]["message"]
-            self.assertTrue(updates)
-            self.assertTrue(all(e["type"] == "message_update" for e in updates))
-            # The last update shows the whole content; the deltas add up to each part.
-            self.assertEqual(updates[-1]["message"]["content"], final["content"])
-            for index, part in enumerate(final["content"]):
-                deltas = "".join(
-                    e["assistantMessageEvent"]["delta"]
-                    for e in updates
-                    if e["assistantMessageEvent"]["contentIndex"] == index
-                    and e["assistantMessageEvent"]["type"].endswith("_delta")
-                )
-                whole = part["text"] if part["type"] == "text" else json.dumps(part["arguments"])
-                self.assertEqual(deltas, whole)
-            checked += 1
-        self.assertEqual(checked, len(messages(run.parent(), "assistant")))
 
 
 class BehaviourTest(SimulatedAgentCase):
@@ -447,7 +404,7 @@ class BehaviourTest(SimulatedAgentCase):
 
 class EndTurnEarlyTest(SimulatedAgentCase):
     """A parent that ends its turn right after spawning: lost one-shot. Fine resident: the
-    daemon's first idle point and the index after it are test_simulated_resident's."""
+    runner waits past the daemon's first idle point (test_runner_resident)."""
 
     def test_one_shot_tears_the_children_down_mid_call(self):
         run = self.shared_launch("end-turn-early", ONESHOT)
