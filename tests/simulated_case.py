@@ -424,6 +424,20 @@ RECORD_KINDS = {
 }
 
 
+def assert_captured_shapes(test, run_dir: Path, capture: Path, families=RECORD_KINDS) -> dict:
+    """Every record kind written in `run_dir` (by the stand-in, or the tests' builders) exists
+    in the capture, each dict in it with keys the capture has in that order; the run's records
+    by family."""
+    ours, captured = run_records(run_dir), run_records(capture)
+    for family, kind in families.items():
+        our_shapes, captured_shapes = shapes(ours[family], kind), shapes(captured[family], kind)
+        for record_kind, found in our_shapes.items():
+            with test.subTest(family=family, kind=record_kind):
+                test.assertIn(record_kind, captured_shapes)
+                test.assertEqual(found - captured_shapes[record_kind], set())
+    return ours
+
+
 _SHARED_LAUNCHES: dict[tuple[str, str], Run] = {}
 
 
@@ -575,17 +589,6 @@ class SimulatedAgentCase(unittest.TestCase):
             self.assertEqual(run.process.wait(timeout=DEADLINE_S), 0)
             self.assertTrue(process_gone(pid))
             self.assertFalse(run.socket.exists())
-
-    def assert_captured_shapes(self, run, capture) -> dict:
-        """Every record kind the stand-in wrote exists in the capture with no other keys."""
-        ours, captured = run_records(run.dir), run_records(capture)
-        for family, kind in RECORD_KINDS.items():
-            our_shapes, captured_shapes = shapes(ours[family], kind), shapes(captured[family], kind)
-            for record_kind, found in our_shapes.items():
-                with self.subTest(family=family, kind=record_kind):
-                    self.assertIn(record_kind, captured_shapes)
-                    self.assertEqual(found - captured_shapes[record_kind], set())
-        return ours
 
 
 def captured_wire() -> list[dict]:

@@ -40,6 +40,7 @@ from tests.simulated_case import (
     DaemonClient,
     Run,
     SimulatedAgentCase,
+    assert_captured_shapes,
     assistant_texts,
     correct_index,
     event_kind,
@@ -106,7 +107,7 @@ class SupervisorTest(SimulatedAgentCase):
 class OracleTest(SimulatedAgentCase):
     def test_records_have_the_captured_shapes(self):
         run = self.shared_launch()
-        ours = self.assert_captured_shapes(run, MAIN_CAPTURE)
+        ours = assert_captured_shapes(self, run.dir, MAIN_CAPTURE)
         transcript_kinds = set(shapes(ours["transcript"], transcript_kind))
         self.assertLessEqual(
             {
@@ -462,7 +463,7 @@ class EndTurnEarlyTest(SimulatedAgentCase):
 
     def test_one_shot_records_have_the_captured_shapes(self):
         run = self.shared_launch("end-turn-early", ONESHOT)
-        self.assert_captured_shapes(run, ENDTURN_CAPTURE)
+        assert_captured_shapes(self, run.dir, ENDTURN_CAPTURE)
 
 
 # A model call's requests until it gives up (contract §5 "Retries", captured child-fail: a child
@@ -606,7 +607,7 @@ class WitnessedModelTest(SimulatedAgentCase):
             {(call.session, call.depth, call.status) for call in injected}, {(str(child), 1, 500)}
         )
         self.assertEqual(len(injected), TRIES_PER_ATTEMPT * ATTEMPTS)
-        self.assert_captured_shapes(run, CHILD_FAIL_CAPTURE)
+        assert_captured_shapes(self, run.dir, CHILD_FAIL_CAPTURE)
 
     def test_a_failed_attempt_is_persisted_and_the_next_one_answers(self):
         self.proxy.inject_failures(worker(FAILING), TRIES_PER_ATTEMPT)
