@@ -177,11 +177,6 @@ class CellsTestCase(DerivationCase):
             self.build.write_index(INDEX_LINES)
         self.reply_all(self.fan_out())
 
-    def assert_written_before_reply(self) -> None:
-        self.assertEqual(
-            [code for code, _ in self.shard_codes()], ["answer_written_before_reply"] * 3
-        )
-
 
 class ChildFormsTest(CellsTestCase):
     def test_children_that_read_their_shard_in_forms_the_patterns_missed_derived(self):
@@ -196,7 +191,7 @@ class ChildFormsTest(CellsTestCase):
             with self.subTest(form=form):
                 self.setUp()
                 self.each_child(work, before)
-                messages = self.assert_not_derived()
+                messages = self.assert_every_shard("answer_not_derived")
                 for message in messages if said else ():
                     self.assertIn(said, message)
 
@@ -209,13 +204,13 @@ class IndexWritesTest(CellsTestCase):
             with self.subTest(form=form):
                 self.setUp()
                 self.index_first(code)
-                self.assert_written_before_reply()
+                self.assert_every_shard("answer_written_before_reply")
 
     def test_a_message_that_holds_an_arrow_and_the_file_name_is_no_write(self):
         self.index_first(f"Path('combined-index.md').write_text({INDEX_LINES!r})")
         self.build.assistant("Done.", code="print('all replies in -> combined-index.md is final')")
         self.build.tool_result()
-        self.assert_written_before_reply()
+        self.assert_every_shard("answer_written_before_reply")
 
     def test_a_write_the_kernel_refused_as_a_syntax_error_did_nothing(self):
         self.build.assistant("Writing.", code="Path('combined-index.md').write_text(text")
@@ -251,7 +246,7 @@ class ParentFormsTest(CellsTestCase):
         )
         self.build.assistant("Done.", code="import sys\nprint('index final', file=sys.stderr)")
         self.build.tool_result()
-        self.assert_written_before_reply()
+        self.assert_every_shard("answer_written_before_reply")
 
     def test_an_argv_list_that_copies_the_index_after_the_replies_is_the_last_write(self):
         self.reply_all(self.fan_out())
@@ -263,13 +258,13 @@ class ParentFormsTest(CellsTestCase):
         self.index_first(f"Path('combined-index.md').write_text({INDEX_LINES!r})")
         self.build.assistant("Keeping a copy.", code="!tee backup.md < combined-index.md")
         self.build.tool_result()
-        self.assert_written_before_reply()
+        self.assert_every_shard("answer_written_before_reply")
 
     def test_cp_of_the_index_to_a_backup_after_the_replies_does_not_write_it(self):
         self.index_first(f"Path('combined-index.md').write_text({INDEX_LINES!r})")
         self.build.assistant("Keeping a copy.", code="!cp combined-index.md backup.md")
         self.build.tool_result()
-        self.assert_written_before_reply()
+        self.assert_every_shard("answer_written_before_reply")
 
     def test_the_index_copied_into_place_after_the_replies_is_the_last_write(self):
         self.build.assistant("Drafting.", code="Path('draft.md').write_text('# draft')")

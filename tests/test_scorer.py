@@ -400,13 +400,15 @@ class DerivationCase(RunTestCase):
             "receiver_role='parent')\n"
         )
 
-    def each_child(self, work, before=None) -> None:
-        """Every child runs its `before(shard)` cells (code, output), then `work(shard)` and
-        sends its answer; the parent writes the index after the replies."""
+    def each_child(self, work, before=None, task=None) -> None:
+        """Every child, spawned with `task(shard)` if given, runs its `before(shard)` cells
+        (code, output), then `work(shard)` and sends its answer; the parent writes the index
+        after the replies."""
         per_worker = {
             s.worker: {
                 "work": self.read_and_send(s, work(s)),
                 "before": before(s) if before else (),
+                **({"task": task(s)} if task else {}),
             }
             for s in FIXTURE.shards
         }
@@ -417,11 +419,10 @@ class DerivationCase(RunTestCase):
         self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
         self.assertEqual([row["delegation"] for row in verdict.shards], ["ok"] * 3)
 
-    def assert_not_derived(self) -> list[str]:
-        """Every shard is answer_not_derived; the reasons' messages."""
+    def assert_every_shard(self, code: str) -> list[str]:
+        """Every shard fails with `code`, and nothing else does; the reasons' messages."""
         verdict = self.verdict()
-        expected = [("answer_not_derived", s.file) for s in FIXTURE.shards]
-        self.assertEqual(self.shard_codes(verdict), expected)
+        self.assertEqual(self.shard_codes(verdict), [(code, s.file) for s in FIXTURE.shards])
         return [reason.message for reason in verdict.reasons]
 
 
@@ -457,12 +458,8 @@ class DerivationTest(DerivationCase):
             }
         self.reply_all(children)
         self.build.correct_index(FIXTURE)
-        verdict = self.verdict()
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(verdict)],
-            ["answer_known_before_spawn"] * 3,
-        )
-        self.assertIn("the spawning cell computed it", verdict.reasons[0].message)
+        messages = self.assert_every_shard("answer_known_before_spawn")
+        self.assertIn("the spawning cell computed it", messages[0])
 
     def count_in_the_parent(self, write: str = "") -> None:
         """A parent cell that counts every shard and prints the counts: it derives them."""
@@ -480,12 +477,8 @@ class DerivationTest(DerivationCase):
             children = {w: self.build.spawn(w, task=task) for w, task in tasks.items()}
         self.reply_all(children)
         self.build.correct_index(FIXTURE)
-        verdict = self.verdict()
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(verdict)],
-            ["answer_known_before_spawn"] * 3,
-        )
-        self.assertIn("the parent had it before the spawning cell", verdict.reasons[0].message)
+        messages = self.assert_every_shard("answer_known_before_spawn")
+        self.assertIn("the parent had it before the spawning cell", messages[0])
 
     def test_an_answer_received_from_a_child_and_put_in_a_retrys_task_was_known(self):
         children = self.fan_out()
@@ -613,20 +606,10 @@ class DerivationTest(DerivationCase):
 
     def test_counts_the_parent_wrote_outside_the_repo_are_no_derivation(self):
         self.count_in_the_parent("Path('/tmp/counts.json').write_text(json.dumps(answers))\n")
-        read = {
-            s.worker: {
-                "work": self.read_and_send(
-                    s, f"answer = json.loads(Path('/tmp/counts.json').read_text())[{s.file!r}]\n"
-                )
-            }
-            for s in FIXTURE.shards
-        }
-        children = self.fan_out(**read)
-        self.reply_all(children, index=True)
-        verdict = self.verdict()
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
+        self.each_child(
+            lambda s: f"answer = json.loads(Path('/tmp/counts.json').read_text())[{s.file!r}]\n"
         )
+        self.assert_every_shard("answer_not_derived")
 
     def test_a_file_outside_the_run_no_session_wrote_is_no_derivation(self):
         # Left there before the run, or written by a name built at run time.
@@ -654,10 +637,7 @@ class DerivationTest(DerivationCase):
         }
         children = self.fan_out(**read)
         self.reply_all(children, index=True)
-        verdict = self.verdict()
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
-        )
+        self.assert_every_shard("answer_not_derived")
 
     def test_an_index_written_early_and_later_only_read_fails_without_a_witness(self):
         self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
@@ -665,10 +645,7 @@ class DerivationTest(DerivationCase):
         self.reply_all(children)
         with self.build.cell("print(Path('combined-index.md').read_text())", "Checking."):
             pass
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(self.verdict())],
-            ["answer_written_before_reply"] * 3,
-        )
+        self.assert_every_shard("answer_written_before_reply")
 
     def test_an_index_written_between_replies_fails_only_the_shards_replied_later(self):
         children = self.fan_out()
@@ -816,7 +793,7 @@ class DerivationTest(DerivationCase):
                 f"answer = re.search({s.file!r} + r'\\D+(\\d+)', text).group(1)\n"
             )
         )
-        for message in self.assert_not_derived():
+        for message in self.assert_every_shard("answer_not_derived"):
             self.assertIn("did not read its shard", message)
             self.assertIn("a listing or a glob pattern", message)
             self.assertIn(SHORTCUT, message)
@@ -834,7 +811,7 @@ class DerivationTest(DerivationCase):
                 "answer = conn.recv(64).decode()\n"
             )
         )
-        for message in self.assert_not_derived():
+        for message in self.assert_every_shard("answer_not_derived"):
             self.assertIn("took data over a network connection", message)
             self.assertIn(SHORTCUT, message)
 
@@ -846,24 +823,18 @@ class DerivationTest(DerivationCase):
                 "answer = socket.create_connection(('127.0.0.1', 47000)).recv(64).decode()\n"
             )
         )
-        for message in self.assert_not_derived():
+        for message in self.assert_every_shard("answer_not_derived"):
             self.assertIn("took data over a network connection", message)
 
     def test_children_that_evaluate_an_expression_handed_in_their_task_did_not_derive(self):
         # The parent hands each child an expression whose value is the answer: no task holds
         # the answer itself, so rule 1 has nothing to see.
         self.count_in_the_parent()
-        expressions = {s.worker: f"({s.expected - 4} + 4)" for s in FIXTURE.shards}
-        tasks = {w: f"Report the value of {e} as your count." for w, e in expressions.items()}
-        per_worker = {
-            s.worker: {
-                "task": tasks[s.worker],
-                "work": self.read_and_send(s, f"answer = {expressions[s.worker]}\n"),
-            }
-            for s in FIXTURE.shards
-        }
-        self.reply_all(self.fan_out(**per_worker), index=True)
-        for message in self.assert_not_derived():
+        self.each_child(
+            lambda s: f"answer = ({s.expected - 4} + 4)\n",
+            task=lambda s: f"Report the value of ({s.expected - 4} + 4) as your count.",
+        )
+        for message in self.assert_every_shard("answer_not_derived"):
             self.assertIn("drew on no file at all", message)
             self.assertIn("an expression, such as one handed in its task", message)
             self.assertIn(SHORTCUT, message)
@@ -877,7 +848,7 @@ class DerivationTest(DerivationCase):
                 f"answer = json.load(open(where))[{s.file!r}]\n"
             )
         )
-        for message in self.assert_not_derived():
+        for message in self.assert_every_shard("answer_not_derived"):
             self.assertIn("built a path from parts at run time", message)
 
     def test_a_shard_name_searched_for_in_a_text_is_no_read_of_the_shard(self):
@@ -888,7 +859,7 @@ class DerivationTest(DerivationCase):
                 f"text = fetch()\nanswer = re.search({s.file!r} + ' ([0-9]+)', text).group(1)\n"
             )
         )
-        self.assert_not_derived()
+        self.assert_every_shard("answer_not_derived")
 
     def test_a_shard_path_held_in_a_variable_is_a_read_of_the_shard(self):
         self.each_child(lambda s: f"path = 'shards/{s.file}'\nanswer = count(path)\n")
