@@ -193,24 +193,12 @@ class OracleTest(SimulatedAgentCase):
     def test_each_reply_matches_its_childs_receipt(self):
         run = self.shared_launch()
         by_sender = {r["details"]["from"]["sessionId"]: r for r in replies(run.parent())}
-        root = run.parent()[0]
         for path in run.child_files():
             header, *entries = read_jsonl(path)
             reply = by_sender[header["id"]]
             (sent,) = messages(entries, "toolResult")[0]["details"]["sentAgentMessages"]
             self.assertEqual(
                 (sent["id"], sent["message"]), (reply["details"]["id"], reply["details"]["message"])
-            )
-            name = reply["details"]["from"]["sessionName"]
-            self.assertEqual(
-                reply["content"],
-                f"[from child:{name}]\nAgent-to-agent message received.\n"
-                "Source: agent_message\n"
-                f"From: {name}, active {reply['details']['from']['activeSessionId']}, "
-                f"session {header['id']}, client agent\n"
-                f"To: active {reply['details']['target']['activeSessionId']}, "
-                f"session {root['id']}\n"
-                f"Message id: {sent['id']}\n\n{sent['message']}",
             )
             task = next(e for e in entries if e["type"] == "custom_message")
             self.assertEqual(task["details"]["id"], "spawn:" + path.parent.name)
@@ -319,10 +307,10 @@ class BehaviourTest(SimulatedAgentCase):
         self.assert_replies_unsent(run)
 
     def test_sibling_forward_sends_one_child_to_another_in_the_products_shape(self):
-        """The receiver's agent_message from a sibling: `[from sibling:<name>]`, the sender's
-        endpoint in `from`, the receiver's in `target` and on the `To:` line (source
-        core/agent-messages.ts createAgentSessionMessage); the sender's toolResult records
-        it with receiverRole `sibling` (core/kernel/index.ts KernelSentAgentMessage)."""
+        """The receiver's agent_message from a sibling: the sender's endpoint in `from`, the
+        receiver's in `target` (source core/agent-messages.ts createAgentSessionMessage); the
+        sender's toolResult records it with receiverRole `sibling` (core/kernel/index.ts
+        KernelSentAgentMessage)."""
         run = self.launch("sibling-forward")
         by_name = {session_name(path): read_jsonl(path) for path in run.child_files()}
         source_name = worker(TASKS[0][0])
@@ -346,10 +334,6 @@ class BehaviourTest(SimulatedAgentCase):
             self.assertEqual((target["sessionName"], target["runtimeKind"]), (name, "subagent"))
             self.assertEqual(details["from"]["sessionId"], source[0]["id"])
             self.assertEqual(details["from"]["sessionName"], source_name)
-            lines = message["content"].split("\n")
-            self.assertEqual(lines[0], f"[from sibling:{source_name}]")
-            self.assertTrue(lines[4].startswith(f"To: {name}, active {target['activeSessionId']}"))
-            self.assertEqual(lines[-1], details["message"])
             # The number goes on to the parent typed into the receiver's next cell.
             self.assertIn(repr(details["message"]), ipython_codes(entries)[-1])
         (own,) = sent.values()  # the source's own answer went to the parent
@@ -590,10 +574,6 @@ class WitnessedModelTest(SimulatedAgentCase):
                 "childId": child_id,
                 "sessionName": worker(FAILING),
             },
-        )
-        self.assertEqual(
-            notice["content"],
-            f"RLM child {worker(FAILING)} ({child_id}) completed without sending a reply",
         )
         answer = expected_answer(run.repo / "shards" / FAILING, TASKS[7][1])
         self.assertEqual(
