@@ -587,16 +587,14 @@ class DerivationTest(DerivationCase):
             "json.dump(answers, open('/tmp/answers.json', 'w'))\nprint(answers)\n",
             "{'a.jsonl': 11, 'b.jsonl': 22, 'c.jsonl': 33}\n",
         )
-        read = {
-            s.worker: {
-                "work": self.read_and_send(
-                    s, f"answer = json.load(open('/tmp/answers.json'))[{s.file!r}]\n"
-                )
-            }
-            for s in (A, B)
-        }
-        children = self.fan_out(**read, **{"worker-c": {"before": (compute_all,)}})
-        self.reply_all(children, index=True)
+        self.each_child(
+            lambda s: (
+                f"answer = count('shards/{C.file}')\n"
+                if s is C
+                else f"answer = json.load(open('/tmp/answers.json'))[{s.file!r}]\n"
+            ),
+            lambda s: (compute_all,) if s is C else (),
+        )
         verdict = self.verdict()
         self.assertEqual(
             self.shard_codes(verdict),
@@ -619,24 +617,17 @@ class DerivationTest(DerivationCase):
         self.assertEqual(self.shard_codes(self.verdict()), [("answer_not_derived", "a.jsonl")])
 
     def test_numbers_read_from_the_parents_transcript_are_no_derivation(self):
+        # worker-a and worker-b open it by its path; worker-c finds it through the sessions
+        # dir, relative to the repo.
         self.count_in_the_parent()
-        parent_log = self.build.parent_path
-        read = {
-            s.worker: {
-                "work": self.read_and_send(
-                    s,
-                    f"log = open({parent_log!r}).read()\n"
-                    f"answer = re.search({s.file!r} + r' (\\d+)', log).group(1)\n",
-                )
-            }
-            for s in (A, B)
-        }
-        # worker-c finds the parent's transcript through the sessions dir, relative to the repo.
-        read["worker-c"] = {
-            "work": self.read_and_send(C, "log = max(glob.glob('../sessions/*.jsonl'))\n...\n")
-        }
-        children = self.fan_out(**read)
-        self.reply_all(children, index=True)
+        opened = f"log = open({self.build.parent_path!r}).read()\n"
+
+        def read(shard) -> str:
+            if shard is C:
+                return "log = max(glob.glob('../sessions/*.jsonl'))\n...\n"
+            return opened + f"answer = re.search({shard.file!r} + r' (\\d+)', log).group(1)\n"
+
+        self.each_child(read)
         self.assert_every_shard("answer_not_derived")
 
     def test_an_index_written_early_and_later_only_read_fails_without_a_witness(self):
