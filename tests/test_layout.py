@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import graphlib
 import io
 import os
 import re
@@ -186,38 +187,12 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import cycles: each strongly connected set of two or more modules (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in sorted(graph.get(node, ())):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                item = stack.pop()
-                on_stack.discard(item)
-                component.append(item)
-                if item == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
+    """An import cycle, its modules sorted, if there is one (graphlib finds one at a time)."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as error:
+        return [sorted(set(error.args[1]))]
+    return []
 
 
 class LayerTest(unittest.TestCase):
