@@ -24,6 +24,7 @@ from pathlib import Path
 
 from swarm_fanout.shell import rundir
 from tests import temp_dir
+from tests.builders import compact
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "swarm_fanout" / "simulated" / "agent.py"
@@ -132,10 +133,6 @@ def expected_answer(path: Path, question: str) -> str:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def compact(record: dict) -> str:
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
 
 def process_gone(pid: int) -> bool:
