@@ -58,27 +58,19 @@ class PassAtKTest(unittest.TestCase):
 
 
 class WilsonIntervalTest(unittest.TestCase):
-    # Published values (Newcombe 1998, table I; and the usual textbook examples).
-    def test_half_of_ten(self):
-        low, high = wilson_interval(5, 10)
-        self.assertAlmostEqual(low, 0.2366, places=4)
-        self.assertAlmostEqual(high, 0.7634, places=4)
-
-    def test_none_of_ten_keeps_a_nonzero_upper_bound(self):
-        low, high = wilson_interval(0, 10)
-        self.assertEqual(low, 0.0)
-        self.assertAlmostEqual(high, 0.2775, places=4)
-
-    def test_all_of_ten_keeps_a_lower_bound_below_1(self):
-        low, high = wilson_interval(10, 10)
-        self.assertAlmostEqual(low, 0.7225, places=4)
-        self.assertEqual(high, 1.0)
-
-    def test_81_of_263(self):
-        # Newcombe's example 81/263: 0.2553 to 0.3662.
-        low, high = wilson_interval(81, 263)
-        self.assertAlmostEqual(low, 0.2553, places=4)
-        self.assertAlmostEqual(high, 0.3662, places=4)
+    def test_published_intervals(self):
+        # Newcombe 1998, table I (81/263: 0.2553 to 0.3662), and the usual textbook examples:
+        # none of ten keeps a nonzero upper bound, all of ten a lower bound below 1.
+        for successes, trials, low, high in (
+            (5, 10, 0.2366, 0.7634),
+            (0, 10, 0.0, 0.2775),
+            (10, 10, 0.7225, 1.0),
+            (81, 263, 0.2553, 0.3662),
+        ):
+            with self.subTest(f"{successes}/{trials}"):
+                interval = wilson_interval(successes, trials)
+                self.assertEqual([round(bound, 4) for bound in interval], [low, high])
+        self.assertEqual((wilson_interval(0, 10)[0], wilson_interval(10, 10)[1]), (0.0, 1.0))
 
     def test_no_trials_is_the_whole_unit_interval(self):
         self.assertEqual(wilson_interval(0, 0), (0.0, 1.0))
