@@ -545,18 +545,6 @@ class DerivationTest(DerivationCase):
         self.assertEqual(self.shard_codes(verdict), [("answer_not_derived", "a.jsonl")])
         self.assertIn("received it from a session that knew it", verdict.reasons[0].message)
 
-    def test_a_childs_results_are_searched_for_the_numbers_it_was_heard_to_send(self):
-        children = self.fan_out()
-        self.build.tells(children["worker-b"], children["worker-a"], "a.jsonl: 11", "11\n")
-        self.reply_all(children, index=True)
-        run = collect(self.run_dir, FIXTURE.artifact)
-        searched = {c.child_id: c.transcripts[0].searched_for for c in run.children}
-        self.assertIsNone(run.parent.searched_for)
-        # worker-b was read again once worker-a was found to have heard 11 from it.
-        self.assertEqual(searched[children["worker-b"].child_id], {11, 22})
-        self.assertEqual(searched[children["worker-a"].child_id], {11})
-        self.assertEqual(searched[children["worker-c"].child_id], {33})
-
     def test_a_number_a_sibling_sent_without_knowing_it_does_not_undo_a_derivation(self):
         children = self.fan_out()
         # worker-b sends "11" typed into its own code (it never worked 11 out), then
