@@ -25,19 +25,23 @@ from swarm_fanout.shell import rundir
 from swarm_fanout.shell.trials import baseline_task
 from tests.runner_case import JSON_EVENTS, SIMULATED, RunSetCase, without_timings
 
+# The run set of simulated/flaky that most tests here read (RunSetCase.shared_set).
+SET_OF_3 = ("--trials", "3", "--jobs", "2")
+
 
 class TrialsTest(RunSetCase):
     def test_k_trials_two_at_a_time_each_in_its_own_dir_with_a_summary(self):
-        shared, set_dir = self.shared_set("--trials", "3", "--jobs", "2")
-        done, summary = shared.done, copy.deepcopy(shared.result)
+        shared, set_dir = self.shared_set(*SET_OF_3)
+        done, summary = shared.done, shared.result
         results = self.trial_results(set_dir)
         self.assertEqual(sorted(results), ["trial-1", "trial-2", "trial-3"])
-        resolved = sum(result["resolved"] for result in results.values())
-        self.assertEqual(resolved, 2, "flaky at seed 11: trial 2 fabricates")
+        # Flaky at seed 11: trial 2 fabricates.
+        self.assertEqual([result["resolved"] for result in results.values()], [True, False, True])
         self.assertEqual((summary["resolved"], summary["trials_scored"]), (2, 3))
         # A failed trial fails the set, and its reasons are counted once per trial.
         self.assertEqual(done.returncode, 1)
         self.assertEqual(summary["failures"], {"unsourced_answer": 1, "wrong_answer": 1})
+        self.assertIsNone(summary["failure_accounting"])  # no failure injected, none judged
         # pass^2 = C(2,2)/C(3,2), pass@2 = 1 - C(1,2)/C(3,2), by hand
         self.assertEqual((summary["pass_hat_k"]["2"], summary["pass_at_k"]["2"]), (1 / 3, 1))
         self.assertEqual(sorted(summary["pass_hat_k"]), ["1", "2", "3"])
@@ -77,7 +81,7 @@ class TrialsTest(RunSetCase):
         self.assertLess(second["started_at"], first["finished_at"])
 
     def test_resume_after_a_killed_trial_gives_the_uninterrupted_summary(self):
-        shared, uninterrupted_dir = self.shared_set("--trials", "3", "--jobs", "2")
+        shared, uninterrupted_dir = self.shared_set(*SET_OF_3)
         # Trials 1 and 3 ran; trial 2 was killed mid-run: its dir, some of the agent's files,
         # no result.
         set_dir = self.copied_set(uninterrupted_dir, "trial-1", "trial-3")
@@ -108,33 +112,37 @@ class TrialsTest(RunSetCase):
         self.assertNotIn(b"trial 3/3 started", done.stderr)
 
     def test_errored_trials_are_kept_apart_and_a_resume_runs_them_again(self):
-        # An agent without credentials on trial 2's node: it exits 1 before any model call.
+        _, stored = self.shared_set(*SET_OF_3)
+        set_dir = self.copied_set(stored, "trial-1", "trial-3")
+        # Trial 2 on a node whose agent has no credentials: it exits 1 before any model call.
         agent = os.path.join(self.tmp, "node-agent")
         with open(agent, "w", encoding="utf-8") as handle:
             handle.write(
-                f'#!/bin/sh\nif [ "$SWARM_FANOUT_TRIAL" = 2 ] && [ "$1" != --version ]; then\n'
-                f"  echo 'no credentials on this node' >&2; exit 1\nfi\nexec {SIMULATED} \"$@\"\n"
+                f'#!/bin/sh\n[ "$1" = --version ] && exec {SIMULATED} "$@"\n'
+                "echo 'no credentials on this node' >&2; exit 1\n"
             )
         os.chmod(agent, 0o755)
-        set_dir = os.path.join(self.tmp, "set")
-        argv = ("--trials", "2", "--jobs", "2", "--run-set", set_dir, "--agent-bin", agent)
-        done, summary = self.runner(*argv, model="simulated/oracle")
+        done, summary = self.runner(
+            "--resume", set_dir, "--agent-bin", agent, model=None, fixture=None
+        )
         self.assertEqual((done.returncode, summary["exit_code"]), (3, 3))
         counts = ("trials_scored", "resolved", "trials_errored", "resolve_rate")
-        self.assertEqual([summary[key] for key in counts], [1, 1, 1, 1.0])
-        self.assertEqual(list(summary["pass_hat_k"]), ["1"])  # n = 1: the errored one is out
+        self.assertEqual([summary[key] for key in counts], [2, 2, 1, 1.0])
+        self.assertEqual(list(summary["pass_hat_k"]), ["1", "2"])  # n = 2: the errored one is out
         self.assertEqual((summary["failures"], summary["errors"]), ({}, {"agent_exited": 1}))
         self.assertEqual(summary["trials"][1]["status"], "agent_error")
         self.assertIn(b"1 errored (not counted)", done.stderr)
-        self.assertIn(b"runner.py: trial 2/2: agent error (exit 3): agent_exited: ", done.stderr)
+        self.assertIn(b"runner.py: trial 2/3: agent error (exit 3): agent_exited: ", done.stderr)
         done, summary = self.runner(
             "--resume", set_dir, "--agent-bin", SIMULATED, model=None, fixture=None
         )
+        # Trial 2 scored this time (it fabricates, at seed 11), and it alone ran.
         self.assertEqual(
-            (done.returncode, summary["resolved"], summary["trials_errored"]), (0, 2, 0)
+            (done.returncode, summary["resolved"], summary["trials_errored"]), (1, 2, 0)
         )
         self.assertEqual(summary["trials"][1]["dir"], "trial-2-retry1")
-        self.assertNotIn(b"trial 1/2 started", done.stderr)
+        self.assertIn(b"trial 2/3 started", done.stderr)
+        self.assertNotIn(b"trial 1/3 started", done.stderr)
 
     def test_a_resident_run_set_drives_every_trial_through_its_own_daemon(self):
         done, summary = self.runner(
@@ -152,7 +160,7 @@ class TrialsTest(RunSetCase):
                 self.assertTrue(result["cleanup"]["daemon_shutdown"]["success"])
 
     def test_a_summary_that_cannot_be_stored_is_still_printed_with_its_exit_code(self):
-        _, stored = self.shared_set("--trials", "3", "--jobs", "2")
+        _, stored = self.shared_set(*SET_OF_3)
         set_dir = self.copied_set(stored, "trial-1", "trial-2", "trial-3")
         real_write = rundir.write_atomic
 
@@ -179,7 +187,7 @@ class TrialsTest(RunSetCase):
 
 class BaselineTest(RunSetCase):
     def test_baseline_is_scored_on_coverage_and_gives_the_fan_outs_overhead(self):
-        shared, fan_out_dir = self.shared_set("--trials", "3", "--jobs", "2")
+        shared, fan_out_dir = self.shared_set(*SET_OF_3)
         # A baseline set of one trial beside the fan-out set of the same fixture and model.
         self.env["SIMULATED_FLAKY_P"] = "1"
         base_dir = os.path.join(os.path.dirname(fan_out_dir), "baseline")
@@ -234,6 +242,7 @@ class SummaryTest(unittest.TestCase):
         records = [record(1, scored(False, "wrong_answer", "wrong_answer", "unsourced_answer"))]
         summary = summarize({"trials": 1}, records)
         self.assertEqual(summary["failures"], {"unsourced_answer": 1, "wrong_answer": 1})
+        self.assertIsNone(summary["failure_accounting"])  # no failure injected, none judged
 
     def test_agent_never_run_exits_3_and_an_interrupt_its_signal(self):
         not_run = {
@@ -266,10 +275,6 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(summary["failures"], {"wrong_answer": 1})
         self.assertEqual(summary["errors"], {"agent_exited": 1, "model_calls_failed": 1})
         self.assertEqual(summary["exit_code"], 1)  # a scored trial did not resolve
-
-    def test_a_set_whose_only_unresolved_trials_errored_exits_3(self):
-        summary = summarize({"trials": 2}, [record(1, scored(True)), record(2, errored())])
-        self.assertEqual((summary["exit_code"], summary["resolve_rate"]), (3, 1.0))
 
     def test_cost_has_a_median_and_a_cost_per_resolved_trial(self):
         def costing(result: dict, dollars) -> dict:
@@ -321,10 +326,6 @@ class SummaryTest(unittest.TestCase):
             [trial["failure_accounted"] for trial in summary["trials"]],
             [True, True, True, False, None, None],
         )
-
-    def test_no_failure_injected_gives_no_accounting_rate(self):
-        summary = summarize({"trials": 2}, [record(1, scored(True)), record(2, scored(False, "x"))])
-        self.assertIsNone(summary["failure_accounting"])
 
 
 if __name__ == "__main__":

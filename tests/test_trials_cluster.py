@@ -75,17 +75,6 @@ class BatchSchedulerTest(RunSetCase):
         trial = self.trial_results(copied)["trial-1"]
         self.assertEqual(trial["injected_failures"]["asked"], stored["inject_failure"])
 
-    def test_a_trial_index_past_a_new_run_set_of_one_trial_names_trials(self):
-        set_dir = os.path.join(self.tmp, "set")
-        done, refused = self.runner("--run-set", set_dir, "--trial-index", "3")
-        self.assertEqual(done.returncode, 2)
-        self.assertEqual(refused["reasons"][0]["code"], "trial_index_out_of_range")
-        self.assertIn(
-            "--trial-index 3 is outside 1..1 (the run set's --trials K",
-            refused["reasons"][0]["message"],
-        )
-        self.assertFalse(os.path.exists(set_dir))
-
     def test_trial_index_runs_exactly_that_trial_and_once(self):
         set_dir, done, result = self.stored_set()
         self.assertEqual(result["trial"], {"index": 2, "run_set": os.path.realpath(set_dir)})
@@ -100,16 +89,21 @@ class BatchSchedulerTest(RunSetCase):
         # The stored set's K is the bound.
         self.assert_refused(set_dir, "--run-set", set_dir, "--trial-index", "3", said=b"1..2")
 
-    def test_a_zero_based_index_is_refused_before_anything_is_written(self):
+    def test_an_index_outside_the_run_set_is_refused_before_anything_is_written(self):
         set_dir = os.path.join(self.tmp, "set")
         done, _ = self.runner("--trials", "6", "--run-set", set_dir, "--trial-index", "0")
         self.assertEqual(done.returncode, 2)
         self.assertIn(b"--trial-index 0 is outside 1..6", done.stderr)
         self.assertIn(b"--trial-index $((INDEX + 1))", done.stderr)
-        self.assertFalse(os.path.exists(set_dir))
-        # One past the end is refused as early, and on a stored set too.
         done, _ = self.runner("--trials", "6", "--run-set", set_dir, "--trial-index", "7")
-        self.assertEqual((done.returncode, os.path.exists(set_dir)), (2, False))
+        self.assertEqual(done.returncode, 2)
+        # Without --trials a new run set has one trial, and the refusal names the flag.
+        done, refused = self.runner("--run-set", set_dir, "--trial-index", "3")
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(refused["reasons"][0]["code"], "trial_index_out_of_range")
+        said = "--trial-index 3 is outside 1..1 (the run set's --trials K"
+        self.assertIn(said, refused["reasons"][0]["message"])
+        self.assertFalse(os.path.exists(set_dir))
         stored, _, _ = self.stored_set()
         self.assert_refused(stored, "--run-set", stored, "--trial-index", "0", said=b"0 is outside")
 
@@ -144,23 +138,29 @@ class BatchSchedulerTest(RunSetCase):
             time.sleep(0.05)
         return set_dir, runner
 
-    def test_sigterm_ends_the_running_trials_starts_no_more_and_still_summarizes(self):
-        # The hanging trials' grandchildren ignore SIGTERM: each trial waits out its grace.
-        set_dir, runner = self.start_hanging_set(grace="0.1", trials="3")
-        runner.send_signal(signal.SIGTERM)
-        out, err = runner.communicate(timeout=60)
+    def ended_set(self, set_dir: str, runner: subprocess.Popen, code: int) -> tuple[dict, str]:
+        """The run set's summary and stderr once it exited with `code`: its two running trials
+        were interrupted and left no process behind."""
+        out, err = runner.communicate(timeout=120)
         summary = json.loads(out)
-        self.assertEqual((runner.returncode, summary["exit_code"]), (143, 143))
+        self.assertEqual((runner.returncode, summary["exit_code"]), (code, code))
         results = self.trial_results(set_dir)
         self.assertEqual(sorted(results), ["trial-1", "trial-2"])
         for result in results.values():
             self.assertTrue(result["interrupted"])
             self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        return summary, err.decode()
+
+    def test_sigterm_ends_the_running_trials_starts_no_more_and_still_summarizes(self):
+        # The hanging trials' grandchildren ignore SIGTERM: each trial waits out its grace.
+        set_dir, runner = self.start_hanging_set(grace="0.1", trials="3")
+        runner.send_signal(signal.SIGTERM)
+        summary, err = self.ended_set(set_dir, runner, 143)
         self.assertEqual(summary["failures"]["interrupted"], 2)
         self.assertEqual(summary["failures"]["not_run"], 1)
         self.assertEqual(summary["trials_scored"], 0)
         # What to do next: the resume command, with the flags run-set.json does not keep.
-        *_, resume, report = err.decode().splitlines()
+        *_, resume, report = err.splitlines()
         resume_command = f"runner.py --resume {set_dir} --jobs 2 --grace 0.1"
         self.assertTrue(
             resume.endswith(
@@ -188,28 +188,17 @@ class BatchSchedulerTest(RunSetCase):
             self.assertTrue(any(f"processes of trial {n}/2 " in line for line in said), said)
         past_the_same_interrupt(time.monotonic())
         os.killpg(runner.pid, signal.SIGINT)
-        out, err = runner.communicate(timeout=120)
-        summary = json.loads(out)
-        self.assertEqual((runner.returncode, summary["exit_code"]), (130, 130))
+        _, err = self.ended_set(set_dir, runner, 130)
         # One "again" from the run set and one from each trial: no trial heard a press twice.
-        again = [line for line in err.decode().splitlines() if "SIGINT again" in line]
+        again = [line for line in err.splitlines() if "SIGINT again" in line]
         self.assertEqual(len(again), 3, again)
-        for result in self.trial_results(set_dir).values():
-            self.assertTrue(result["interrupted"])
-            self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_a_hang_up_of_the_run_set_ends_its_trials(self):
         """A closed terminal hangs up the run set's runner; its trials, in sessions of their
         own, hear it from the run set and end their trees: none outlives it."""
         set_dir, runner = self.start_hanging_set(grace="0.1")
         os.kill(runner.pid, signal.SIGHUP)
-        out, _ = runner.communicate(timeout=120)
-        self.assertEqual((runner.returncode, json.loads(out)["exit_code"]), (129, 129))
-        results = self.trial_results(set_dir)
-        self.assertEqual(len(results), 2)
-        for result in results.values():
-            self.assertTrue(result["interrupted"])
-            self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        self.ended_set(set_dir, runner, 129)
 
 
 if __name__ == "__main__":
