@@ -310,6 +310,24 @@ class RunSetCase(RunnerTestCase):
         done = runner_server.run([*argv, *args], cwd=self.tmp, env=self.env, timeout=120)
         return done, json.loads(done.stdout) if done.stdout.strip() else None
 
+    def shared_set(self, *args: str) -> tuple[SharedRun, str]:
+        """A run set of simulated/flaky on the two-shard fixture that tests only read
+        (shared_run's), and its dir: the one set in its out dir that is not a baseline."""
+        shared = self.shared_run("simulated/flaky", None, *args)
+        out = os.path.join(shared.tmp, "runs")
+        (name,) = [name for name in os.listdir(out) if "baseline" not in name]
+        return shared, os.path.join(out, name)
+
+    def copied_set(self, set_dir: str, *trials: str) -> str:
+        """A stored run set copied into this test's temp dir with only the trial dirs named:
+        what the set is after those trials ran and before any other did."""
+        copy = os.path.join(self.tmp, "set")
+        os.mkdir(copy)
+        shutil.copy(os.path.join(set_dir, "run-set.json"), copy)
+        for trial in trials:
+            shutil.copytree(os.path.join(set_dir, trial), os.path.join(copy, trial), symlinks=True)
+        return copy
+
     def trial_results(self, set_dir: str) -> dict[str, dict]:
         found = {}
         for name in sorted(os.listdir(set_dir)):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from swarm_fanout.shell import rundir
 from tests import temp_dir
+from tests.builders import compact
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "swarm_fanout" / "simulated" / "agent.py"
@@ -134,10 +135,6 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def compact(record: dict) -> str:
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
-
-
 def process_gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -187,8 +184,8 @@ def command(body: dict, command_id: str = "t-1") -> dict:
 class DaemonClient:
     """A connection to the run's own socket: the hello, then commands in the v7 envelope.
 
-    Lines are split on \\n only (contract §8.1). session_event envelopes and other pushed
-    messages that arrive while a response is awaited are kept, in order.
+    Lines are split on \\n only (contract §8.1). session_event envelopes that arrive while a
+    response is awaited are kept, in order.
     """
 
     def __init__(self, path: Path):
@@ -202,23 +199,22 @@ class DaemonClient:
         self._file = self._socket.makefile("rwb")  # binary readline splits on b"\n" only
         self._ids = itertools.count(1)
         self.envelopes: list[dict] = []
-        self.pushed: list[dict] = []
         self.hello = self._read()
 
     @property
     def events(self) -> list[dict]:
         return [envelope["event"] for envelope in self.envelopes]
 
-    def send(self, message: dict | str) -> dict:
-        """Sends one line and returns its response (a parse error has no id)."""
-        self.post(message)
-        return self.response_to(message.get("id") if isinstance(message, dict) else None)
-
-    def post(self, message: dict | str) -> None:
-        """Sends one line without waiting for its response."""
-        line = message if isinstance(message, str) else json.dumps(message)
-        self._file.write(line.encode() + b"\n")
+    def send(self, message: dict) -> dict:
+        """Sends one command and returns its response."""
+        self._file.write(json.dumps(message).encode() + b"\n")
         self._file.flush()
+        while True:
+            line = self._read()
+            if line.get("type") == "response" and line.get("id") == message["id"]:
+                return line
+            if line.get("type") == "session_event":
+                self.envelopes.append(line)
 
     def request(self, body: dict) -> dict:
         """Sends a command under a fresh id and returns its response."""
@@ -230,18 +226,6 @@ class DaemonClient:
         if response.get("success") is not True:
             raise AssertionError(f"{body['type']} failed: {response}")
         return response.get("data")
-
-    def response_to(self, command_id) -> dict:
-        while True:
-            message = self._read()
-            if message.get("type") == "response" and (
-                message.get("id") == command_id or message.get("command") == "parse"
-            ):
-                return message
-            if message.get("type") == "session_event":
-                self.envelopes.append(message)
-            else:
-                self.pushed.append(message)
 
     def _read(self) -> dict:
         line = self._file.readline()
@@ -437,6 +421,20 @@ RECORD_KINDS = {
 }
 
 
+def assert_captured_shapes(test, run_dir: Path, capture: Path, families=RECORD_KINDS) -> dict:
+    """Every record kind written in `run_dir` (by the stand-in, or the tests' builders) exists
+    in the capture, each dict in it with keys the capture has in that order; the run's records
+    by family."""
+    ours, captured = run_records(run_dir), run_records(capture)
+    for family, kind in families.items():
+        our_shapes, captured_shapes = shapes(ours[family], kind), shapes(captured[family], kind)
+        for record_kind, found in our_shapes.items():
+            with test.subTest(family=family, kind=record_kind):
+                test.assertIn(record_kind, captured_shapes)
+                test.assertEqual(found - captured_shapes[record_kind], set())
+    return ours
+
+
 _SHARED_LAUNCHES: dict[tuple[str, str], Run] = {}
 
 
@@ -566,38 +564,28 @@ class SimulatedAgentCase(unittest.TestCase):
         if Path("/proc").is_dir():
             self.assertEqual(group_members(run.process.pid), [])
 
+    def forced_shutdown(self, run: Run) -> int:
+        """shutdown{force:true} on a new connection, answered as the product answers it; the
+        supervisor's pid."""
+        with DaemonClient(run.socket) as daemon:
+            response = daemon.send(command({"type": "shutdown", "force": True}, "t-stop"))
+        self.assertEqual(response, SHUTDOWN_DONE)
+        return daemon.hello["supervisorPid"]
+
     def shut_down_supervisor(self, run: Run) -> None:
         """The product's stop sequence (contract §2): hello, shutdown{force:true}, pid gone."""
-        if not run.socket.exists():
-            return
-        with DaemonClient(run.socket) as daemon:
-            response = daemon.send(command({"type": "shutdown", "force": True}, "t-stop"))
-        self.assertEqual(response, SHUTDOWN_DONE)
-        pid = daemon.hello["supervisorPid"]
-        wait_for(lambda: process_gone(pid), f"supervisor {pid} to exit")
-        self.assertFalse(run.socket.exists())
+        if run.socket.exists():
+            pid = self.forced_shutdown(run)
+            wait_for(lambda: process_gone(pid), f"supervisor {pid} to exit")
+            self.assertFalse(run.socket.exists())
 
     def shut_down_daemon(self, run: Run) -> None:
-        """shutdown{force:true} on a new connection: the daemon exits 0, its socket gone."""
-        if run.process.poll() is not None:
-            return
-        with DaemonClient(run.socket) as daemon:
-            response = daemon.send(command({"type": "shutdown", "force": True}, "t-stop"))
-        self.assertEqual(response, SHUTDOWN_DONE)
-        self.assertEqual(run.process.wait(timeout=DEADLINE_S), 0)
-        self.assertTrue(process_gone(daemon.hello["supervisorPid"]))
-        self.assertFalse(run.socket.exists())
-
-    def assert_captured_shapes(self, run, capture) -> dict:
-        """Every record kind the stand-in wrote exists in the capture with no other keys."""
-        ours, captured = run_records(run.dir), run_records(capture)
-        for family, kind in RECORD_KINDS.items():
-            our_shapes, captured_shapes = shapes(ours[family], kind), shapes(captured[family], kind)
-            for record_kind, found in our_shapes.items():
-                with self.subTest(family=family, kind=record_kind):
-                    self.assertIn(record_kind, captured_shapes)
-                    self.assertEqual(found - captured_shapes[record_kind], set())
-        return ours
+        """The daemon, shut down, exits 0, its socket gone."""
+        if run.process.poll() is None:
+            pid = self.forced_shutdown(run)
+            self.assertEqual(run.process.wait(timeout=DEADLINE_S), 0)
+            self.assertTrue(process_gone(pid))
+            self.assertFalse(run.socket.exists())
 
 
 def captured_wire() -> list[dict]:

@@ -19,6 +19,157 @@ def setUpModule() -> None:
     ask_only_what_was_searched()
 
 
+# Forms a child reads its shard with, each_child's (work, before): the regular expressions
+# missed them all, and each is a read of the child's own shard.
+READS = {
+    "a bash cell that counts by redirection": (
+        lambda s: f"%%bash\nwc -l < shards/{s.file}\n",
+        None,
+    ),
+    "a comment naming a socket, beside a plain read": (
+        lambda s: (
+            "# local file only: no requests.get / socket needed\n"
+            f"answer = len(open('shards/{s.file}').readlines())\n"
+        ),
+        None,
+    ),
+    "an unused glob import and a path built from the task's fields": (
+        lambda s: (
+            "import glob, json, os\nfrom pathlib import Path\n"
+            f"task = {{'shard': {s.file.split('.')[0]!r}, 'ext': 'jsonl'}}\n"
+            "name = task['shard'] + '.' + task['ext']\n"
+            "p = Path('shards') / name\nanswer = sum(1 for _ in open(p))\n"
+        ),
+        None,
+    ),
+    "%cd into the shards dir, then the bare name": (
+        lambda s: f"answer = len(open({s.file!r}).readlines())\n",
+        lambda s: (("%cd shards", "/repo/shards\n"),),
+    ),
+    "os.chdir into the shards dir, then the bare name": (
+        lambda s: f"answer = len(open({s.file!r}).readlines())\n",
+        lambda s: (("import os\nos.chdir('shards')", ""),),
+    ),
+    "a shell command handed to subprocess": (
+        lambda s: f"answer = subprocess.check_output('wc -l < shards/{s.file}', shell=True)\n",
+        None,
+    ),
+    "a shell command reading a shard the cell already read": (
+        lambda s: "answer = int(out)\n",
+        lambda s: (
+            (
+                f"print(open('shards/{s.file}').readline())\n"
+                f"out = subprocess.check_output('wc -l < shards/{s.file}', shell=True)",
+                "{}\n",
+            ),
+        ),
+    ),
+    "a function defined in an earlier cell whose body reads": (
+        lambda s: "answer = len(load())\n",
+        lambda s: ((f"def load():\n    return open('shards/{s.file}').readlines()", ""),),
+    ),
+    "a walrus": (
+        lambda s: f"if (n := len(open('shards/{s.file}').readlines())):\n    answer = n\n",
+        None,
+    ),
+    "a path from a starred assignment": (
+        lambda s: (
+            f"*parts, name = 'shards', {s.file!r}\n"
+            "answer = len(open(os.path.join(*parts, name)).readlines())\n"
+        ),
+        None,
+    ),
+    "an argv list handed to subprocess.run": (
+        lambda s: (
+            f"path = 'shards/{s.file}'\n"
+            "answer = subprocess.run(['wc', '-l', path], capture_output=True).stdout\n"
+        ),
+        None,
+    ),
+    "a %time magic line": (
+        lambda s: f"%time answer = len(open('shards/{s.file}').readlines())\n",
+        None,
+    ),
+    "a shell line with an environment prefix": (
+        lambda s: f"answer = !LC_ALL=C wc -l shards/{s.file}\n",
+        None,
+    ),
+    "the output of a shell line bound in an earlier cell": (
+        lambda s: "answer = int(out[0].split()[0])\n",
+        lambda s: ((f"out = !wc -l shards/{s.file}", ""),),
+    ),
+    "bash -c": (lambda s: f"answer = !bash -c 'wc -l < shards/{s.file}'\n", None),
+    "a copy to a scratch file by a pipe into tee": (
+        lambda s: "answer = len(open('scratch.jsonl').readlines())\n",
+        lambda s: ((f"!cat shards/{s.file} | tee scratch.jsonl > /dev/null", ""),),
+    ),
+}
+# The same forms holding a typed answer, or reading what is not the child's shard: each_child's
+# (work, before) and what the reason says, if it is checked.
+NOT_READS = {
+    "a name read from the shard, then rebound to a typed number": (
+        lambda s: f"n = {s.expected - 4} + 4\nanswer = n\n",
+        lambda s: ((f"n = len(open('shards/{s.file}').readlines())", ""),),
+        "drew on no file at all",
+    ),
+    "a cell the kernel ran that does not parse (a newer Python's, say)": (
+        lambda s: f"answer = len(open('shards/{s.file}').readlines()\n",
+        None,
+        "does not parse as Python",
+    ),
+    "a walrus binding a typed number": (
+        lambda s: f"answer = (n := {s.expected - 4} + 4)\n",
+        lambda s: ((f"n = len(open('shards/{s.file}').readlines())", ""),),
+        None,
+    ),
+    "a typed number taken from a starred target": (
+        lambda s: (
+            f"counted, *typed = len(open('shards/{s.file}').readlines()), {s.expected}\n"
+            "answer = typed[0]\n"
+        ),
+        None,
+        None,
+    ),
+    "an argv list that reads another child's transcript": (
+        lambda s: "answer = subprocess.run(['cat', '../sessions/root.jsonl']).stdout\n",
+        None,
+        None,
+    ),
+    "a %time magic line that types the answer": (
+        lambda s: f"%time answer = {s.expected}\n",
+        None,
+        "it was typed into code",
+    ),
+}
+# The parent's final index written before it spawns, never again, in forms the regular
+# expressions missed: each is a write.
+WRITES = {
+    "a name bound in a tuple assignment": (
+        "src, out = 'x', 'combined-index.md'\nPath(out).write_text(text)"
+    ),
+    "an open call wrapped over lines": (
+        "with open(\n    'combined-index.md',\n    'w',\n) as f:\n    f.write(text)"
+    ),
+    "a path opened with a keyword mode": (
+        "with Path('combined-index.md').open(mode='w') as f:\n    f.write(text)"
+    ),
+    "mode wt": "with open('combined-index.md', 'wt') as f:\n    f.write(text)",
+    "a %%writefile cell": "%%writefile combined-index.md\n# Combined index\n",
+    "a path joined under a dir whose name holds load": (
+        "download_dir = os.getcwd()\nout = Path(download_dir) / 'combined-index.md'\n"
+        "out.write_text(text)"
+    ),
+    "an argv list that copies to a variable's path": (
+        "out = 'combined-index.md'\nsubprocess.run(['cp', 'draft.md', out], check=True)"
+    ),
+    "!cp": "!cp draft.md combined-index.md",
+    "%%bash mv": "%%bash\nmv draft.md combined-index.md",
+    "a pipe into tee": "!cat draft.md | tee combined-index.md",
+    "cp with an environment prefix": "!LC_ALL=C cp draft.md combined-index.md",
+    "bash -c cp": '!bash -c "cp draft.md combined-index.md"',
+}
+
+
 class CellsTestCase(DerivationCase):
     def index_first(self, code: str) -> None:
         """The parent writes the final index with `code` before it spawns, never again."""
@@ -26,134 +177,40 @@ class CellsTestCase(DerivationCase):
             self.build.write_index(INDEX_LINES)
         self.reply_all(self.fan_out())
 
-    def assert_written_before_reply(self) -> None:
-        self.assertEqual(
-            [code for code, _ in self.shard_codes()], ["answer_written_before_reply"] * 3
-        )
 
+class ChildFormsTest(CellsTestCase):
+    def test_children_that_read_their_shard_in_forms_the_patterns_missed_derived(self):
+        for form, (work, before) in READS.items():
+            with self.subTest(form=form):
+                self.setUp()
+                self.each_child(work, before)
+                self.assert_resolved()
 
-class HonestChildrenTest(CellsTestCase):
-    """Children that read their shard in ways the regular expressions missed."""
-
-    def test_a_bash_cell_that_counts_its_shard_by_redirection_derived(self):
-        self.each_child(lambda s: f"%%bash\nwc -l < shards/{s.file}\n")
-        self.assert_resolved()
-
-    def test_a_comment_naming_a_socket_opens_no_network(self):
-        self.each_child(
-            lambda s: (
-                "# local file only: no requests.get / socket needed\n"
-                f"answer = len(open('shards/{s.file}').readlines())\n"
-            )
-        )
-        self.assert_resolved()
-
-    def test_an_unused_glob_import_and_a_path_built_from_the_tasks_fields_derived(self):
-        self.each_child(
-            lambda s: (
-                "import glob, json, os\nfrom pathlib import Path\n"
-                f"task = {{'shard': {s.file.split('.')[0]!r}, 'ext': 'jsonl'}}\n"
-                "name = task['shard'] + '.' + task['ext']\n"
-                "p = Path('shards') / name\nanswer = sum(1 for _ in open(p))\n"
-            )
-        )
-        self.assert_resolved()
-
-    def test_a_child_that_cds_into_the_shards_dir_then_reads_its_shard_derived(self):
-        self.each_child(
-            lambda s: f"answer = len(open({s.file!r}).readlines())\n",
-            lambda s: (("%cd shards", "/repo/shards\n"),),
-        )
-        self.assert_resolved()
-
-    def test_a_child_that_chdirs_into_the_shards_dir_then_reads_its_shard_derived(self):
-        self.each_child(
-            lambda s: f"answer = len(open({s.file!r}).readlines())\n",
-            lambda s: (("import os\nos.chdir('shards')", ""),),
-        )
-        self.assert_resolved()
-
-    def test_a_shell_command_handed_to_subprocess_reads_the_shard(self):
-        self.each_child(
-            lambda s: f"answer = subprocess.check_output('wc -l < shards/{s.file}', shell=True)\n"
-        )
-        self.assert_resolved()
-
-    def test_a_shell_command_that_reads_a_shard_the_cell_already_read_carries_it(self):
-        self.each_child(
-            lambda s: "answer = int(out)\n",
-            lambda s: (
-                (
-                    f"print(open('shards/{s.file}').readline())\n"
-                    f"out = subprocess.check_output('wc -l < shards/{s.file}', shell=True)",
-                    "{}\n",
-                ),
-            ),
-        )
-        self.assert_resolved()
-
-    def test_a_function_defined_in_an_earlier_cell_carries_what_its_body_reads(self):
-        self.each_child(
-            lambda s: "answer = len(load())\n",
-            lambda s: ((f"def load():\n    return open('shards/{s.file}').readlines()", ""),),
-        )
-        self.assert_resolved()
-
-
-class TypedAnswersTest(CellsTestCase):
-    def test_a_name_rebound_to_a_typed_number_loses_its_shards_source(self):
-        # It read its shard into n, then typed its answer over it.
-        self.each_child(
-            lambda s: f"n = {s.expected - 4} + 4\nanswer = n\n",
-            lambda s: ((f"n = len(open('shards/{s.file}').readlines())", ""),),
-        )
-        for message in self.assert_not_derived():
-            self.assertIn("drew on no file at all", message)
-
-    def test_a_cell_the_kernel_ran_but_that_does_not_parse_is_no_evidence(self):
-        # Code of a newer Python than the scorer's, say: its reading proves nothing.
-        self.each_child(lambda s: f"answer = len(open('shards/{s.file}').readlines()\n")
-        for message in self.assert_not_derived():
-            self.assertIn("does not parse as Python", message)
+    def test_children_whose_answer_is_typed_or_read_elsewhere_did_not_derive(self):
+        for form, (work, before, said) in NOT_READS.items():
+            with self.subTest(form=form):
+                self.setUp()
+                self.each_child(work, before)
+                messages = self.assert_every_shard("answer_not_derived")
+                for message in messages if said else ():
+                    self.assertIn(said, message)
 
 
 class IndexWritesTest(CellsTestCase):
     """The parent's last write of the index, in forms the regular expressions missed."""
 
+    def test_an_index_written_before_the_spawn_in_these_forms_is_a_write(self):
+        for form, code in WRITES.items():
+            with self.subTest(form=form):
+                self.setUp()
+                self.index_first(code)
+                self.assert_every_shard("answer_written_before_reply")
+
     def test_a_message_that_holds_an_arrow_and_the_file_name_is_no_write(self):
         self.index_first(f"Path('combined-index.md').write_text({INDEX_LINES!r})")
         self.build.assistant("Done.", code="print('all replies in -> combined-index.md is final')")
         self.build.tool_result()
-        self.assert_written_before_reply()
-
-    def test_a_name_bound_in_a_tuple_assignment_is_written(self):
-        self.index_first("src, out = 'x', 'combined-index.md'\nPath(out).write_text(text)")
-        self.assert_written_before_reply()
-
-    def test_an_open_call_wrapped_over_lines_writes(self):
-        self.index_first(
-            "with open(\n    'combined-index.md',\n    'w',\n) as f:\n    f.write(text)"
-        )
-        self.assert_written_before_reply()
-
-    def test_a_path_opened_with_a_keyword_mode_writes(self):
-        self.index_first("with Path('combined-index.md').open(mode='w') as f:\n    f.write(text)")
-        self.assert_written_before_reply()
-
-    def test_mode_wt_writes(self):
-        self.index_first("with open('combined-index.md', 'wt') as f:\n    f.write(text)")
-        self.assert_written_before_reply()
-
-    def test_a_writefile_cell_writes(self):
-        self.index_first("%%writefile combined-index.md\n# Combined index\n")
-        self.assert_written_before_reply()
-
-    def test_a_path_joined_under_a_dir_whose_name_holds_load_writes(self):
-        self.index_first(
-            "download_dir = os.getcwd()\nout = Path(download_dir) / 'combined-index.md'\n"
-            "out.write_text(text)"
-        )
-        self.assert_written_before_reply()
+        self.assert_every_shard("answer_written_before_reply")
 
     def test_a_write_the_kernel_refused_as_a_syntax_error_did_nothing(self):
         self.build.assistant("Writing.", code="Path('combined-index.md').write_text(text")
@@ -169,88 +226,6 @@ class IndexWritesTest(CellsTestCase):
         self.reply_all(self.fan_out())
         with self.build.cell("save(lines)", "Writing the index."):
             self.build.correct_index(FIXTURE)
-        self.assert_resolved()
-
-
-class ChildFormsTest(CellsTestCase):
-    """Forms of Python and IPython a child reads its shard with, and the same forms holding a
-    typed answer."""
-
-    def test_a_walrus_that_reads_the_shard_derived(self):
-        self.each_child(
-            lambda s: f"if (n := len(open('shards/{s.file}').readlines())):\n    answer = n\n"
-        )
-        self.assert_resolved()
-
-    def test_a_walrus_that_binds_a_typed_number_is_not_derived(self):
-        self.each_child(
-            lambda s: f"answer = (n := {s.expected - 4} + 4)\n",
-            lambda s: ((f"n = len(open('shards/{s.file}').readlines())", ""),),
-        )
-        self.assert_not_derived()
-
-    def test_a_path_from_a_starred_assignment_derived(self):
-        self.each_child(
-            lambda s: (
-                f"*parts, name = 'shards', {s.file!r}\n"
-                "answer = len(open(os.path.join(*parts, name)).readlines())\n"
-            )
-        )
-        self.assert_resolved()
-
-    def test_a_typed_number_taken_from_a_starred_target_is_not_derived(self):
-        self.each_child(
-            lambda s: (
-                f"counted, *typed = len(open('shards/{s.file}').readlines()), {s.expected}\n"
-                "answer = typed[0]\n"
-            )
-        )
-        self.assert_not_derived()
-
-    def test_an_argv_list_handed_to_subprocess_run_reads_the_shard(self):
-        self.each_child(
-            lambda s: (
-                f"path = 'shards/{s.file}'\n"
-                "answer = subprocess.run(['wc', '-l', path], capture_output=True).stdout\n"
-            )
-        )
-        self.assert_resolved()
-
-    def test_an_argv_list_that_reads_another_childs_transcript_is_not_derived(self):
-        self.each_child(
-            lambda s: "answer = subprocess.run(['cat', '../sessions/root.jsonl']).stdout\n"
-        )
-        self.assert_not_derived()
-
-    def test_a_time_magic_line_that_reads_the_shard_derived(self):
-        self.each_child(lambda s: f"%time answer = len(open('shards/{s.file}').readlines())\n")
-        self.assert_resolved()
-
-    def test_a_time_magic_line_that_types_the_answer_is_not_derived(self):
-        self.each_child(lambda s: f"%time answer = {s.expected}\n")
-        for message in self.assert_not_derived():
-            self.assertIn("it was typed into code", message)
-
-    def test_a_shell_line_with_an_environment_prefix_reads_the_shard(self):
-        self.each_child(lambda s: f"answer = !LC_ALL=C wc -l shards/{s.file}\n")
-        self.assert_resolved()
-
-    def test_the_output_of_a_shell_line_bound_in_an_earlier_cell_carries_the_shard(self):
-        self.each_child(
-            lambda s: "answer = int(out[0].split()[0])\n",
-            lambda s: ((f"out = !wc -l shards/{s.file}", ""),),
-        )
-        self.assert_resolved()
-
-    def test_bash_dash_c_reads_the_shard(self):
-        self.each_child(lambda s: f"answer = !bash -c 'wc -l < shards/{s.file}'\n")
-        self.assert_resolved()
-
-    def test_a_shard_copied_to_a_scratch_file_by_a_pipe_into_tee_derived(self):
-        self.each_child(
-            lambda s: "answer = len(open('scratch.jsonl').readlines())\n",
-            lambda s: ((f"!cat shards/{s.file} | tee scratch.jsonl > /dev/null", ""),),
-        )
         self.assert_resolved()
 
 
@@ -271,13 +246,7 @@ class ParentFormsTest(CellsTestCase):
         )
         self.build.assistant("Done.", code="import sys\nprint('index final', file=sys.stderr)")
         self.build.tool_result()
-        self.assert_written_before_reply()
-
-    def test_an_argv_list_that_copies_to_a_variables_path_writes_it(self):
-        self.index_first(
-            "out = 'combined-index.md'\nsubprocess.run(['cp', 'draft.md', out], check=True)"
-        )
-        self.assert_written_before_reply()
+        self.assert_every_shard("answer_written_before_reply")
 
     def test_an_argv_list_that_copies_the_index_after_the_replies_is_the_last_write(self):
         self.reply_all(self.fan_out())
@@ -285,30 +254,17 @@ class ParentFormsTest(CellsTestCase):
             self.build.write_index(INDEX_LINES)
         self.assert_resolved()
 
-    def test_cp_mv_and_a_pipe_into_tee_write_the_index(self):
-        for code in (
-            "!cp draft.md combined-index.md",
-            "%%bash\nmv draft.md combined-index.md",
-            "!cat draft.md | tee combined-index.md",
-            "!LC_ALL=C cp draft.md combined-index.md",
-            '!bash -c "cp draft.md combined-index.md"',
-        ):
-            with self.subTest(code=code):
-                self.setUp()
-                self.index_first(code)
-                self.assert_written_before_reply()
-
     def test_tee_that_reads_the_index_from_stdin_does_not_write_it(self):
         self.index_first(f"Path('combined-index.md').write_text({INDEX_LINES!r})")
         self.build.assistant("Keeping a copy.", code="!tee backup.md < combined-index.md")
         self.build.tool_result()
-        self.assert_written_before_reply()
+        self.assert_every_shard("answer_written_before_reply")
 
     def test_cp_of_the_index_to_a_backup_after_the_replies_does_not_write_it(self):
         self.index_first(f"Path('combined-index.md').write_text({INDEX_LINES!r})")
         self.build.assistant("Keeping a copy.", code="!cp combined-index.md backup.md")
         self.build.tool_result()
-        self.assert_written_before_reply()
+        self.assert_every_shard("answer_written_before_reply")
 
     def test_the_index_copied_into_place_after_the_replies_is_the_last_write(self):
         self.build.assistant("Drafting.", code="Path('draft.md').write_text('# draft')")

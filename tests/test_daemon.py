@@ -165,18 +165,6 @@ class HelloTest(unittest.TestCase):
             daemon.check_hello(dict(HELLO, schemaRevision=17))
         self.assertIn("schemaRevision", str(caught.exception))
 
-    def test_envelope_is_the_protocol_7_shape(self):
-        self.assertEqual(
-            daemon.envelope("c-1", "swarm-fanout-ab12", {"type": "get_state"}),
-            {
-                "type": "command",
-                "id": "c-1",
-                "protocol": {"name": "prime-agent.daemon", "version": 7},
-                "clientId": "swarm-fanout-ab12",
-                "command": {"type": "get_state"},
-            },
-        )
-
 
 class ClientTest(SocketTestCase):
     def test_daemon_that_never_answers_times_out_without_hanging(self):
@@ -277,6 +265,7 @@ class ResidentDriveTest(SocketTestCase):
         sent = self.server.received
         for message in sent:
             self.assertEqual(list(message), ["type", "id", "protocol", "clientId", "command"])
+            self.assertEqual(message["type"], "command")
             self.assertEqual(message["protocol"], {"name": "prime-agent.daemon", "version": 7})
         self.assertEqual(len({message["id"] for message in sent}), len(sent))
         self.assertEqual(len({message["clientId"] for message in sent}), 1)

@@ -181,10 +181,6 @@ def filter_size(question: str, records: list[Record]) -> int | None:
 
 # A number "standing alone": not touching a word character, '.' or '-'. So list markers such
 # as "1." and the digits of "events-01.jsonl" / "worker-events-01" are not standalone numbers.
-def standalone(number: int) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w.-]){number}(?![\w.-])")
-
-
 STANDALONE_NUMBER = re.compile(r"(?<![\w.-])\d+(?![\w.-])")
 
 
@@ -375,25 +371,15 @@ class TaskPromptTest(unittest.TestCase):
                 self.assertNotIn("\r", task)
                 self.assertTrue(task.endswith(".\n"))
 
-    # Why the leak check below is meaningful: under this notion of "standalone", the only
-    # numbers the prompt's own wording prints are the shard count ("holds 8 data shards") and
-    # the 5 of `asyncio.sleep(5)` (list markers "1."-"4." touch a '.', file and worker names
-    # touch a '-'), and questions print none. This test pins that down, and the generator never
-    # picks an answer equal to a number the prompt prints. So the leak check runs on the whole
-    # prompt with nothing stripped, and any hit is a real leak.
+    # The only numbers the prompt's own wording prints are the shard count ("holds 8 data
+    # shards") and the 5 of `asyncio.sleep(5)` (list markers "1."-"4." touch a '.', file and
+    # worker names touch a '-'), and questions print none: no answer, each a distinctive number
+    # of at least 1000 (plain_reason), is in the prompt.
     def test_task_prints_no_standalone_number_but_shard_count_and_poll_interval(self):
         for name, task, entries in committed_tasks():
             with self.subTest(fixture=name):
                 printed = {int(n) for n in STANDALONE_NUMBER.findall(task)}
                 self.assertEqual(printed, {len(entries), 5})
-
-    def test_task_contains_no_expected_answer_and_the_check_catches_a_planted_one(self):
-        for name, task, entries in committed_tasks():
-            with self.subTest(fixture=name):
-                for entry in entries:
-                    self.assertIsNone(standalone(entry["expected"]).search(task), entry)
-                planted = task.replace("Every shard", f"({entries[0]['expected']}) Every shard")
-                self.assertIsNotNone(standalone(entries[0]["expected"]).search(planted))
 
 
 class DistinctiveAnswerTest(unittest.TestCase):
@@ -596,17 +582,14 @@ class GeneratorTest(FixtureChecks):
             out = self.generate("--shards", str(shards), "--seed", str(seed))
             for name in FIXTURE_NAMES:
                 with self.subTest(fixture=name, shards=shards, seed=seed):
-                    self.assertEqual(len(shard_entries(out / name)), shards)
+                    # Numbered with two digits, or three past 99 shards.
+                    prefix, suffix, _, _ = FIXTURE_FORMATS[name]
+                    digits = 3 if shards > 99 else 2
+                    numbered = [f"{prefix}-{i:0{digits}d}{suffix}" for i in range(1, shards + 1)]
+                    self.assertEqual([e["file"] for e in shard_entries(out / name)], numbered)
                     self.assertEqual(len(list((out / name / "shards").iterdir())), shards)
                     self.assert_templates_cycle(out / name)
                     self.assert_answers_recomputed_and_distinct(out / name)
-
-    def test_more_than_99_shards_get_three_digit_numbers(self):
-        out = self.generate("--shards", "100", "--fixture", "json-events")
-        files = [entry["file"] for entry in shard_entries(out / "json-events")]
-        self.assertEqual(files[0], "events-001.jsonl")
-        self.assertEqual(files[-1], "events-100.jsonl")
-        self.assert_answers_recomputed_and_distinct(out / "json-events")
 
     def test_more_than_19_shards_get_a_note_on_the_products_message_limit(self):
         for shards, noted in (("19", False), ("20", True)):

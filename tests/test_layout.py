@@ -1,24 +1,23 @@
 """The repository's layout: the tree reads as the architecture, and the real import graph keeps it.
 
-Layers, lowest first (README "Layout"): the task language (fixtures/tasks.py), which every layer
-may read; evidence/ and
-ledger.py, readers that never raise; rules/, pure judgements, and scorer.py, the rubric over them;
-reporting/; shell/;
-and the entry points at the top (runner.py, scorer.py and report.py run as programs, the fixture
-generator). A module imports only its own layer and those below it. The maintainer's tools
-(tools/: the benchmark, the verdict dump) stand beside the tests: they may import any layer, the
-scripted model (the benchmark serves it) and the tests' modules; only tests import them. The
-test doubles (scripted/, simulated/) import only the task language and themselves, and no layer
-imports them: only runner.py and trial.py, the composition root, start the scripted model in its own
-process and name the simulated behaviours. The optional verifiers taskset (verifiers-taskset/) sits
-above the entry points and below nothing: it may import any layer but the doubles and the
-tests; its tests are tests.
+Layers, lowest first (README "Layout"): the task language (swarm_fanout/tasks.py), which every
+layer may read; evidence/ and ledger.py, readers that never raise; rules/, pure judgements, and
+scorer.py, the rubric over them; reporting/; shell/; and the entry points at the top (runner.py,
+scorer.py and report.py run as programs, the fixture generator). A module imports only its own
+layer and those below it. The maintainer's tools (tools/: the benchmark, the verdict dump) stand
+beside the tests: they may import any layer, the scripted model (the benchmark serves it) and
+the tests' modules; only tests import them. The test doubles (scripted/, simulated/) import
+only the task language and themselves, and no layer imports them: only runner.py and trial.py,
+the composition root, start the scripted model in its own process and name the simulated
+behaviours. The optional verifiers taskset (swarm_fanout/vf/) sits above the entry points and
+below nothing: it may import any layer but the doubles and the tests; its tests are tests.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import graphlib
 import io
 import os
 import re
@@ -53,7 +52,6 @@ MAY_IMPORT = {
               "tests", "tools"},
     "taskset": {"task", "evidence", "rules", "rubric", "reporting", "shell", "entry", "taskset"},
 }  # fmt: skip
-TASKSET_DIR = "verifiers-taskset"
 # The imports of a double by the harness: a trial serves the scripted model from a thread of
 # its own (docs/scripted-model.md); it and the runner name the simulated behaviours.
 WIRED_DOUBLES = {
@@ -65,26 +63,31 @@ WIRED_DOUBLES = {
 }
 
 
-# The layers moved under one package; the layer map reads each module by the name it had
-# before (`swarm_fanout.shell.launch` is `shell.launch`, `swarm_fanout.tasks` is
-# `fixtures.tasks`, `swarm_fanout.vf` the verifiers taskset). The package itself, named by
-# every `from swarm_fanout import ...`, is the taskset's export and in no layer's way.
+# A module of the package is named without the package's name (`shell.launch`, `scorer`); the
+# package itself, named by every `from swarm_fanout import ...`, is the taskset's export and in
+# no layer's way. A name is in the layer of its longest dotted prefix here.
 PACKAGE = "swarm_fanout"
-BEFORE_THE_PACKAGE = {
-    "swarm_fanout.evidence": "evidence",
-    "swarm_fanout.reporting": "reporting",
-    "swarm_fanout.rules": "rules",
-    "swarm_fanout.scripted": "scripted",
-    "swarm_fanout.shell": "shell",
-    "swarm_fanout.simulated": "simulated",
-    "swarm_fanout.ledger": "ledger",
-    "swarm_fanout.report": "report",
-    "swarm_fanout.runner": "runner",
-    "swarm_fanout.scorer": "scorer",
-    "swarm_fanout.trial": "trial",
-    "swarm_fanout.generate": "fixtures.generate",
-    "swarm_fanout.tasks": "fixtures.tasks",
-    "swarm_fanout.vf": "verifiers-taskset.swarm_fanout",
+LAYERS = {
+    "tasks": "task",
+    "fixtures": "task",
+    "evidence": "evidence",
+    "ledger": "evidence",
+    "rules": "rules",
+    "scorer": "rubric",
+    "reporting": "reporting",
+    "shell": "shell",
+    "scripted": "scripted",
+    "simulated": "simulated",
+    "runner": "entry",
+    "trial": "entry",
+    "report": "entry",
+    "generate": "entry",
+    "fixtures.generate": "entry",
+    "vf": "taskset",
+    "vf.tests": "tests",
+    PACKAGE: "taskset",
+    "tests": "tests",
+    "tools": "tools",
 }
 LAYER_DIRS = {
     "evidence": "swarm_fanout/evidence",
@@ -96,31 +99,17 @@ LAYER_DIRS = {
 }
 
 
-def unpackaged(module: str) -> str:
-    for new, old in sorted(BEFORE_THE_PACKAGE.items(), key=lambda item: -len(item[0])):
-        if module == new or module.startswith(new + "."):
-            return old + module[len(new) :]
-    return "verifiers-taskset.swarm_fanout" if module == PACKAGE else module
+def in_package(module: str) -> str:
+    return module.removeprefix(PACKAGE + ".")
 
 
 def layer_of(module: str) -> str | None:
     """The layer of a module named as it is imported (`shell.launch`, `scorer`)."""
-    top = module.split(".")[0]
-    if module in ("fixtures", "fixtures.tasks"):
-        return "task"
-    if module in ("ledger",) or top == "evidence":
-        return "evidence"
-    if module == "scorer":
-        return "rubric"
-    if top == "rules":
-        return "rules"
-    if top in ("reporting", "shell", "scripted", "simulated", "tests", "tools"):
-        return top
-    if module in ("runner", "trial", "report", "fixtures.generate") or module in ENTRY_POINTS:
+    if module in ENTRY_POINTS:
         return "entry"
-    if top == TASKSET_DIR:
-        return "tests" if ".tests" in module else "taskset"
-    return None
+    parts = module.split(".")
+    prefixes = (".".join(parts[:end]) for end in range(len(parts), 0, -1))
+    return next((LAYERS[prefix] for prefix in prefixes if prefix in LAYERS), None)
 
 
 def module_name(path: Path) -> str:
@@ -129,7 +118,7 @@ def module_name(path: Path) -> str:
     parts = path.relative_to(REPO).with_suffix("").parts
     if len(parts) == 1:
         return path.name
-    return unpackaged(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return in_package(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
 
 
 def tracked_modules() -> list[Path]:
@@ -159,7 +148,7 @@ def imported_modules(source: str) -> set[str]:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
     found.discard(PACKAGE)
-    return {unpackaged(module) for module in found}
+    return {in_package(module) for module in found}
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -198,38 +187,12 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import cycles: each strongly connected set of two or more modules (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in sorted(graph.get(node, ())):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                item = stack.pop()
-                on_stack.discard(item)
-                component.append(item)
-                if item == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
+    """An import cycle, its modules sorted, if there is one (graphlib finds one at a time)."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as error:
+        return [sorted(set(error.args[1]))]
+    return []
 
 
 class LayerTest(unittest.TestCase):
@@ -329,7 +292,7 @@ class LayerCheckTest(unittest.TestCase):
                 ["rules.result (rules) imports scorer (rubric)"],
             ),
             (
-                {"scripted.model": {"shell.agent_config", "fixtures.tasks"}},
+                {"scripted.model": {"shell.agent_config", "tasks"}},
                 ["scripted.model (scripted) imports shell.agent_config (shell)"],
             ),
             ({"helpers": set()}, ["helpers is in no layer"]),

@@ -47,6 +47,12 @@ class TempDirTest(unittest.TestCase):
             handle.write(text.encode() if isinstance(text, str) else text)
         return path
 
+    def read(self, *lines: str) -> ledger.LedgerFile:
+        """A ledger of the run's sessions dir `s`: its meta line, then `lines`."""
+        sessions = os.path.join(self.root, "s")
+        body = "".join(text + "\n" for text in (meta(sessions), *lines))
+        return ledger.read_ledger(self.write(ledger.ledger_key(sessions) + ".jsonl", body))
+
 
 class LedgerPathTest(TempDirTest):
     def test_key_is_sha256_of_the_realpath_of_an_existing_dir(self):
@@ -98,12 +104,6 @@ class LedgerPathTest(TempDirTest):
 
 
 class ParseTest(TempDirTest):
-    def read(self, *lines: str, torn: str = "") -> ledger.LedgerFile:
-        sessions = os.path.join(self.root, "s")
-        body = "".join(text + "\n" for text in (meta(sessions), *lines)) + torn
-        name = ledger.ledger_key(sessions) + ".jsonl"
-        return ledger.read_ledger(self.write(name, body))
-
     def codes(self, parsed: ledger.LedgerFile) -> list[str]:
         return [finding.code for finding in parsed.findings]
 
@@ -112,17 +112,6 @@ class ParseTest(TempDirTest):
         self.assertEqual(self.codes(parsed), [])
         self.assertEqual([r.op for r in parsed.records], ["meta", "spawn", "delete"])
         self.assertFalse(parsed.fatal)
-
-    def test_torn_final_line_is_tolerated_as_the_product_does(self):
-        parsed = self.read(line(), torn='{"v":1,"op":"spa')
-        self.assertEqual(self.codes(parsed), ["torn_tail"])
-        self.assertFalse(parsed.fatal)
-        self.assertEqual(len(parsed.records), 2)
-
-    def test_complete_final_line_without_newline_is_kept(self):
-        parsed = self.read(torn=line())
-        self.assertEqual(self.codes(parsed), [])
-        self.assertEqual(parsed.records[-1].op, "spawn")
 
     def test_malformed_line_in_the_middle_is_fatal_and_later_spawns_are_suspicious(self):
         parsed = self.read(line(), '{"v":1,', line(childId="sub-0000000b"))
@@ -179,24 +168,11 @@ class ParseTest(TempDirTest):
         self.assertEqual(self.codes(parsed), ["unknown_op"])
         self.assertFalse(parsed.fatal)
 
-    def test_invalid_utf8_and_nul_bytes_are_findings(self):
-        path = self.write("x.jsonl", b'{"v":1,"op":"meta","at":"x","sessionsDir":"\xff"}\n\x00\n')
-        parsed = ledger.read_ledger(path)
-        self.assertEqual([f.code for f in parsed.findings], ["invalid_utf8", "malformed_json"])
-
     def test_meta_that_does_not_hash_to_the_file_name_is_reported(self):
         path = self.write("0123456789abcdef.jsonl", meta("/elsewhere") + "\n" + line() + "\n")
         self.assertEqual(
             [f.code for f in ledger.read_ledger(path).findings], ["meta_hash_mismatch"]
         )
-
-    def test_more_records_than_the_product_reads_is_reported(self):
-        sessions = os.path.join(self.root, "s")
-        body = meta(sessions) + "\n" + '{"v":1,"op":"x","at":"a"}\n' * ledger.PRODUCT_MAX_RECORDS
-        path = self.write(ledger.ledger_key(sessions) + ".jsonl", body)
-        parsed = ledger.read_ledger(path)
-        self.assertIn("over_record_limit", self.codes(parsed))
-        self.assertTrue(parsed.fatal)
 
     def test_a_missing_ledger_is_a_finding(self):
         parsed = ledger.read_ledger(os.path.join(self.root, "none.jsonl"))
@@ -205,10 +181,7 @@ class ParseTest(TempDirTest):
 
 class ReplayTest(TempDirTest):
     def replay(self, *lines: str) -> ledger.Replay:
-        sessions = os.path.join(self.root, "s")
-        body = "".join(text + "\n" for text in (meta(sessions), *lines))
-        path = self.write(ledger.ledger_key(sessions) + ".jsonl", body)
-        return ledger.replay([ledger.read_ledger(path)])
+        return ledger.replay([self.read(*lines)])
 
     def delete(self, at: str = "2026-12-02T11:14:11.000Z", **changes) -> str:
         fields = {"op": "delete", "at": at, "reason": "user", "name": None, "depth": None}
@@ -279,17 +252,6 @@ class TimestampTest(unittest.TestCase):
 
 
 class LineTest(TempDirTest):
-    def test_a_string_broken_across_two_lines_is_two_bad_lines_not_one_record(self):
-        whole = line(childId="sub-9f89a7ec")
-        cut = whole.index("/session-artifacts/")
-        text = f"{meta(self.root)}\n{line()}\n{whole[:cut]}\n{whole[cut:]}\n{line()}\n"
-        parsed = ledger.read_ledger(self.write("broken.jsonl", text))
-        self.assertEqual([r.line for r in parsed.records], [1, 2, 5])
-        self.assertEqual(
-            [(f.line, f.code) for f in parsed.findings][:2],
-            [(3, "malformed_json"), (4, "malformed_json")],
-        )
-
     def test_a_child_id_with_a_final_newline_is_malformed(self):
         parsed = ledger.read_ledger(
             self.write("l.jsonl", meta("/s") + "\n" + line(childId="sub-9f89a7ec\n") + "\n")

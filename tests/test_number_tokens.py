@@ -127,6 +127,8 @@ class NumbersInTest(unittest.TestCase):
             "\uff11\uff12\uff13\uff14": set(),  # fullwidth digits are word characters
             "\u0661 1234 \u0661234": {1234},
             "ab_1234": set(),
+            "12,34 events-1234 v5 3.5": set(),
+            "SHARD-RESULT events-05.jsonl: 5": {5},
             "é1234": set(),
             "—1234… ✓": {1234},
             "x" * 500 + "1234": set(),

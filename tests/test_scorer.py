@@ -9,7 +9,6 @@ import unittest
 
 from swarm_fanout.evidence.artifacts import collect
 from swarm_fanout.evidence.fixture import Fixture, Shard
-from swarm_fanout.evidence.number_tokens import numbers_in
 from swarm_fanout.evidence.transcripts import Usage, usage_from
 from swarm_fanout.rules.answers import parse_answer_lines
 from swarm_fanout.rules.knowledge import SHORTCUT
@@ -374,13 +373,6 @@ class AnswerProvenanceTest(RunTestCase):
         self.assertEqual(self.codes(verdict), ["wrong_answer"])
         self.assertTrue(verdict.criteria["delegation_evidence"])
 
-    def test_numbers_are_standalone_tokens(self):
-        self.assertEqual(numbers_in("SHARD-RESULT events-02.jsonl: 23"), {23})
-        self.assertEqual(numbers_in("total **1,234**, i.e. 1234."), {1234})
-        self.assertEqual(numbers_in("count=7 (of 9)"), {7, 9})
-        self.assertEqual(numbers_in("v2 3.5 12,34 events-05 x_5"), set())
-        self.assertEqual(numbers_in("-4 and +5"), {-4, 5})
-
 
 class DerivationCase(RunTestCase):
     """Runs whose children each get their own cells, for the derivation rules."""
@@ -408,13 +400,15 @@ class DerivationCase(RunTestCase):
             "receiver_role='parent')\n"
         )
 
-    def each_child(self, work, before=None) -> None:
-        """Every child runs its `before(shard)` cells (code, output), then `work(shard)` and
-        sends its answer; the parent writes the index after the replies."""
+    def each_child(self, work, before=None, task=None) -> None:
+        """Every child, spawned with `task(shard)` if given, runs its `before(shard)` cells
+        (code, output), then `work(shard)` and sends its answer; the parent writes the index
+        after the replies."""
         per_worker = {
             s.worker: {
                 "work": self.read_and_send(s, work(s)),
                 "before": before(s) if before else (),
+                **({"task": task(s)} if task else {}),
             }
             for s in FIXTURE.shards
         }
@@ -425,11 +419,10 @@ class DerivationCase(RunTestCase):
         self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
         self.assertEqual([row["delegation"] for row in verdict.shards], ["ok"] * 3)
 
-    def assert_not_derived(self) -> list[str]:
-        """Every shard is answer_not_derived; the reasons' messages."""
+    def assert_every_shard(self, code: str) -> list[str]:
+        """Every shard fails with `code`, and nothing else does; the reasons' messages."""
         verdict = self.verdict()
-        expected = [("answer_not_derived", s.file) for s in FIXTURE.shards]
-        self.assertEqual(self.shard_codes(verdict), expected)
+        self.assertEqual(self.shard_codes(verdict), [(code, s.file) for s in FIXTURE.shards])
         return [reason.message for reason in verdict.reasons]
 
 
@@ -465,12 +458,8 @@ class DerivationTest(DerivationCase):
             }
         self.reply_all(children)
         self.build.correct_index(FIXTURE)
-        verdict = self.verdict()
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(verdict)],
-            ["answer_known_before_spawn"] * 3,
-        )
-        self.assertIn("the spawning cell computed it", verdict.reasons[0].message)
+        messages = self.assert_every_shard("answer_known_before_spawn")
+        self.assertIn("the spawning cell computed it", messages[0])
 
     def count_in_the_parent(self, write: str = "") -> None:
         """A parent cell that counts every shard and prints the counts: it derives them."""
@@ -488,12 +477,8 @@ class DerivationTest(DerivationCase):
             children = {w: self.build.spawn(w, task=task) for w, task in tasks.items()}
         self.reply_all(children)
         self.build.correct_index(FIXTURE)
-        verdict = self.verdict()
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(verdict)],
-            ["answer_known_before_spawn"] * 3,
-        )
-        self.assertIn("the parent had it before the spawning cell", verdict.reasons[0].message)
+        messages = self.assert_every_shard("answer_known_before_spawn")
+        self.assertIn("the parent had it before the spawning cell", messages[0])
 
     def test_an_answer_received_from_a_child_and_put_in_a_retrys_task_was_known(self):
         children = self.fan_out()
@@ -560,18 +545,6 @@ class DerivationTest(DerivationCase):
         self.assertEqual(self.shard_codes(verdict), [("answer_not_derived", "a.jsonl")])
         self.assertIn("received it from a session that knew it", verdict.reasons[0].message)
 
-    def test_a_childs_results_are_searched_for_the_numbers_it_was_heard_to_send(self):
-        children = self.fan_out()
-        self.build.tells(children["worker-b"], children["worker-a"], "a.jsonl: 11", "11\n")
-        self.reply_all(children, index=True)
-        run = collect(self.run_dir, FIXTURE.artifact)
-        searched = {c.child_id: c.transcripts[0].searched_for for c in run.children}
-        self.assertIsNone(run.parent.searched_for)
-        # worker-b was read again once worker-a was found to have heard 11 from it.
-        self.assertEqual(searched[children["worker-b"].child_id], {11, 22})
-        self.assertEqual(searched[children["worker-a"].child_id], {11})
-        self.assertEqual(searched[children["worker-c"].child_id], {33})
-
     def test_a_number_a_sibling_sent_without_knowing_it_does_not_undo_a_derivation(self):
         children = self.fan_out()
         # worker-b sends "11" typed into its own code (it never worked 11 out), then
@@ -602,16 +575,14 @@ class DerivationTest(DerivationCase):
             "json.dump(answers, open('/tmp/answers.json', 'w'))\nprint(answers)\n",
             "{'a.jsonl': 11, 'b.jsonl': 22, 'c.jsonl': 33}\n",
         )
-        read = {
-            s.worker: {
-                "work": self.read_and_send(
-                    s, f"answer = json.load(open('/tmp/answers.json'))[{s.file!r}]\n"
-                )
-            }
-            for s in (A, B)
-        }
-        children = self.fan_out(**read, **{"worker-c": {"before": (compute_all,)}})
-        self.reply_all(children, index=True)
+        self.each_child(
+            lambda s: (
+                f"answer = count('shards/{C.file}')\n"
+                if s is C
+                else f"answer = json.load(open('/tmp/answers.json'))[{s.file!r}]\n"
+            ),
+            lambda s: (compute_all,) if s is C else (),
+        )
         verdict = self.verdict()
         self.assertEqual(
             self.shard_codes(verdict),
@@ -621,20 +592,10 @@ class DerivationTest(DerivationCase):
 
     def test_counts_the_parent_wrote_outside_the_repo_are_no_derivation(self):
         self.count_in_the_parent("Path('/tmp/counts.json').write_text(json.dumps(answers))\n")
-        read = {
-            s.worker: {
-                "work": self.read_and_send(
-                    s, f"answer = json.loads(Path('/tmp/counts.json').read_text())[{s.file!r}]\n"
-                )
-            }
-            for s in FIXTURE.shards
-        }
-        children = self.fan_out(**read)
-        self.reply_all(children, index=True)
-        verdict = self.verdict()
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
+        self.each_child(
+            lambda s: f"answer = json.loads(Path('/tmp/counts.json').read_text())[{s.file!r}]\n"
         )
+        self.assert_every_shard("answer_not_derived")
 
     def test_a_file_outside_the_run_no_session_wrote_is_no_derivation(self):
         # Left there before the run, or written by a name built at run time.
@@ -644,28 +605,18 @@ class DerivationTest(DerivationCase):
         self.assertEqual(self.shard_codes(self.verdict()), [("answer_not_derived", "a.jsonl")])
 
     def test_numbers_read_from_the_parents_transcript_are_no_derivation(self):
+        # worker-a and worker-b open it by its path; worker-c finds it through the sessions
+        # dir, relative to the repo.
         self.count_in_the_parent()
-        parent_log = self.build.parent_path
-        read = {
-            s.worker: {
-                "work": self.read_and_send(
-                    s,
-                    f"log = open({parent_log!r}).read()\n"
-                    f"answer = re.search({s.file!r} + r' (\\d+)', log).group(1)\n",
-                )
-            }
-            for s in (A, B)
-        }
-        # worker-c finds the parent's transcript through the sessions dir, relative to the repo.
-        read["worker-c"] = {
-            "work": self.read_and_send(C, "log = max(glob.glob('../sessions/*.jsonl'))\n...\n")
-        }
-        children = self.fan_out(**read)
-        self.reply_all(children, index=True)
-        verdict = self.verdict()
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(verdict)], ["answer_not_derived"] * 3
-        )
+        opened = f"log = open({self.build.parent_path!r}).read()\n"
+
+        def read(shard) -> str:
+            if shard is C:
+                return "log = max(glob.glob('../sessions/*.jsonl'))\n...\n"
+            return opened + f"answer = re.search({shard.file!r} + r' (\\d+)', log).group(1)\n"
+
+        self.each_child(read)
+        self.assert_every_shard("answer_not_derived")
 
     def test_an_index_written_early_and_later_only_read_fails_without_a_witness(self):
         self.build.index_cell([f"- {s.file}: {s.expected}" for s in FIXTURE.shards])
@@ -673,10 +624,7 @@ class DerivationTest(DerivationCase):
         self.reply_all(children)
         with self.build.cell("print(Path('combined-index.md').read_text())", "Checking."):
             pass
-        self.assertEqual(
-            [code for code, _ in self.shard_codes(self.verdict())],
-            ["answer_written_before_reply"] * 3,
-        )
+        self.assert_every_shard("answer_written_before_reply")
 
     def test_an_index_written_between_replies_fails_only_the_shards_replied_later(self):
         children = self.fan_out()
@@ -824,7 +772,7 @@ class DerivationTest(DerivationCase):
                 f"answer = re.search({s.file!r} + r'\\D+(\\d+)', text).group(1)\n"
             )
         )
-        for message in self.assert_not_derived():
+        for message in self.assert_every_shard("answer_not_derived"):
             self.assertIn("did not read its shard", message)
             self.assertIn("a listing or a glob pattern", message)
             self.assertIn(SHORTCUT, message)
@@ -842,7 +790,7 @@ class DerivationTest(DerivationCase):
                 "answer = conn.recv(64).decode()\n"
             )
         )
-        for message in self.assert_not_derived():
+        for message in self.assert_every_shard("answer_not_derived"):
             self.assertIn("took data over a network connection", message)
             self.assertIn(SHORTCUT, message)
 
@@ -854,24 +802,18 @@ class DerivationTest(DerivationCase):
                 "answer = socket.create_connection(('127.0.0.1', 47000)).recv(64).decode()\n"
             )
         )
-        for message in self.assert_not_derived():
+        for message in self.assert_every_shard("answer_not_derived"):
             self.assertIn("took data over a network connection", message)
 
     def test_children_that_evaluate_an_expression_handed_in_their_task_did_not_derive(self):
         # The parent hands each child an expression whose value is the answer: no task holds
         # the answer itself, so rule 1 has nothing to see.
         self.count_in_the_parent()
-        expressions = {s.worker: f"({s.expected - 4} + 4)" for s in FIXTURE.shards}
-        tasks = {w: f"Report the value of {e} as your count." for w, e in expressions.items()}
-        per_worker = {
-            s.worker: {
-                "task": tasks[s.worker],
-                "work": self.read_and_send(s, f"answer = {expressions[s.worker]}\n"),
-            }
-            for s in FIXTURE.shards
-        }
-        self.reply_all(self.fan_out(**per_worker), index=True)
-        for message in self.assert_not_derived():
+        self.each_child(
+            lambda s: f"answer = ({s.expected - 4} + 4)\n",
+            task=lambda s: f"Report the value of ({s.expected - 4} + 4) as your count.",
+        )
+        for message in self.assert_every_shard("answer_not_derived"):
             self.assertIn("drew on no file at all", message)
             self.assertIn("an expression, such as one handed in its task", message)
             self.assertIn(SHORTCUT, message)
@@ -885,7 +827,7 @@ class DerivationTest(DerivationCase):
                 f"answer = json.load(open(where))[{s.file!r}]\n"
             )
         )
-        for message in self.assert_not_derived():
+        for message in self.assert_every_shard("answer_not_derived"):
             self.assertIn("built a path from parts at run time", message)
 
     def test_a_shard_name_searched_for_in_a_text_is_no_read_of_the_shard(self):
@@ -896,7 +838,7 @@ class DerivationTest(DerivationCase):
                 f"text = fetch()\nanswer = re.search({s.file!r} + ' ([0-9]+)', text).group(1)\n"
             )
         )
-        self.assert_not_derived()
+        self.assert_every_shard("answer_not_derived")
 
     def test_a_shard_path_held_in_a_variable_is_a_read_of_the_shard(self):
         self.each_child(lambda s: f"path = 'shards/{s.file}'\nanswer = count(path)\n")
@@ -991,20 +933,13 @@ class BatchedRunsTest(unittest.TestCase):
             build.index_cell([f"- {s.file}: {s.expected}" for s in fixture.shards])
             return score(fixture, collect(run_dir, fixture.artifact))
 
-    def assert_resolved_with_the_warning(self, count: int) -> None:
-        verdict = self.run_of(count)
-        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons][:3])
-        self.assertEqual({row["delegation"] for row in verdict.shards}, {"ok"})
-        self.assertIn("answers_not_distinctive", [w.code for w in verdict.warnings])
-
-    def test_twenty_shards_in_two_batches(self):
-        self.assert_resolved_with_the_warning(20)
-
-    def test_fifty_shards_in_four_batches(self):
-        self.assert_resolved_with_the_warning(50)
-
-    def test_a_hundred_shards_in_seven_batches(self):
-        self.assert_resolved_with_the_warning(100)
+    def test_twenty_fifty_and_a_hundred_shards_in_batches(self):
+        for count in (20, 50, 100):
+            with self.subTest(shards=count):
+                verdict = self.run_of(count)
+                self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons][:3])
+                self.assertEqual({row["delegation"] for row in verdict.shards}, {"ok"})
+                self.assertIn("answers_not_distinctive", [w.code for w in verdict.warnings])
 
 
 class DedupTest(RunTestCase):

@@ -8,10 +8,8 @@ user message starts `[task from parent]`.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import contextlib
-import inspect
 import io
 import json
 import os
@@ -93,16 +91,6 @@ def child_body(script: str, shard: dict, number: int, count: int, cwd: str) -> d
     return body(script, [system, user(f"[task from parent]\n\n{task}")])
 
 
-def run_cell(code: str, namespace: dict) -> dict:
-    """Runs an ipython cell the way the kernel does: top-level await allowed."""
-    compiled = compile(code, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    with contextlib.redirect_stdout(io.StringIO()):
-        result = eval(compiled, namespace)
-        if inspect.iscoroutine(result):
-            asyncio.run(result)
-    return namespace
-
-
 class FakeRlm:
     """`rlm` in the kernel: refuses a name already taken under the parent (contract §9)."""
 
@@ -142,7 +130,7 @@ class ChildScriptTest(unittest.TestCase):
                         (turn.decision, turn.shard), ("count_and_reply", shard["file"])
                     )
                     agent_message = FakeAgentMessage()
-                    run_cell(turn.code, {"agent_message": agent_message})
+                    run_kernel_cell(turn.code, {"agent_message": agent_message})
                     sent = [(f"{shard['file']}: {shard['expected']}", "parent")]
                     self.assertEqual(agent_message.sent, sent)
 

@@ -14,7 +14,6 @@ import signal
 import socket
 import stat
 import sys
-import time
 import unittest
 from pathlib import Path
 
@@ -41,8 +40,8 @@ from tests.simulated_case import (
     DaemonClient,
     Run,
     SimulatedAgentCase,
+    assert_captured_shapes,
     assistant_texts,
-    command,
     correct_index,
     event_kind,
     expected_answer,
@@ -104,18 +103,11 @@ class SupervisorTest(SimulatedAgentCase):
         self.assertEqual(list((run.dir / "sessions").iterdir()), [])
         self.assertEqual(list((run.dir / "agent-home").iterdir()), [])
 
-    def test_shutdown_without_force_leaves_the_supervisor_running(self):
-        run = self.launch("nop")
-        with DaemonClient(run.socket) as daemon:
-            self.assertTrue(daemon.send(command({"type": "shutdown"}))["success"])
-        with DaemonClient(run.socket) as daemon:
-            self.assertEqual(daemon.hello["supervisorPid"], run.logged_pid("supervisor"))
-
 
 class OracleTest(SimulatedAgentCase):
     def test_records_have_the_captured_shapes(self):
         run = self.shared_launch()
-        ours = self.assert_captured_shapes(run, MAIN_CAPTURE)
+        ours = assert_captured_shapes(self, run.dir, MAIN_CAPTURE)
         transcript_kinds = set(shapes(ours["transcript"], transcript_kind))
         self.assertLessEqual(
             {
@@ -201,24 +193,12 @@ class OracleTest(SimulatedAgentCase):
     def test_each_reply_matches_its_childs_receipt(self):
         run = self.shared_launch()
         by_sender = {r["details"]["from"]["sessionId"]: r for r in replies(run.parent())}
-        root = run.parent()[0]
         for path in run.child_files():
             header, *entries = read_jsonl(path)
             reply = by_sender[header["id"]]
             (sent,) = messages(entries, "toolResult")[0]["details"]["sentAgentMessages"]
             self.assertEqual(
                 (sent["id"], sent["message"]), (reply["details"]["id"], reply["details"]["message"])
-            )
-            name = reply["details"]["from"]["sessionName"]
-            self.assertEqual(
-                reply["content"],
-                f"[from child:{name}]\nAgent-to-agent message received.\n"
-                "Source: agent_message\n"
-                f"From: {name}, active {reply['details']['from']['activeSessionId']}, "
-                f"session {header['id']}, client agent\n"
-                f"To: active {reply['details']['target']['activeSessionId']}, "
-                f"session {root['id']}\n"
-                f"Message id: {sent['id']}\n\n{sent['message']}",
             )
             task = next(e for e in entries if e["type"] == "custom_message")
             self.assertEqual(task["details"]["id"], "spawn:" + path.parent.name)
@@ -242,20 +222,14 @@ class OracleTest(SimulatedAgentCase):
         )
         self.assertEqual({a["targetId"] for a in attributed}, {spawn_entry["id"]})
 
-    def test_display_files_record_the_spawning_cell_and_spawn_order(self):
+    def test_display_files_record_the_spawning_cell(self):
         run = self.shared_launch()
         spawn_code = ipython_codes(run.parent())[0]
-        spawn_at = {s["childId"]: s["at"] for s in run.ledger()[1:]}
         for path in run.child_files():
             display = json.loads((path.parent / "rlm-subagent.json").read_text())
-            header = read_jsonl(path)[0]
             self.assertEqual(display["spawnCode"], spawn_code)
             self.assertEqual((display["status"], display["sessionFile"]), ("completed", str(path)))
             self.assertEqual(display["childId"], path.parent.name)
-            created = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(display["createdAt"] // 1000))
-            created += f".{display['createdAt'] % 1000:03d}Z"
-            self.assertLessEqual(header["timestamp"], created)
-            self.assertLessEqual(created, spawn_at[display["childId"]])
 
     def test_stdout_has_one_message_end_per_root_model_call(self):
         run = self.shared_launch()
@@ -269,34 +243,6 @@ class OracleTest(SimulatedAgentCase):
         self.assertEqual(ends, messages(run.parent(), "assistant"))
         self.assertTrue(all(m["usage"]["totalTokens"] > 0 for m in ends))
         self.assertEqual(events[-1]["type"], "agent_end")
-
-    def test_each_model_call_streams_its_content_before_its_message_end(self):
-        run = self.shared_launch()
-        events = run.stdout()
-        starts = [i for i, e in enumerate(events) if e["type"] == "message_start"]
-        checked = 0
-        for first in starts:
-            start = events[first]["message"]
-            if start["role"] != "assistant":
-                continue
-            end = next(i for i in range(first, len(events)) if events[i]["type"] == "message_end")
-            updates = events[first + 1 : end]
-            final = events[end]["message"]
-            self.assertTrue(updates)
-            self.assertTrue(all(e["type"] == "message_update" for e in updates))
-            # The last update shows the whole content; the deltas add up to each part.
-            self.assertEqual(updates[-1]["message"]["content"], final["content"])
-            for index, part in enumerate(final["content"]):
-                deltas = "".join(
-                    e["assistantMessageEvent"]["delta"]
-                    for e in updates
-                    if e["assistantMessageEvent"]["contentIndex"] == index
-                    and e["assistantMessageEvent"]["type"].endswith("_delta")
-                )
-                whole = part["text"] if part["type"] == "text" else json.dumps(part["arguments"])
-                self.assertEqual(deltas, whole)
-            checked += 1
-        self.assertEqual(checked, len(messages(run.parent(), "assistant")))
 
 
 class BehaviourTest(SimulatedAgentCase):
@@ -361,10 +307,10 @@ class BehaviourTest(SimulatedAgentCase):
         self.assert_replies_unsent(run)
 
     def test_sibling_forward_sends_one_child_to_another_in_the_products_shape(self):
-        """The receiver's agent_message from a sibling: `[from sibling:<name>]`, the sender's
-        endpoint in `from`, the receiver's in `target` and on the `To:` line (source
-        core/agent-messages.ts createAgentSessionMessage); the sender's toolResult records
-        it with receiverRole `sibling` (core/kernel/index.ts KernelSentAgentMessage)."""
+        """The receiver's agent_message from a sibling: the sender's endpoint in `from`, the
+        receiver's in `target` (source core/agent-messages.ts createAgentSessionMessage); the
+        sender's toolResult records it with receiverRole `sibling` (core/kernel/index.ts
+        KernelSentAgentMessage)."""
         run = self.launch("sibling-forward")
         by_name = {session_name(path): read_jsonl(path) for path in run.child_files()}
         source_name = worker(TASKS[0][0])
@@ -388,10 +334,6 @@ class BehaviourTest(SimulatedAgentCase):
             self.assertEqual((target["sessionName"], target["runtimeKind"]), (name, "subagent"))
             self.assertEqual(details["from"]["sessionId"], source[0]["id"])
             self.assertEqual(details["from"]["sessionName"], source_name)
-            lines = message["content"].split("\n")
-            self.assertEqual(lines[0], f"[from sibling:{source_name}]")
-            self.assertTrue(lines[4].startswith(f"To: {name}, active {target['activeSessionId']}"))
-            self.assertEqual(lines[-1], details["message"])
             # The number goes on to the parent typed into the receiver's next cell.
             self.assertIn(repr(details["message"]), ipython_codes(entries)[-1])
         (own,) = sent.values()  # the source's own answer went to the parent
@@ -447,7 +389,7 @@ class BehaviourTest(SimulatedAgentCase):
 
 class EndTurnEarlyTest(SimulatedAgentCase):
     """A parent that ends its turn right after spawning: lost one-shot. Fine resident: the
-    daemon's first idle point and the index after it are test_simulated_resident's."""
+    runner waits past the daemon's first idle point (test_runner_resident)."""
 
     def test_one_shot_tears_the_children_down_mid_call(self):
         run = self.shared_launch("end-turn-early", ONESHOT)
@@ -505,7 +447,7 @@ class EndTurnEarlyTest(SimulatedAgentCase):
 
     def test_one_shot_records_have_the_captured_shapes(self):
         run = self.shared_launch("end-turn-early", ONESHOT)
-        self.assert_captured_shapes(run, ENDTURN_CAPTURE)
+        assert_captured_shapes(self, run.dir, ENDTURN_CAPTURE)
 
 
 # A model call's requests until it gives up (contract §5 "Retries", captured child-fail: a child
@@ -633,10 +575,6 @@ class WitnessedModelTest(SimulatedAgentCase):
                 "sessionName": worker(FAILING),
             },
         )
-        self.assertEqual(
-            notice["content"],
-            f"RLM child {worker(FAILING)} ({child_id}) completed without sending a reply",
-        )
         answer = expected_answer(run.repo / "shards" / FAILING, TASKS[7][1])
         self.assertEqual(
             run.index(),
@@ -649,7 +587,7 @@ class WitnessedModelTest(SimulatedAgentCase):
             {(call.session, call.depth, call.status) for call in injected}, {(str(child), 1, 500)}
         )
         self.assertEqual(len(injected), TRIES_PER_ATTEMPT * ATTEMPTS)
-        self.assert_captured_shapes(run, CHILD_FAIL_CAPTURE)
+        assert_captured_shapes(self, run.dir, CHILD_FAIL_CAPTURE)
 
     def test_a_failed_attempt_is_persisted_and_the_next_one_answers(self):
         self.proxy.inject_failures(worker(FAILING), TRIES_PER_ATTEMPT)

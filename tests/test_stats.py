@@ -29,36 +29,21 @@ from swarm_fanout.reporting.stats import (
 
 
 class PassAtKTest(unittest.TestCase):
-    def test_pass_at_1_is_the_resolve_rate(self):
-        self.assertAlmostEqual(pass_at_k(5, 2, 1), 2 / 5)
-
-    def test_pass_at_2_of_5_with_2_resolved(self):
-        # 1 - C(3,2)/C(5,2) = 1 - 3/10
-        self.assertAlmostEqual(pass_at_k(5, 2, 2), 0.7)
-
-    def test_pass_at_k_is_1_once_k_exceeds_the_failures(self):
-        # k = 4 > n - c = 3: every draw of 4 holds a success.
-        self.assertEqual(pass_at_k(5, 2, 4), 1.0)
-
-    def test_pass_at_n_is_1_with_one_success_and_0_with_none(self):
-        self.assertEqual(pass_at_k(4, 1, 4), 1.0)
-        self.assertEqual(pass_at_k(4, 0, 4), 0.0)
-
-
-class PassHatKTest(unittest.TestCase):
-    def test_pass_hat_1_is_the_resolve_rate(self):
-        self.assertAlmostEqual(pass_hat_k(5, 3, 1), 3 / 5)
-
-    def test_pass_hat_2_of_5_with_3_resolved(self):
-        # C(3,2)/C(5,2) = 3/10
-        self.assertAlmostEqual(pass_hat_k(5, 3, 2), 0.3)
-
-    def test_pass_hat_k_is_0_when_k_exceeds_the_successes(self):
-        self.assertEqual(pass_hat_k(5, 3, 4), 0.0)
-
-    def test_pass_hat_n_is_1_only_when_every_trial_resolved(self):
-        self.assertEqual(pass_hat_k(4, 4, 4), 1.0)
-        self.assertEqual(pass_hat_k(4, 3, 4), 0.0)
+    def test_pass_at_k_and_pass_hat_k_give_the_values_worked_out_by_hand(self):
+        for estimator, n, c, k, expected in (
+            (pass_at_k, 5, 2, 1, 2 / 5),  # the resolve rate
+            (pass_at_k, 5, 2, 2, 0.7),  # 1 - C(3,2)/C(5,2) = 1 - 3/10
+            (pass_at_k, 5, 2, 4, 1.0),  # k = 4 > n - c = 3: every draw of 4 holds a success
+            (pass_at_k, 4, 1, 4, 1.0),  # pass@n: 1 with one success,
+            (pass_at_k, 4, 0, 4, 0.0),  # 0 with none
+            (pass_hat_k, 5, 3, 1, 3 / 5),  # the resolve rate
+            (pass_hat_k, 5, 3, 2, 0.3),  # C(3,2)/C(5,2) = 3/10
+            (pass_hat_k, 5, 3, 4, 0.0),  # k exceeds the successes
+            (pass_hat_k, 4, 4, 4, 1.0),  # pass^n: 1 only when every trial resolved
+            (pass_hat_k, 4, 3, 4, 0.0),
+        ):
+            with self.subTest(estimator=estimator.__name__, n=n, c=c, k=k):
+                self.assertAlmostEqual(estimator(n, c, k), expected, places=12)
 
     def test_k_outside_1_to_n_is_refused(self):
         for n, c, k in ((3, 1, 0), (3, 1, 4), (3, 4, 1)):
@@ -73,27 +58,19 @@ class PassHatKTest(unittest.TestCase):
 
 
 class WilsonIntervalTest(unittest.TestCase):
-    # Published values (Newcombe 1998, table I; and the usual textbook examples).
-    def test_half_of_ten(self):
-        low, high = wilson_interval(5, 10)
-        self.assertAlmostEqual(low, 0.2366, places=4)
-        self.assertAlmostEqual(high, 0.7634, places=4)
-
-    def test_none_of_ten_keeps_a_nonzero_upper_bound(self):
-        low, high = wilson_interval(0, 10)
-        self.assertEqual(low, 0.0)
-        self.assertAlmostEqual(high, 0.2775, places=4)
-
-    def test_all_of_ten_keeps_a_lower_bound_below_1(self):
-        low, high = wilson_interval(10, 10)
-        self.assertAlmostEqual(low, 0.7225, places=4)
-        self.assertEqual(high, 1.0)
-
-    def test_81_of_263(self):
-        # Newcombe's example 81/263: 0.2553 to 0.3662.
-        low, high = wilson_interval(81, 263)
-        self.assertAlmostEqual(low, 0.2553, places=4)
-        self.assertAlmostEqual(high, 0.3662, places=4)
+    def test_published_intervals(self):
+        # Newcombe 1998, table I (81/263: 0.2553 to 0.3662), and the usual textbook examples:
+        # none of ten keeps a nonzero upper bound, all of ten a lower bound below 1.
+        for successes, trials, low, high in (
+            (5, 10, 0.2366, 0.7634),
+            (0, 10, 0.0, 0.2775),
+            (10, 10, 0.7225, 1.0),
+            (81, 263, 0.2553, 0.3662),
+        ):
+            with self.subTest(f"{successes}/{trials}"):
+                interval = wilson_interval(successes, trials)
+                self.assertEqual([round(bound, 4) for bound in interval], [low, high])
+        self.assertEqual((wilson_interval(0, 10)[0], wilson_interval(10, 10)[1]), (0.0, 1.0))
 
     def test_no_trials_is_the_whole_unit_interval(self):
         self.assertEqual(wilson_interval(0, 0), (0.0, 1.0))
@@ -144,12 +121,6 @@ class FisherExactTest(unittest.TestCase):
         # Only the extreme table, 1 / C(20,10), doubled.
         self.assertAlmostEqual(fisher_exact_p(0, 10, 10, 10), 2 / 184756, places=15)
 
-    def test_the_issues_two_examples_agree(self):
-        # 4/4 against 0/4: 1 / C(8,4) = 1/70 a tail, so p = 2/70; 0/4 against 5/6: B's count
-        # of 5 successes is at most 5, 6 C(4,0) / C(10,5) = 6/252 a tail, so p = 12/252.
-        self.assertAlmostEqual(fisher_exact_p(4, 4, 0, 4), 2 / 70, places=15)
-        self.assertAlmostEqual(fisher_exact_p(0, 4, 5, 6), 12 / 252, places=15)
-
     def test_the_sides_swap_without_changing_p(self):
         self.assertEqual(fisher_exact_p(7, 8, 6, 10), fisher_exact_p(6, 10, 7, 8))
         # B's count 6 of 13 with 8 and 10 trials: at most 6 is 23/102 of the tables.
@@ -160,7 +131,8 @@ class FisherExactTest(unittest.TestCase):
         self.assertEqual(fisher_exact_p(5, 5, 7, 7), 1.0)
 
     def test_every_small_table_agrees_with_counting_out(self):
-        for a_n, b_n in ((1, 1), (2, 3), (4, 4), (3, 6), (6, 5)):
+        # The issue's two examples among them: 4/4 against 0/4 and 0/4 against 5/6.
+        for a_n, b_n in ((1, 1), (2, 3), (4, 4), (3, 6), (4, 6), (6, 5)):
             for a, b in itertools.product(range(a_n + 1), range(b_n + 1)):
                 with self.subTest(table=f"{a}/{a_n} {b}/{b_n}"):
                     self.assertAlmostEqual(
