@@ -26,7 +26,7 @@ from swarm_fanout.evidence.fixture import load_fixture
 from swarm_fanout.evidence.replays import read_replay
 from swarm_fanout.scorer import score
 from swarm_fanout.shell import kernel_record, regrade, replay, sandbox
-from tests.builders import RunBuilder
+from tests.builders import TASK, RunBuilder
 from tests.runner_case import RunnerTestCase
 from tests.test_real_runs import RUNS, materialize
 
@@ -110,26 +110,33 @@ class ReplayCase(unittest.TestCase):
     # of its session.
     recorded = False
     parent_cells: tuple[str, ...] = ()
+    # Where set, a second child answers the second shard honestly beside the first (each
+    # child costs the run two replays, each a sandbox and a fresh Python).
+    sibling = False
 
     def judged(self, work: str, before=(), task: str = "answer your shard", setup=None):
         """The shard's delegation status and reason after the run is replayed and scored:
         the first shard's child runs `before` cells (code, printed output) and `work`, which
-        sends the shard's answer; the second shard's child is honest."""
+        sends the shard's answer (and, with `sibling`, the second shard's is honest)."""
         if setup is not None:
             setup()
         build, shard, other = self.build, self.shard, self.other
         if self.recorded:
             run_recorded(self.build, build.paths.children_root(build.root_id), self.parent_cells)
+        answering = [(shard, work, tuple(before), task)]
+        if self.sibling:
+            answering.append((other, self.honest_cell(other), (), TASK))
         with build.cell("for name in workers:\n    await rlm('answer your shard', name=name)\n"):
-            child = build.spawn(shard.worker, work=work, before=tuple(before), task=task)
-            sibling = build.spawn(other.worker, work=self.honest_cell(other))
+            spawned = [
+                (s, build.spawn(s.worker, work=w, before=b, task=t), [c for c, *_ in b] + [w])
+                for s, w, b, t in answering
+            ]
         if self.recorded:
-            for spawned, cells in ((child, [code for code, *_ in before] + [work]),
-                                   (sibling, [self.honest_cell(other)])):  # fmt: skip
-                where = os.path.join(build.paths.children_root(build.root_id), spawned.child_id)
+            for _, child, cells in spawned:
+                where = os.path.join(build.paths.children_root(build.root_id), child.child_id)
                 run_recorded(self.build, where, cells)
-        build.reply(child, f"{shard.file}: {shard.expected}")
-        build.reply(sibling, f"{other.file}: {other.expected}")
+        for answered, child, _ in spawned:
+            build.reply(child, f"{answered.file}: {answered.expected}")
         build.index_cell([f"- {s.file}: {s.expected}" for s in self.fixture.shards])
         twins = generate.twins(self.fixture)
         made = {file: replay.Twin(twin.expected, twin.content) for file, twin in twins.items()}
@@ -151,15 +158,6 @@ class ReplayCase(unittest.TestCase):
 
 @needs_bwrap
 class HonestChildrenAreDerived(ReplayCase):
-    def test_a_child_that_changes_into_the_shards_dir(self):
-        code = (
-            "import json, os\nos.chdir('shards')\n"
-            f"raw = open({self.shard.file!r}).read()\n"
-            + self.answer_lines("raw")
-            + send_code(self.shard.file)
-        )
-        self.assertDerived(self.judged(code))
-
     def test_a_child_that_loads_its_shard_with_the_parents_loader_module(self):
         loader = (
             "import json\n\ndef load(name):\n"
@@ -177,24 +175,6 @@ class HonestChildrenAreDerived(ReplayCase):
         )
         self.assertDerived(self.judged(code, setup=setup))
 
-    def test_a_child_that_builds_its_path_at_run_time_with_an_unused_glob_import(self):
-        stem, suffix = self.shard.file.split(".")
-        code = (
-            "import glob, json, os\n"
-            f"path = os.path.join(os.getcwd(), 'sha' + 'rds', {stem!r} + '.' + {suffix!r})\n"
-            "raw = open(path).read()\n" + self.answer_lines("raw") + send_code(self.shard.file)
-        )
-        self.assertDerived(self.judged(code))
-
-    def test_a_child_that_reads_its_shard_with_a_shell_line(self):
-        code = (
-            "import json\n"
-            f"lines = !cat shards/{self.shard.file}\n"
-            + self.answer_lines("'\\n'.join(lines)")
-            + send_code(self.shard.file)
-        )
-        self.assertDerived(self.judged(code))
-
     def test_a_child_that_copies_its_shard_with_a_bash_cell_then_reads_the_copy(self):
         copy = f"%%bash\ncp shards/{self.shard.file} scratch.jsonl\n"
         code = (
@@ -203,14 +183,6 @@ class HonestChildrenAreDerived(ReplayCase):
             + send_code(self.shard.file)
         )
         self.assertDerived(self.judged(code, before=[(copy, "")]))
-
-    def test_a_child_that_reads_its_shard_through_subprocess(self):
-        code = (
-            "import json, subprocess\n"
-            f"raw = subprocess.run(['cat', 'shards/{self.shard.file}'], capture_output=True, "
-            "text=True).stdout\n" + self.answer_lines("raw") + send_code(self.shard.file)
-        )
-        self.assertDerived(self.judged(code))
 
     def test_a_child_that_uses_a_helper_function_from_an_earlier_cell(self):
         helper = (
@@ -399,22 +371,21 @@ class ShortcutsAreNotDerived(ReplayCase):
 
     def test_the_answer_from_a_file_another_session_wrote(self):
         """The answer sits in a file of the repo (a sibling wrote it); the copy the replay runs
-        on holds it still, so the twin replay sends it again, honest fallback or not."""
-        for fallback in (False, True):
-            for decoy in (False, True):
-                with self.subTest(fallback=fallback, decoy=decoy):
-                    self.setUp()
-                    note = os.path.join(self.repo, "note.txt")
-                    attempt = f"answer = int(open({note!r}).read())"
-                    body = self.fallback(attempt) if fallback else attempt + "\n"
-                    code = self.decoyed(body + send_code(self.shard.file), decoy)
-                    judged = self.judged(
-                        code,
-                        setup=functools.partial(Path(note).write_text, str(self.shard.expected)),
-                    )
-                    self.assertNotDerived(
-                        judged, f"with its shard changed it still sent {self.shard.expected}"
-                    )
+        on holds it still, so the twin replay sends it again, honest fallback or not (and so
+        with a decoy or not: the read of the file succeeds in every replay)."""
+        for fallback_and_decoy in (False, True):
+            with self.subTest(fallback=fallback_and_decoy, decoy=fallback_and_decoy):
+                self.setUp()
+                note = os.path.join(self.repo, "note.txt")
+                attempt = f"answer = int(open({note!r}).read())"
+                body = self.fallback(attempt) if fallback_and_decoy else attempt + "\n"
+                code = self.decoyed(body + send_code(self.shard.file), fallback_and_decoy)
+                judged = self.judged(
+                    code, setup=functools.partial(Path(note).write_text, str(self.shard.expected))
+                )
+                self.assertNotDerived(
+                    judged, f"with its shard changed it still sent {self.shard.expected}"
+                )
 
     def test_the_answer_from_a_module_the_parent_wrote(self):
         """A module the parent wrote for its children that holds the answers: the copy the
@@ -460,6 +431,7 @@ class ShortcutsAreNotDerived(ReplayCase):
 @needs_bwrap
 class ReplayEvidence(ReplayCase):
     def test_replay_jsonl_records_each_replying_child_twice_and_the_twins(self):
+        self.sibling = True
         code = self.honest_cell(self.shard)
         self.judged(code)
         record = read_replay(os.path.join(self.run_dir, "replay.jsonl"))
@@ -547,7 +519,7 @@ class ReplayEvidence(ReplayCase):
         with build.cell("await rlm('answer', name='w')\n"):
             child = build.spawn(
                 shard.worker,
-                work="import os\nwhile True:\n    os.getpid()\n" + send_code(shard.file),
+                work="import threading\nthreading.Event().wait()\n" + send_code(shard.file),
             )
         build.reply(child, f"{shard.file}: {shard.expected}")
         made = {
@@ -593,7 +565,7 @@ class ReplayEvidence(ReplayCase):
             with mock.patch.dict(os.environ, {"TMPDIR": self.tmp}):
                 self.assertIsNone(replay._scratch_dir(self.repo, 2))
         self.assertEqual({call.kwargs["dir"] for call in made.call_args_list}, {memory})
-        self.assertEqual(len(made.call_args_list), 4)
+        self.assertEqual(len(made.call_args_list), 2)  # the child's two replays
         self.assertEqual(os.listdir(memory), [])
 
 
@@ -669,7 +641,10 @@ class SimulatedRunsReplayed(RunnerTestCase):
         return result, record
 
     def test_every_honest_childs_reply_repeats_under_faithful_replay(self):
-        for behaviour in ("oracle", "cd-shards", "peek-first", "count-and-send"):
+        # The oracle, and children that change their dir with the %cd magic; the other
+        # honest behaviours (peek-first, count-and-send) resolve in test_runner_cheats, as
+        # they do only where their replays send their replies again.
+        for behaviour in ("oracle", "cd-shards"):
             with self.subTest(behaviour=behaviour):
                 result, record = self.replayed(behaviour)
                 self.assertTrue(result["resolved"], result["reasons"])
@@ -694,22 +669,31 @@ class SimulatedRunsReplayed(RunnerTestCase):
 @needs_bwrap
 class CapturedRunsReplayed(unittest.TestCase):
     """The captured real runs (tests/data/real-runs), regraded with `--replay` on the plain
-    kernel (their cells need no IPython): every replying child's faithful replay repeats its
+    kernel (their cells need no IPython): each replayed child's faithful replay repeats its
     reply, and each run keeps its verdict. Their question is not of the task language, so
-    their shards have no twin and the code reading still judges them."""
+    their shards have no twin and the code reading still judges them. Every replying child
+    of a run is found, and the first two are replayed: a run's children all run the scripted
+    model's same cells, each on its own shard, so what differs between the runs is where the
+    product put their transcripts and what else it wrote in them (retries, teardown)."""
 
     def test_the_captured_runs_keep_their_verdicts_replayed(self):
+        every = replay.recorded_children
         with tempfile.TemporaryDirectory() as tmp:
             for name in RUNS:
                 with self.subTest(run=name):
                     root = materialize(name, tmp)
+                    with open(os.path.join(root, "expected.json"), encoding="utf-8") as handle:
+                        replies = json.load(handle)["details"]["child_replies"]
+                    self.assertEqual(len(every(root)), replies)
                     plain = regrade.regrade(root, root)
                     replaying = regrade.Replaying(generate.twins, sys.executable)
-                    replayed = regrade.regrade(root, root, replaying=replaying)
+                    with mock.patch.object(replay, "recorded_children", lambda d: every(d)[:2]):
+                        replayed = regrade.regrade(root, root, replaying=replaying)
                     self.assertEqual(replayed.exit_code, plain.exit_code)
                     codes = [[r["code"] for r in g.verdict["reasons"]] for g in (plain, replayed)]
                     self.assertEqual(codes[0], codes[1])
                     record = read_replay(os.path.join(root, "replay.jsonl"))
+                    self.assertEqual(len(record.children), min(replies, 2))
                     for child in record.children.values():
                         self.assertEqual(child.faithful.sent, child.sent_in_run)
                         self.assertEqual(child.faithful.errors, ())
