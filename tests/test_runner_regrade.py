@@ -9,19 +9,12 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import unittest
 from unittest import mock
 
 from swarm_fanout.shell import regrade
-from tests import temp_dir
-from tests.runner_case import (
-    CSV_METRICS,
-    RUNNER,
-    SIMULATED,
-    two_shard_fixture,
-)
+from tests import runner_server, temp_dir
+from tests.runner_case import CSV_METRICS, SIMULATED, two_shard_fixture
 
 
 class RegradeTest(unittest.TestCase):
@@ -44,11 +37,11 @@ class RegradeTest(unittest.TestCase):
     def run_trial(cls, set_dir: str, *extra: str, index: int = 1) -> tuple[dict, str]:
         config = os.path.join(cls.tmp, "agent-config")
         os.makedirs(config, exist_ok=True)
-        argv = [sys.executable, RUNNER, "--fixture", cls.fixture, "--agent-bin", SIMULATED]
+        argv = ["--fixture", cls.fixture, "--agent-bin", SIMULATED]
         argv += ["--model", "simulated/oracle", "--agent-config", config]
         argv += ["--run-set", set_dir, "--trial-index", str(index), *extra]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_AGENT_")}
-        done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
+        done = runner_server.run(argv, cwd=cls.tmp, env=env, timeout=120)
         return json.loads(done.stdout), done.stderr.decode()
 
     def regrade(self, *argv: str) -> tuple[int, str, str]:
