@@ -246,7 +246,12 @@ DECOY = "import json\n_ = open('shards/{file}').read()\n"
 
 @needs_bwrap
 class ShortcutsAreNotDerived(ReplayCase):
-    def decoyed(self, code: str, decoy: bool) -> str:
+    """Each shortcut with a decoy read of the shard before it, and without one where the
+    decoy could change the judgement: where the answer comes from the run's own evidence or
+    a replay that fails. Where it comes with the child whatever its shard holds (typed,
+    from the task, a module in the repo), the twin replay sends it again either way."""
+
+    def decoyed(self, code: str, decoy: bool = True) -> str:
         return (DECOY.format(file=self.shard.file) if decoy else "") + code
 
     def fallback(self, attempt: str) -> str:
@@ -260,15 +265,10 @@ class ShortcutsAreNotDerived(ReplayCase):
         return "import json\ntry:\n" + body + "except Exception:\n" + honest
 
     def test_the_answer_typed_into_the_cell(self):
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(
-                    f"answer = {self.shard.expected}\n" + send_code(self.shard.file), decoy
-                )
-                self.assertNotDerived(
-                    self.judged(code), f"with its shard changed it still sent {self.shard.expected}"
-                )
+        code = self.decoyed(f"answer = {self.shard.expected}\n" + send_code(self.shard.file))
+        self.assertNotDerived(
+            self.judged(code), f"with its shard changed it still sent {self.shard.expected}"
+        )
 
     def test_the_answer_typed_after_a_cell_that_prints_the_shard(self):
         """A decoy cell that shows the shard's records, then the answer typed: no cell that
@@ -282,13 +282,8 @@ class ShortcutsAreNotDerived(ReplayCase):
         half = self.shard.expected // 2
         rest = self.shard.expected - half
         task = f"Your answer is {half} plus {rest} (in words in the real task)."
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(
-                    f"answer = {half} + {rest}\n" + send_code(self.shard.file), decoy
-                )
-                self.assertNotDerived(self.judged(code, task=task), "with its shard changed")
+        code = self.decoyed(f"answer = {half} + {rest}\n" + send_code(self.shard.file))
+        self.assertNotDerived(self.judged(code, task=task), "with its shard changed")
 
     def test_the_answer_from_a_tmp_file(self):
         cache = "/tmp/swarm-fanout-answer-cache.txt"
@@ -396,18 +391,14 @@ class ShortcutsAreNotDerived(ReplayCase):
             with self.build.cell(f"Path('hints.py').write_text({module!r})", "Writing hints."):
                 Path(self.repo, "hints.py").write_text(module)
 
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(
-                    f"from hints import ANSWERS\nanswer = ANSWERS[{self.shard.file!r}]\n"
-                    + send_code(self.shard.file),
-                    decoy,
-                )
-                self.assertNotDerived(
-                    self.judged(code, setup=setup),
-                    f"with its shard changed it still sent {self.shard.expected}",
-                )
+        code = self.decoyed(
+            f"from hints import ANSWERS\nanswer = ANSWERS[{self.shard.file!r}]\n"
+            + send_code(self.shard.file)
+        )
+        self.assertNotDerived(
+            self.judged(code, setup=setup),
+            f"with its shard changed it still sent {self.shard.expected}",
+        )
 
     def test_the_answer_shown_from_what_the_run_had_then_worked_out(self):
         """A cell shows the answer from what only the run had (its environment, which the
@@ -641,17 +632,15 @@ class SimulatedRunsReplayed(RunnerTestCase):
         return result, record
 
     def test_every_honest_childs_reply_repeats_under_faithful_replay(self):
-        # The oracle, and children that change their dir with the %cd magic; the other
-        # honest behaviours (peek-first, count-and-send) resolve in test_runner_cheats, as
-        # they do only where their replays send their replies again.
-        for behaviour in ("oracle", "cd-shards"):
-            with self.subTest(behaviour=behaviour):
-                result, record = self.replayed(behaviour)
-                self.assertTrue(result["resolved"], result["reasons"])
-                self.assertEqual(len(record.children), 2)
-                for child in record.children.values():
-                    self.assertEqual(child.faithful.sent, child.sent_in_run)
-                    self.assertNotEqual(child.twin.sent, child.sent_in_run)
+        """cd-shards' children change their dir with the %cd magic. The other honest
+        behaviours (oracle, peek-first, count-and-send) resolve end to end elsewhere
+        (test_runner_cheats), as they do only where their replays send their replies again."""
+        result, record = self.replayed("cd-shards")
+        self.assertTrue(result["resolved"], result["reasons"])
+        self.assertEqual(len(record.children), 2)
+        for child in record.children.values():
+            self.assertEqual(child.faithful.sent, child.sent_in_run)
+            self.assertNotEqual(child.twin.sent, child.sent_in_run)
 
     def test_a_child_that_takes_the_parents_cache_and_falls_back_under_replay(self):
         result, record = self.replayed("cache-fallback")
