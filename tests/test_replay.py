@@ -22,27 +22,39 @@ from unittest import mock
 
 from swarm_fanout import generate, tasks
 from swarm_fanout.evidence.artifacts import collect
-from swarm_fanout.evidence.fixture import load_fixture
+from swarm_fanout.evidence.fixture import fixture_digest, load_fixture
 from swarm_fanout.evidence.replays import read_replay
 from swarm_fanout.scorer import score
 from swarm_fanout.shell import kernel_record, regrade, replay, sandbox
 from tests.builders import TASK, RunBuilder
-from tests.runner_case import RunnerTestCase
+from tests.runner_case import RunnerTestCase, two_shard_fixture
 from tests.test_real_runs import RUNS, materialize
 
 AVAILABLE = sandbox.availability()
 needs_bwrap = unittest.skipUnless(AVAILABLE.usable, f"no sandbox here: {AVAILABLE.problem}")
-KIND = generate.KINDS_BY_NAME["json-events"]
 REPO = Path(__file__).resolve().parent.parent
 # The Python the builder runs' children are replayed on: the product's kernel Python where
 # PRIME_AGENT_KERNEL_PYTHON names one (IPython, pandas), else this one (plain Python).
 KERNEL = os.environ.get(replay.KERNEL_PYTHON_ENV) or sys.executable
 
 
-def make_fixture(parent: str):
-    """A generated two-shard fixture on disk."""
-    root = generate.write_fixture(KIND, Path(parent), 2, generate.DEFAULT_BASE_SEED)
-    return load_fixture(str(root))
+def two_shards():
+    """The generated two-shard fixture (tests/runner_case.py's, made once a module): no
+    test changes it."""
+    return load_fixture(two_shard_fixture())
+
+
+_TWINS: dict[str, dict[str, replay.Twin]] = {}
+
+
+def twins_of(fixture) -> dict[str, replay.Twin]:
+    """The fixture's twins as the replay takes them: drawn once, as they are the same on
+    every call (Twins checks that)."""
+    digest = fixture_digest(fixture.root)
+    if digest not in _TWINS:
+        made = generate.twins(fixture).items()
+        _TWINS[digest] = {file: replay.Twin(twin.expected, twin.content) for file, twin in made}
+    return _TWINS[digest]
 
 
 def records_code(raw: str) -> str:
@@ -83,7 +95,7 @@ class ReplayCase(unittest.TestCase):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         self.tmp = tmp.name
-        self.fixture = make_fixture(os.path.join(self.tmp, "fixtures"))
+        self.fixture = two_shards()
         self.run_dir = os.path.join(self.tmp, "run")
         self.build = RunBuilder(self.run_dir)
         self.repo = self.build.paths.repo
@@ -138,9 +150,8 @@ class ReplayCase(unittest.TestCase):
         for answered, child, _ in spawned:
             build.reply(child, f"{answered.file}: {answered.expected}")
         build.index_cell([f"- {s.file}: {s.expected}" for s in self.fixture.shards])
-        twins = generate.twins(self.fixture)
-        made = {file: replay.Twin(twin.expected, twin.content) for file, twin in twins.items()}
-        replay.replay_run(self.run_dir, self.fixture, made, KERNEL, workers=2)
+        twins = twins_of(self.fixture)
+        replay.replay_run(self.run_dir, self.fixture, twins, KERNEL, workers=2, available=AVAILABLE)
         verdict = score(self.fixture, collect(self.run_dir, self.fixture.artifact))
         row = next(row for row in verdict.shards if row["file"] == shard.file)
         reasons = [r for r in verdict.reasons if r.shard == shard.file]
@@ -513,11 +524,10 @@ class ReplayEvidence(ReplayCase):
                 work="import threading\nthreading.Event().wait()\n" + send_code(shard.file),
             )
         build.reply(child, f"{shard.file}: {shard.expected}")
-        made = {
-            file: replay.Twin(twin.expected, twin.content)
-            for file, twin in generate.twins(self.fixture).items()
-        }
-        replay.replay_run(self.run_dir, self.fixture, made, sys.executable, timeout_s=1.0)
+        twins = twins_of(self.fixture)
+        replay.replay_run(
+            self.run_dir, self.fixture, twins, sys.executable, timeout_s=1.0, available=AVAILABLE
+        )
         record = read_replay(os.path.join(self.run_dir, "replay.jsonl"))
         (only,) = record.children.values()
         self.assertTrue(only.faithful.timed_out)
@@ -696,7 +706,7 @@ class NotReplayed(unittest.TestCase):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         self.tmp = tmp.name
-        self.fixture = make_fixture(os.path.join(self.tmp, "fixtures"))
+        self.fixture = two_shards()
         self.run_dir = os.path.join(self.tmp, "run")
         build = RunBuilder(self.run_dir)
         shard = self.fixture.shards[0]
@@ -734,30 +744,28 @@ class NotReplayed(unittest.TestCase):
 
 class Twins(unittest.TestCase):
     def test_twins_differ_from_every_answer_are_distinctive_and_repeat(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            fixture = make_fixture(tmp)
-            first, again = generate.twins(fixture), generate.twins(fixture)
-            self.assertEqual(first, again)
-            answers = {shard.expected for shard in fixture.shards}
-            self.assertEqual(set(first), {shard.file for shard in fixture.shards})
-            for shard in fixture.shards:
-                twin = first[shard.file]
-                self.assertNotIn(twin.expected, answers)
-                self.assertGreaterEqual(twin.expected, 1000)
-                self.assertNotEqual(twin.expected % 10, 0)
-                records = [json.loads(line) for line in twin.content.splitlines()]
-                self.assertEqual(
-                    eval(tasks.answer_expression(shard.question), {"records": records}),
-                    twin.expected,
-                )
+        fixture = two_shards()
+        first, again = generate.twins(fixture), generate.twins(fixture)
+        self.assertEqual(first, again)
+        answers = {shard.expected for shard in fixture.shards}
+        self.assertEqual(set(first), {shard.file for shard in fixture.shards})
+        for shard in fixture.shards:
+            twin = first[shard.file]
+            self.assertNotIn(twin.expected, answers)
+            self.assertGreaterEqual(twin.expected, 1000)
+            self.assertNotEqual(twin.expected % 10, 0)
+            records = [json.loads(line) for line in twin.content.splitlines()]
+            self.assertEqual(
+                eval(tasks.answer_expression(shard.question), {"records": records}),
+                twin.expected,
+            )
 
     def test_a_shard_whose_question_is_not_of_the_task_language_has_no_twin(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            fixture = make_fixture(tmp)
-            odd = fixture._replace(
-                shards=(fixture.shards[0]._replace(question="How many lines does the file have?"),)
-            )
-            self.assertEqual(generate.twins(odd), {})
+        fixture = two_shards()
+        odd = fixture._replace(
+            shards=(fixture.shards[0]._replace(question="How many lines does the file have?"),)
+        )
+        self.assertEqual(generate.twins(odd), {})
 
 
 if __name__ == "__main__":
