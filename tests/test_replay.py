@@ -253,6 +253,12 @@ class HonestChildrenAreDerived(ReplayCase):
 
 
 DECOY = "import json\n_ = open('shards/{file}').read()\n"
+CACHE = "/tmp/swarm-fanout-answer-cache.txt"
+FROM_CACHE = f"answer = int(open({CACHE!r}).read())"
+FROM_SOCKET = (
+    "import socket\nconnection = socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
+    "answer = int(connection.recv(64))"
+)
 
 
 @needs_bwrap
@@ -274,6 +280,16 @@ class ShortcutsAreNotDerived(ReplayCase):
         )
         body = "".join(f"    {line}\n" for line in attempt.splitlines())
         return "import json\ntry:\n" + body + "except Exception:\n" + honest
+
+    def assertNotDerivedEitherWay(self, work, said: str) -> None:
+        """The cell `work()` makes (of the run at hand), then sending its answer, is not
+        derived, with and without a decoy before it: each in a run of its own."""
+        for decoy in (False, True):
+            with self.subTest(decoy=decoy):
+                if decoy:
+                    self.setUp()
+                code = self.decoyed(work() + "\n" + send_code(self.shard.file), decoy)
+                self.assertNotDerived(self.judged(code), said)
 
     def test_the_answer_typed_into_the_cell(self):
         code = self.decoyed(f"answer = {self.shard.expected}\n" + send_code(self.shard.file))
@@ -297,61 +313,30 @@ class ShortcutsAreNotDerived(ReplayCase):
         self.assertNotDerived(self.judged(code, task=task), "with its shard changed")
 
     def test_the_answer_from_a_tmp_file(self):
-        cache = "/tmp/swarm-fanout-answer-cache.txt"
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(
-                    f"answer = int(open({cache!r}).read())\n" + send_code(self.shard.file), decoy
-                )
-                self.assertNotDerived(self.judged(code), cache)
+        self.assertNotDerivedEitherWay(lambda: FROM_CACHE, CACHE)
 
     def test_the_answer_from_a_tmp_file_with_an_honest_fallback(self):
-        cache = "/tmp/swarm-fanout-answer-cache.txt"
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                attempt = f"answer = int(open({cache!r}).read())"
-                code = self.decoyed(self.fallback(attempt) + send_code(self.shard.file), decoy)
-                self.assertNotDerived(self.judged(code), f"in the run it read it from {cache}")
+        work = self.fallback(FROM_CACHE)
+        self.assertNotDerivedEitherWay(lambda: work, f"in the run it read it from {CACHE}")
 
     def test_the_answer_over_a_socket(self):
-        attempt = (
-            "import socket\nconnection = socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
-            "answer = int(connection.recv(64))\n"
-        )
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(attempt + send_code(self.shard.file), decoy)
-                self.assertNotDerived(self.judged(code), "network")
+        self.assertNotDerivedEitherWay(lambda: FROM_SOCKET, "network")
 
     def test_the_answer_over_a_socket_with_an_honest_fallback(self):
-        attempt = (
-            "import socket\nconnection = socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
-            "answer = int(connection.recv(64))"
-        )
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(self.fallback(attempt) + send_code(self.shard.file), decoy)
-                self.assertNotDerived(self.judged(code), "network")
+        work = self.fallback(FROM_SOCKET)
+        self.assertNotDerivedEitherWay(lambda: work, "network")
 
     def test_the_answer_over_a_connection_no_word_of_the_code_names_with_a_fallback(self):
         """Nothing the code reading knows marks the channel (the opener is looked up by a
         name built at run time), and under replay it works honestly: what shows it is the
         replay's own record of what the cells reached for (an audit hook)."""
-        attempt = (
+        work = self.fallback(
             "import asyncio\n"
             "opener = getattr(asyncio, 'open_' + 'connection')\n"
             "reader, writer = await opener('127.0.0.1', 9)\n"
             "answer = int(await reader.read(64))"
         )
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(self.fallback(attempt) + send_code(self.shard.file), decoy)
-                self.assertNotDerived(self.judged(code), "a network connection to ('127.0.0.1', 9)")
+        self.assertNotDerivedEitherWay(lambda: work, "a network connection to ('127.0.0.1', 9)")
 
     def test_the_answer_from_the_runs_tmp_dir_without_its_path_in_the_code(self):
         """The path is built from the environment at run time: nothing the code reading can
@@ -363,17 +348,15 @@ class ShortcutsAreNotDerived(ReplayCase):
         self.assertNotDerived(self.judged(code), "/tmp/cache.txt")
 
     def test_the_answer_from_the_parents_transcript_with_an_honest_fallback(self):
-        sessions = self.build.paths.sessions
-        attempt = (
-            "import glob, re\n"
-            f"text = ''.join(open(p).read() for p in glob.glob({sessions + '/*.jsonl'!r}))\n"
-            f"answer = int(re.findall({self.shard.file + ': ([0-9]+)'!r}, text)[0])"
-        )
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(self.fallback(attempt) + send_code(self.shard.file), decoy)
-                self.assertNotDerived(self.judged(code), "in the run it read it from")
+        def work() -> str:  # this run's own sessions dir
+            sessions = self.build.paths.sessions + "/*.jsonl"
+            return self.fallback(
+                "import glob, re\n"
+                f"text = ''.join(open(p).read() for p in glob.glob({sessions!r}))\n"
+                f"answer = int(re.findall({self.shard.file + ': ([0-9]+)'!r}, text)[0])"
+            )
+
+        self.assertNotDerivedEitherWay(work, "in the run it read it from")
 
     def test_the_answer_from_a_file_another_session_wrote(self):
         """The answer sits in a file of the repo (a sibling wrote it); the copy the replay runs
