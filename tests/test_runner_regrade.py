@@ -109,26 +109,13 @@ class RegradeTest(unittest.TestCase):
         code, out, err = self.regrade(self.set_dir)
         table = json.loads(out)
         self.assertEqual((code, table["exit_code"]), (1, 1))  # trial 2 never ran
+        scored = {"status": "scored", "resolved": True, "exit_code": 0, "verdict_unchanged": True}
         self.assertEqual(
             table["trials"],
             [
-                {
-                    "index": 1,
-                    "dir": "trial-1",
-                    "status": "scored",
-                    "resolved": True,
-                    "exit_code": 0,
-                    "verdict_unchanged": True,
-                },
+                {"index": 1, "dir": "trial-1", **scored},
                 {"index": 2, "dir": None, "status": "not_run"},
-                {
-                    "index": 3,
-                    "dir": "trial-3",
-                    "status": "scored",
-                    "resolved": True,
-                    "exit_code": 0,
-                    "verdict_unchanged": True,
-                },
+                {"index": 3, "dir": "trial-3", **scored},
             ],
         )
         self.assertIn("scorer.py: trial-1: resolved (exit 0)", err)
