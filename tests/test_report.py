@@ -386,10 +386,16 @@ class ReportWritingTest(RunSetsCase):
         )
 
     def test_ctrl_c_or_sigterm_midway_leaves_nothing_says_one_line_and_exits_130_or_143(self):
-        for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
-            with self.subTest(signal=signum.name):
+        """A report, a comparison and one run's evidence page, each stopped midway (and a
+        rewrite of a report below)."""
+        for signum, code, *argv in (
+            (signal.SIGTERM, 143, self.fan_out),
+            (signal.SIGINT, 130, "--compare", self.fan_out, self.bad),
+            (signal.SIGTERM, 143, os.path.join(self.bad, "trial-1")),
+        ):
+            with self.subTest(signal=signum.name, argv=argv):
                 out = os.path.join(temp_dir(self), "new", "report")
-                done = self.stopped(signum, self.fan_out, "--out", out)
+                done = self.stopped(signum, *argv, "--out", out)
                 self.assertEqual(done.returncode, code, done.stderr)
                 self.assertEqual(
                     done.stderr, f"report.py: {signum.name}: stopped; nothing was written\n"
@@ -411,16 +417,6 @@ class ReportWritingTest(RunSetsCase):
         self.report(self.bad, "--out", out)
         pages = os.listdir(os.path.join(out, "evidence"))
         self.assertEqual(pages, [os.path.basename(self.bad)])
-
-    def test_a_compare_or_an_evidence_page_interrupted_leaves_nothing(self):
-        out = temp_dir(self)
-        done = self.stopped(signal.SIGINT, "--compare", self.fan_out, self.bad, "--out", out)
-        self.assertEqual(done.returncode, 130, done.stderr)
-        self.assertEqual(os.listdir(out), [])
-        trial = os.path.join(self.bad, "trial-1")
-        done = self.stopped(signal.SIGTERM, trial, "--out", out)
-        self.assertEqual(done.returncode, 143, done.stderr)
-        self.assertEqual(os.listdir(out), [])
 
     def test_a_dir_of_run_sets_is_reported_as_compare_takes_it(self):
         written = self.report(self.runs, "--out", temp_dir(self))
