@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
+import string
 import subprocess
 import sys
 import unittest
@@ -119,8 +121,10 @@ class TheHook(KernelRecordCase):
 
 
 # The parent's kernel leaves every answer in a file of /tmp (decoy-cache), its path written
-# backwards in the child's code so that no reading of the code finds it.
-CACHE = "/tmp/swarm-fanout-kernel-record-cache.json"
+# backwards in the child's code so that no reading of the code finds it. Its name is drawn
+# (two suites on one machine share /tmp) from letters: no number in a cell by chance.
+DRAWN = "".join(random.choices(string.ascii_lowercase, k=12))
+CACHE = f"/tmp/swarm-fanout-kernel-record-cache-{DRAWN}.json"
 HIDDEN = f"{CACHE[::-1]!r}[::-1]"
 
 
