@@ -151,18 +151,11 @@ class ForgedCorpusTest(unittest.TestCase):
                 self.assertEqual(sorted({reason.code for reason in verdict.reasons}), expected)
 
     def test_integrity_failures_name_the_forged_child(self):
-        integrity = self.scored("main-header-only-child").integrity
-        self.assertEqual(
-            integrity["child_work"]["failures"],
-            [
-                {
-                    "child_id": "sub-9f89a7ec",
-                    "file": "session-artifacts/01a23676-2c0e-73cc-9a77-4316f379fb77/sub-9f89a7ec/"
-                    "01a23676-4464-740b-b5ad-d592899757bc.jsonl",
-                    "detail": "no assistant message: the child never attempted a model call",
-                }
-            ],
-        )
+        failures = self.scored("main-header-only-child").integrity["child_work"]["failures"]
+        child = "sub-9f89a7ec/01a23676-4464-740b-b5ad-d592899757bc.jsonl"
+        file = f"session-artifacts/01a23676-2c0e-73cc-9a77-4316f379fb77/{child}"
+        detail = "no assistant message: the child never attempted a model call"
+        self.assertEqual(failures, [{"child_id": "sub-9f89a7ec", "file": file, "detail": detail}])
 
     def test_injected_replies_are_caught_only_by_the_childs_receipts(self):
         verdict = self.scored("child-fail-injected-replies")
@@ -389,15 +382,6 @@ class ChildBodyCheckTest(RunTestCase):
         self.assertIn("'spawn:sub-00000000'", details[0])
         self.assertIn("from session '01a23676-0000'", details[1])
 
-    def test_header_only_child_did_no_work(self):
-        children = self.honest_run()
-        rewrite(children["worker-b"].path, lambda r: r if r["type"] == "session" else None)
-        self.assertEqual(
-            [f["child_id"] for f in self.failures("child_work")], [children["worker-b"].child_id]
-        )
-        # Reported once, as no work: a child torn down before its task has no task either.
-        self.assertEqual(self.details("child_task"), [])
-
     def test_task_only_child_did_no_work(self):
         children = self.honest_run()
         rewrite(children["worker-b"].path, lambda r: None if r["type"] == "message" else r)
@@ -547,10 +531,6 @@ class ChildDirCheckTest(RunTestCase):
         self.assertEqual(
             [f["child_id"] for f in self.failures("stale_dirs")], [children["worker-a"].child_id]
         )
-
-    def test_without_run_meta_staleness_is_not_checked(self):
-        self.honest_run()
-        self.assertEqual(self.failures("stale_dirs"), [])
 
     def header_of(self, child) -> dict:
         with open(child.path, encoding="utf-8") as handle:
