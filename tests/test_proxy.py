@@ -286,38 +286,26 @@ class ScriptedUpstreamTest(unittest.TestCase):
             self.assertEqual((record.api, record.model), (proxy.OPENAI_COMPLETIONS, "fanout"))
             self.assertEqual(record.bytes_out, len(self.model.sent[record.seq - 1]))
 
-    def test_a_childs_record_carries_its_conversation_log_and_depth(self):
-        post(self.recorder.port, "/scripted/chat/completions", child_request("worker-events-01"))
-        self.recorder.stop()
-        (record,) = self.recorder.records()
-        self.assertEqual((record.session, record.depth), (CHILD_LOG, 1))
-        self.assertEqual(record.response_id, self.logged()[0]["response_id"])
-
 
 # --- the ids and usage of each API --------------------------------------------------------------
 
 
 class ResponseShapesTest(ProxyTest):
     def test_streamed_ids_and_usage_of_each_api(self):
-        cases = [
-            ("/up/chat/completions", CHAT_SSE, "chatcmpl-1"),
-            ("/up/responses", RESPONSES_SSE, "resp_1"),
-            ("/up/v1/messages", ANTHROPIC_SSE, "msg_1"),
-        ]
-        usages = {
-            "chatcmpl-1": CHAT_USAGE,
-            "resp_1": RESPONSES_USAGE,
-            # message_start's usage, then message_delta's non-null fields over it
-            "msg_1": {"input_tokens": 31, "output_tokens": 4, "cache_read_input_tokens": 5},
-        }
-        for path, pieces, response_id in cases:
+        # Anthropic's: message_start's usage, then message_delta's non-null fields over it.
+        anthropic_usage = {"input_tokens": 31, "output_tokens": 4, "cache_read_input_tokens": 5}
+        for path, pieces, response_id, usage in (
+            ("/up/chat/completions", CHAT_SSE, "chatcmpl-1", CHAT_USAGE),
+            ("/up/responses", RESPONSES_SSE, "resp_1", RESPONSES_USAGE),
+            ("/up/v1/messages", ANTHROPIC_SSE, "msg_1", anthropic_usage),
+        ):
             with self.subTest(path=path):
                 _, recorder = self.serve(lambda handler, p=pieces: send_chunked(handler, p))
                 status, _, body = post(recorder.port, path, chat_request())
                 self.assertEqual((status, body), (200, b"".join(pieces)))
                 record = self.only_record(recorder)
                 self.assertEqual(record.response_id, response_id)
-                self.assertEqual(record.usage, usages[response_id])
+                self.assertEqual(record.usage, usage)
 
     def test_json_ids_and_usage_of_each_api(self):
         for path, reply in (
@@ -341,8 +329,9 @@ class ResponseShapesTest(ProxyTest):
         self.assertEqual(record.response_id, "chatcmpl-1")
         self.assertEqual(record.usage["completion_tokens"], 2)
 
-    def test_the_session_of_anthropic_and_responses_requests(self):
+    def test_the_session_and_depth_of_each_apis_requests(self):
         for path, request, session, depth in (
+            ("/up/chat/completions", child_request("worker-events-01"), CHILD_LOG, 1),
             ("/up/v1/messages", anthropic_request(CHILD_LOG, 1), CHILD_LOG, 1),
             ("/up/responses", responses_request(ROOT_LOG, 0), ROOT_LOG, 0),
         ):
@@ -588,15 +577,9 @@ PROXY_URL = "http://127.0.0.1:4000/anthropic"
 
 class ModelsJsonOverrideTest(unittest.TestCase):
     def test_only_the_providers_base_url_changes_in_the_users_file(self):
-        user = {
-            "providers": {
-                "anthropic": {
-                    "apiKey": "ANTHROPIC_API_KEY",
-                    "modelOverrides": {"m": {"name": "M"}},
-                },
-                "ollama": {"baseUrl": "http://localhost:11434/v1", "api": "openai-completions"},
-            },
-        }
+        anthropic = {"apiKey": "ANTHROPIC_API_KEY", "modelOverrides": {"m": {"name": "M"}}}
+        ollama = {"baseUrl": "http://localhost:11434/v1", "api": "openai-completions"}
+        user = {"providers": {"anthropic": anthropic, "ollama": ollama}}
         before = json.dumps(user, sort_keys=True)
         config, upstream = models_json_override(user, "anthropic", PROXY_URL)
         expected = json.loads(before)
