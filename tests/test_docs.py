@@ -63,11 +63,8 @@ def prose_lines(text: str):
 
 
 def markdown_files() -> list[str]:
-    files = ["README.md"] if os.path.isfile(os.path.join(ROOT, "README.md")) else []
-    docs = os.path.join(ROOT, "docs")
-    if os.path.isdir(docs):
-        files += sorted(f"docs/{name}" for name in os.listdir(docs) if name.endswith(".md"))
-    return files
+    docs = sorted(name for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md"))
+    return [README, *(f"docs/{name}" for name in docs)]
 
 
 def fenced_lines(text: str) -> list[str]:
@@ -92,16 +89,11 @@ def section(text: str, heading: str) -> list[str]:
     """The lines under `heading`, up to the next heading of the same or a higher level."""
     lines = text.splitlines()
     start = lines.index(heading) + 1
-    level = heading.split(" ", 1)[0]
-    end = next(
-        (
-            i
-            for i in range(start, len(lines))
-            if HEADING.match(lines[i]) and len(lines[i].split(" ", 1)[0]) <= len(level)
-        ),
-        len(lines),
-    )
-    return lines[start:end]
+    level = len(heading.split(" ", 1)[0])
+    for end in range(start, len(lines)):
+        if HEADING.match(lines[end]) and len(lines[end].split(" ", 1)[0]) <= level:
+            return lines[start:end]
+    return lines[start:]
 
 
 class ContractCitations(unittest.TestCase):
