@@ -39,11 +39,8 @@ def write_result(run_dir: str, **fields) -> dict:
     verdict = score(FIXTURE, collect(run_dir, FIXTURE.artifact)).to_json()
     fixture_dir = os.path.join(os.path.dirname(run_dir), "fixture")
     os.makedirs(fixture_dir, exist_ok=True)
-    manifest = {
-        "name": FIXTURE.name,
-        "artifact": FIXTURE.artifact,
-        "shards": [shard._asdict() for shard in FIXTURE.shards],
-    }
+    shards = [shard._asdict() for shard in FIXTURE.shards]
+    manifest = {"name": FIXTURE.name, "artifact": FIXTURE.artifact, "shards": shards}
     with open(os.path.join(fixture_dir, "fixture.json"), "w", encoding="utf-8") as handle:
         json.dump(manifest, handle)
     result = {
@@ -210,9 +207,6 @@ class EvidencePageTest(unittest.TestCase):
         self.assertIn('<details id="parent">', self.page)
 
     def test_the_conversations_hold_messages_cells_outputs_replies_and_notices(self):
-        self.assertIn('id="parent"', self.page)
-        for index in (1, 2, 3):
-            self.assertIn(f'id="{evidence_page.child_anchor(index)}"', self.page)
         self.assertEqual(self.page.count("<details"), self.page.count("</details>"))
         for text in (
             "task from the parent",  # each child's task

@@ -525,16 +525,13 @@ class ChildDirCheckTest(RunTestCase):
 
     def test_child_older_than_the_run_is_stale(self):
         children = self.honest_run()
-        started = iso_to_ms(self.header_of(children["worker-a"])["timestamp"]) + 1
+        with open(children["worker-a"].path, encoding="utf-8") as handle:
+            started = iso_to_ms(json.loads(handle.readline())["timestamp"]) + 1
         with open(os.path.join(self.run_dir, "run-meta.json"), "w", encoding="utf-8") as handle:
             json.dump({"started_at": iso(started)}, handle)
         self.assertEqual(
             [f["child_id"] for f in self.failures("stale_dirs")], [children["worker-a"].child_id]
         )
-
-    def header_of(self, child) -> dict:
-        with open(child.path, encoding="utf-8") as handle:
-            return json.loads(handle.readline())
 
 
 if __name__ == "__main__":

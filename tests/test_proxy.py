@@ -509,13 +509,8 @@ class InjectionTest(ProxyTest):
         recorder.inject_failures("worker-events-02", 2)
         path = "/up/chat/completions"
         root = chat_request(first_user=task("worker-events-02"))  # depth 0: not a child
-        calls = [
-            child_request("worker-events-02"),
-            child_request("worker-events-03"),
-            root,
-            child_request("worker-events-02"),
-            child_request("worker-events-02"),
-        ]
+        second, third = child_request("worker-events-02"), child_request("worker-events-03")
+        calls = [second, third, root, second, second]
         answers = [post(recorder.port, path, call) for call in calls]
         self.assertEqual([status for status, _, _ in answers], [500, 200, 200, 500, 200])
         self.assertEqual(json.loads(answers[0][2])["error"]["type"], "server_error")
