@@ -107,15 +107,7 @@ class RunBuilder:
         self.cwd = parent_cwd or self.paths.repo
         # worker name -> its shard's file, for the default child cell (fan_out learns them).
         self.shard_files: dict[str, str] = {}
-        header = {
-            "type": "session",
-            "version": 3,
-            "id": self.root_id,
-            "timestamp": self.now(),
-            "cwd": self.cwd,
-            "rlmDepth": 0,
-            "git": {"branch": "main"},
-        }
+        header = self._header(self.root_id, 0)
         self._append_parent(header, entry=False)
         self.stream = Stream(self.paths.stdout, header) if stream else None
         self.user_message("Do the fan-out.")
@@ -123,6 +115,17 @@ class RunBuilder:
     def now(self, step: int = 10) -> str:
         self.clock += step
         return iso(self.clock)
+
+    def _header(self, session_id: str, depth: int, **parent: str) -> dict:
+        """A transcript's session header; a child's names its `parentSession` (§5)."""
+        header = {"type": "session", "version": 3, "id": session_id, "timestamp": self.now()}
+        return {**header, "cwd": self.cwd, **parent, "rlmDepth": depth, "git": {"branch": "main"}}
+
+    def _child_message(self, content: str, details: dict) -> dict:
+        """An agent message as it lands in a child's transcript (§5)."""
+        message = {"type": "custom_message", "customType": "agent_message", "content": content}
+        ids = {"id": secrets.token_hex(4), "parentId": None, "timestamp": self.now()}
+        return {**message, "display": True, "details": details, **ids}
 
     # --- parent transcript ---------------------------------------------------
 
@@ -286,31 +289,14 @@ class RunBuilder:
         returns the model calls."""
         task_text = task_text or TASK
         work_code = work_code or work_cell(self.shard_files.get(child.name, f"{child.name}.jsonl"))
-        header = {
-            "type": "session",
-            "version": 3,
-            "id": child.session_id,
-            "timestamp": self.now(),
-            "cwd": self.cwd,
-            "parentSession": parent_path,
-            "rlmDepth": child.depth,
-            "git": {"branch": "main"},
+        header = self._header(child.session_id, child.depth, parentSession=parent_path)
+        details = {
+            "id": "spawn:" + child.child_id,
+            "message": task_text,
+            "from": {"sessionId": self.root_id, "activeSessionId": "c39728fce51d"},
+            "fromRelationship": "parent",
         }
-        task = {
-            "type": "custom_message",
-            "customType": "agent_message",
-            "content": "[task from parent]\n\n" + task_text,
-            "display": True,
-            "details": {
-                "id": "spawn:" + child.child_id,
-                "message": task_text,
-                "from": {"sessionId": self.root_id, "activeSessionId": "c39728fce51d"},
-                "fromRelationship": "parent",
-            },
-            "id": secrets.token_hex(4),
-            "parentId": None,
-            "timestamp": self.now(),
-        }
+        task = self._child_message("[task from parent]\n\n" + task_text, details)
         lines = [compact(header), compact(task)]
         for _ in range(failures):
             # A failed attempt is its own message: stopReason error, no responseId, no
@@ -429,16 +415,7 @@ class RunBuilder:
             "from": {"sessionId": sender.session_id, "sessionName": sender.name},
             "fromRelationship": "sibling",
         }
-        entry = {
-            "type": "custom_message",
-            "customType": "agent_message",
-            "content": f"[from sibling:{sender.name}]\n\n{message}",
-            "display": True,
-            "details": details,
-            "id": secrets.token_hex(4),
-            "parentId": None,
-            "timestamp": self.now(),
-        }
+        entry = self._child_message(f"[from sibling:{sender.name}]\n\n{message}", details)
         _append(child.path, compact(entry))
 
     def tells(self, sender: Child, receiver: Child, message: str, output: str = "") -> None:
