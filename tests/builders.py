@@ -246,26 +246,10 @@ class RunBuilder:
                     child, tokens, parent_path or self.parent_path, task, work, before, failures
                 )
             if not os.path.exists(self.ledger):
-                self.ledger_line(
-                    {
-                        "v": 1,
-                        "op": "meta",
-                        "at": iso(self.clock + 1),
-                        "sessionsDir": self.paths.sessions,
-                    }
-                )
-            self.ledger_line(
-                {
-                    "v": 1,
-                    "op": "spawn",
-                    "at": self.now(),
-                    "childId": child_id,
-                    "parent": parent_path or self.parent_path,
-                    "child": path,
-                    "depth": depth,
-                    "name": name,
-                }
-            )
+                meta = {"v": 1, "op": "meta", "at": iso(self.clock + 1)}
+                self.ledger_line({**meta, "sessionsDir": self.paths.sessions})
+            edge = {"parent": parent_path or self.parent_path, "child": path, "depth": depth}
+            self._ledger_record("spawn", child_id, **edge, name=name)
             if write_transcript and parent_path is None:
                 for call in calls:
                     self.usage_attributed(call["usage"])
@@ -438,30 +422,16 @@ class RunBuilder:
             {"kind": kind, "childId": child.child_id, "sessionName": child.name},
         )
 
+    def _ledger_record(self, op: str, child_id: str, **fields) -> None:
+        """A ledger record of `op` on the child `child_id` (§4 "Records"), written now."""
+        self.ledger_line({"v": 1, "op": op, "at": self.now(), "childId": child_id, **fields})
+
     def delete(self, child: Child, reason: str = "user") -> None:
-        self.ledger_line(
-            {
-                "v": 1,
-                "op": "delete",
-                "at": self.now(),
-                "childId": child.child_id,
-                "child": child.path,
-                "reason": reason,
-            }
-        )
+        self._ledger_record("delete", child.child_id, child=child.path, reason=reason)
 
     def rename(self, child: Child, name: str | None = None) -> None:
-        """A `rename` record; without `name` it keeps the child's own (§4 "Records")."""
-        self.ledger_line(
-            {
-                "v": 1,
-                "op": "rename",
-                "at": self.now(),
-                "childId": child.child_id,
-                "child": child.path,
-                "name": name or child.name,
-            }
-        )
+        """A `rename` record; without `name` it keeps the child's own."""
+        self._ledger_record("rename", child.child_id, child=child.path, name=name or child.name)
 
     def ledger_line(self, record: dict | str) -> None:
         os.makedirs(os.path.dirname(self.ledger), exist_ok=True)
