@@ -67,14 +67,8 @@ def compact(record: dict) -> str:
 
 def usage(input_tokens: int, output_tokens: int) -> dict:
     zero = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
-    return {
-        "input": input_tokens,
-        "output": output_tokens,
-        "cacheRead": 0,
-        "cacheWrite": 0,
-        "totalTokens": input_tokens + output_tokens,
-        "cost": zero,
-    }
+    tokens = {"input": input_tokens, "output": output_tokens, "cacheRead": 0, "cacheWrite": 0}
+    return {**tokens, "totalTokens": input_tokens + output_tokens, "cost": zero}
 
 
 @dataclass
@@ -171,15 +165,8 @@ class RunBuilder:
             self.stream.tool_result(message, code)
 
     def _custom_message(self, custom_type: str, content: str, details: dict) -> None:
-        self._append_parent(
-            {
-                "type": "custom_message",
-                "customType": custom_type,
-                "content": content,
-                "display": True,
-                "details": details,
-            }
-        )
+        record = {"type": "custom_message", "customType": custom_type, "content": content}
+        self._append_parent({**record, "display": True, "details": details})
         if self.stream:
             message = {"role": "custom", "customType": custom_type, "content": content}
             message.update(display=True, details=details, timestamp=self.clock)
@@ -199,15 +186,9 @@ class RunBuilder:
 
     def usage_attributed(self, usage_record: dict) -> None:
         """The parent's copy of one child model call's usage (contract §5)."""
-        self._append_parent(
-            {
-                "type": "child_usage_attributed",
-                "targetId": self.last_id,
-                "childUsage": usage_record,
-                "aggregateUsage": usage_record,
-                "origin": "spawn_task",
-            }
-        )
+        record = {"type": "child_usage_attributed", "targetId": self.last_id}
+        usage = {"childUsage": usage_record, "aggregateUsage": usage_record}
+        self._append_parent({**record, **usage, "origin": "spawn_task"})
 
     # --- children -------------------------------------------------------------
 
@@ -341,36 +322,22 @@ class RunBuilder:
             # A delivered reply ends the root's run and starts the next (contract §7).
             self.stream.children([_child_state(child)], "replied")
             self.stream.reply_arrives(message)
-        self._custom_message(
-            "agent_message",
-            f"[from child:{name}]\nAgent-to-agent message received.\n\n{message}",
-            {
-                "id": reply_id,
-                "message": message,
-                "from": {
-                    "activeSessionId": "6ba7fa8dabbf",
-                    "sessionId": sender,
-                    "sessionName": name,
-                    "runtimeKind": "subagent",
-                    "clientId": "agent",
-                },
-                "fromRelationship": "child",
-                "target": {
-                    "activeSessionId": "c39728fce51d",
-                    "sessionId": self.root_id,
-                    "runtimeKind": "top-level",
-                },
-            },
-        )
-
-    def _receipt(self, child: Child, reply_id: str, message: str, output: str) -> None:
-        receipt = {
+        sent_by = {"activeSessionId": "6ba7fa8dabbf", "sessionId": sender, "sessionName": name}
+        target = {"activeSessionId": "c39728fce51d", "sessionId": self.root_id}
+        details = {
             "id": reply_id,
             "message": message,
-            "deliveryStatus": "queued",
-            "receiverRole": "parent",
-            "target": {"activeSessionId": "c39728fce51d", "sessionId": self.root_id},
+            "from": {**sent_by, "runtimeKind": "subagent", "clientId": "agent"},
+            "fromRelationship": "child",
+            "target": {**target, "runtimeKind": "top-level"},
         }
+        text = f"[from child:{name}]\nAgent-to-agent message received.\n\n{message}"
+        self._custom_message("agent_message", text, details)
+
+    def _receipt(self, child: Child, reply_id: str, message: str, output: str) -> None:
+        receipt = {"id": reply_id, "message": message, "deliveryStatus": "queued"}
+        target = {"activeSessionId": "c39728fce51d", "sessionId": self.root_id}
+        receipt.update(receiverRole="parent", target=target)
         self._append_child(child, tool_result(child.call_id, output, sentAgentMessages=[receipt]))
 
     def child_turn(self, child: Child, text: str = "Done.", tokens: tuple[int, int] = (50, 5)):
