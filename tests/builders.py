@@ -443,25 +443,12 @@ class RunBuilder:
 def assistant_message(text: str, tokens: tuple[int, int], code: str | None) -> dict:
     content: list[dict] = [{"type": "text", "text": text}]
     if code is not None:
-        content.append(
-            {
-                "type": "toolCall",
-                "id": "call_" + secrets.token_hex(12),
-                "name": "ipython",
-                "arguments": {"code": code},
-            }
-        )
-    return {
-        "role": "assistant",
-        "content": content,
-        "api": "openai-completions",
-        "provider": "fake",
-        "model": "fake-rlm",
-        "usage": usage(*tokens),
-        "stopReason": "toolUse" if code else "stop",
-        "timestamp": EPOCH_MS,
-        "responseId": "chatcmpl-" + secrets.token_hex(16),
-    }
+        call = {"type": "toolCall", "id": "call_" + secrets.token_hex(12), "name": "ipython"}
+        content.append({**call, "arguments": {"code": code}})
+    model = {"api": "openai-completions", "provider": "fake", "model": "fake-rlm"}
+    message = {"role": "assistant", "content": content, **model, "usage": usage(*tokens)}
+    message.update(stopReason="toolUse" if code else "stop", timestamp=EPOCH_MS)
+    return {**message, "responseId": "chatcmpl-" + secrets.token_hex(16)}
 
 
 def failed_message(error: str) -> dict:
@@ -473,22 +460,11 @@ def failed_message(error: str) -> dict:
 
 
 def tool_result(call_id: str, output: str, **details) -> dict:
-    return {
-        "role": "toolResult",
-        "toolCallId": call_id,
-        "toolName": "ipython",
-        "content": [{"type": "text", "text": output}],
-        "details": {
-            "durationMs": 20,
-            "status": "ok",
-            "stdout": output,
-            "stderr": "",
-            **details,
-            "kernelRestarted": False,
-        },
-        "isError": False,
-        "timestamp": EPOCH_MS,
-    }
+    ran = {"durationMs": 20, "status": "ok", "stdout": output, "stderr": "", **details}
+    result = {"role": "toolResult", "toolCallId": call_id, "toolName": "ipython"}
+    result["content"] = [{"type": "text", "text": output}]
+    result["details"] = {**ran, "kernelRestarted": False}
+    return {**result, "isError": False, "timestamp": EPOCH_MS}
 
 
 # --- the root's --mode json stream -------------------------------------------
