@@ -217,10 +217,8 @@ class FixtureInputTest(unittest.TestCase):
             with self.subTest(case=case), tempfile.TemporaryDirectory() as tmp:
                 fixture_dir = os.path.join(tmp, "fixture")
                 shutil.copytree(source, fixture_dir)
-                shutil.copyfile(
-                    os.path.join(BAD, "fixtures", case + ".json"),
-                    os.path.join(fixture_dir, "fixture.json"),
-                )
+                manifest = os.path.join(BAD, "fixtures", case + ".json")
+                shutil.copyfile(manifest, os.path.join(fixture_dir, "fixture.json"))
                 argv = ["--fixture", fixture_dir, "--model", "x/y", "--agent-bin", "true"]
                 argv += ["--out", os.path.join(tmp, "r")]
                 done = runner_server.run(argv, cwd=os.getcwd(), env=dict(os.environ), timeout=60)

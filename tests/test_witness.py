@@ -246,23 +246,17 @@ class WitnessedRunTest(unittest.TestCase):
 
     # --- who made the calls and wrote the stream (shell/callers.py, observer.drain_socket) ---
 
-    def product_calls(self) -> list[dict]:
-        caller = {"pid": 41, "ns_pid": 5, "exe": "/opt/node", "product": True, "reason": None}
-        return [{**call, "caller": caller} for call in self.model_calls()]
-
-    def test_calls_each_from_a_process_of_the_products_pass(self):
-        self.honest_run()
-        verdict = self.verdict(self.witness(calls=self.product_calls()))
-        self.assertTrue(verdict.resolved, [r.to_json() for r in verdict.reasons])
-
     def test_a_call_from_a_kernel_fails_though_the_proxy_refused_it(self):
         # The live forgery: a cell asks for real response ids for a conversation it writes.
         self.honest_run()
+        product = {"pid": 41, "ns_pid": 5, "exe": "/opt/node", "product": True, "reason": None}
+        calls = [{**call, "caller": product} for call in self.model_calls()]
+        self.assertEqual(self.codes(self.verdict(self.witness(calls=calls))), [])
         caller = dict(pid=88, ns_pid=12, exe="/usr/bin/python3.11", product=False)
         caller["reason"] = "process 88 on its way up ran /usr/bin/python3.11"
         forged = dict(status=403, session="/forged/child.jsonl", response_id=None, caller=caller)
         forged["error"] = "foreign_caller"
-        verdict = self.verdict(self.witness(calls=[*self.product_calls(), forged]))
+        verdict = self.verdict(self.witness(calls=[*calls, forged]))
         self.assertEqual(self.codes(verdict), ["foreign_model_call"])
         self.assertIn("/usr/bin/python3.11", verdict.reasons[0].message)
 
