@@ -19,6 +19,7 @@ import secrets
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from swarm_fanout.evidence.fixture import Fixture, Shard
 from swarm_fanout.evidence.runpaths import RunPaths, display_file
@@ -29,8 +30,6 @@ EPOCH_MS = 1_796_209_200_000  # 2026-12-02T11:00:00.000Z
 
 def iso(ms: int) -> str:
     seconds, millis = divmod(ms, 1000)
-    from datetime import datetime, timezone
-
     moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
 

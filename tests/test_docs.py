@@ -107,16 +107,11 @@ class ContractCitations(unittest.TestCase):
                     cited.setdefault("§" + match.group(1), set()).add(f"{path}:{number}")
         self.assertTrue(cited, "no § citation found in the code: is the file list empty?")
         unresolved = {
-            token: places
+            token: sorted(places)
             for token, places in cited.items()
             if not any(heading_has(heading, token) for heading in headings)
         }
-        report = "\n".join(
-            f"  {token}: {', '.join(sorted(places))}"
-            for token, places in sorted(unresolved.items())
-        )
-        if unresolved:
-            self.fail(f"citations with no heading in docs/product-contract.md:\n{report}")
+        self.assertEqual(unresolved, {}, "citations with no heading in docs/product-contract.md")
 
     def test_heading_match_is_exact(self):
         self.assertTrue(heading_has("## §1 Facts", "§1"))
@@ -132,10 +127,7 @@ class ContractCitations(unittest.TestCase):
             for number, line in enumerate(read(path).splitlines(), 1)
             if OUTSIDE_CONTRACT in line
         ]
-        if offenders:
-            self.fail(
-                f"cite docs/product-contract.md, not {OUTSIDE_CONTRACT}: " + ", ".join(offenders)
-            )
+        self.assertEqual(offenders, [], f"cite docs/product-contract.md, not {OUTSIDE_CONTRACT}")
 
 
 class MarkdownLinks(unittest.TestCase):
@@ -157,8 +149,7 @@ class MarkdownLinks(unittest.TestCase):
                     inside = os.path.commonpath([full, ROOT]) == ROOT
                     if not inside or not os.path.exists(full):
                         broken.append(f"{relative}:{number}: {target}")
-        if broken:
-            self.fail("relative links to missing files:\n  " + "\n  ".join(broken))
+        self.assertEqual(broken, [], "relative links to missing files")
 
 
 class ReadmeIsAGuide(unittest.TestCase):
