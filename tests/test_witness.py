@@ -143,14 +143,9 @@ class WitnessedRunTest(unittest.TestCase):
         self.build = RunBuilder(self.run_dir, stream=True)
         self.paths = self.build.paths
 
-    def honest_run(self, *, index_before_replies: bool = False) -> None:
-        children = self.build.fan_out(FIXTURE, reply=False)
-        if index_before_replies:
-            self.build.correct_index(FIXTURE)
-        for shard in FIXTURE.shards:
-            self.build.reply(children[shard.worker], f"{shard.file}: {shard.expected}")
-        if not index_before_replies:
-            self.build.correct_index(FIXTURE)
+    def honest_run(self) -> None:
+        self.build.fan_out(FIXTURE)
+        self.build.correct_index(FIXTURE)
         self.build.finish()
 
     def sightings(self, *, answer_at: float | None = None) -> list[dict]:
@@ -379,7 +374,7 @@ class WitnessedRunTest(unittest.TestCase):
     def test_an_answer_file_on_disk_before_the_replies_fails_on_the_witness_alone(self):
         # No parent call names the file (written by a cell that built the name): only
         # the runner's observation orders it against the replies.
-        self.honest_run(index_before_replies=True)
+        self.honest_run()
         first_reply = min(s["before"] for s in self.sightings() if s["what"] == "reply")
         verdict = self.verdict(self.witness(self.sightings(answer_at=first_reply - 1.0)))
         self.assertEqual(self.codes(verdict), ["answer_written_before_reply"])
