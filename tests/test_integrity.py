@@ -245,29 +245,30 @@ class LedgerCheckTest(RunTestCase):
         rewrite(self.build.ledger, lambda r: None if r["op"] == "meta" else r)
         self.assertEqual(self.details("ledger"), ["meta_not_first: line 1 is not a meta record"])
 
+    def edit_ledger(self, which: str, **fields) -> None:
+        """The ledger's records `which` names (an op, or a childId) take `fields`."""
+        rewrite(
+            self.build.ledger,
+            lambda r: {**r, **fields} if which in (r["op"], r.get("childId")) else r,
+        )
+
     def test_meta_naming_another_sessions_dir_fails(self):
         self.honest_run()
-        elsewhere = {"sessionsDir": "/elsewhere"}
-        rewrite(self.build.ledger, lambda r: {**r, **elsewhere} if r["op"] == "meta" else r)
+        self.edit_ledger("meta", sessionsDir="/elsewhere")
         details = self.details("ledger")
         self.assertEqual(len(details), 1)
         self.assertTrue(details[0].startswith("meta_hash_mismatch"))
 
     def test_at_that_goes_back_fails(self):
         children = self.honest_run()
-        forged = children["worker-c"].child_id
-        early = {"at": iso(EPOCH_MS)}
-        rewrite(self.build.ledger, lambda r: {**r, **early} if r.get("childId") == forged else r)
+        self.edit_ledger(children["worker-c"].child_id, at=iso(EPOCH_MS))
         failures = self.failures("ledger")
         self.assertEqual([f["child_id"] for f in failures], [children["worker-c"].child_id])
         self.assertIn("is before line", failures[0]["detail"])
 
     def test_at_that_is_no_time_fails(self):
         children = self.honest_run()
-        forged = children["worker-b"].child_id
-        rewrite(
-            self.build.ledger, lambda r: {**r, "at": "now"} if r.get("childId") == forged else r
-        )
+        self.edit_ledger(children["worker-b"].child_id, at="now")
         self.assertEqual(self.details("ledger"), ["at 'now' is no ISO-8601 time"])
 
     def test_meta_stamped_after_the_first_spawn_is_the_products_own_order(self):
@@ -275,10 +276,7 @@ class LedgerCheckTest(RunTestCase):
         first = self.spawn_at(children["worker-a"])
         for late, failed in ((META_AFTER_SPAWN_MS, False), (META_AFTER_SPAWN_MS + 1, True)):
             with self.subTest(late_ms=late):
-                stamp = {"at": iso(first + late)}
-                rewrite(
-                    self.build.ledger, lambda r, s=stamp: {**r, **s} if r["op"] == "meta" else r
-                )
+                self.edit_ledger("meta", at=iso(first + late))
                 self.assertEqual(bool(self.failures("ledger")), failed)
 
     def test_childid_spawned_twice_fails(self):
