@@ -19,6 +19,7 @@ import secrets
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from swarm_fanout.evidence.fixture import Fixture, Shard
 from swarm_fanout.evidence.runpaths import RunPaths, display_file
@@ -29,8 +30,6 @@ EPOCH_MS = 1_796_209_200_000  # 2026-12-02T11:00:00.000Z
 
 def iso(ms: int) -> str:
     seconds, millis = divmod(ms, 1000)
-    from datetime import datetime, timezone
-
     moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
 
@@ -67,14 +66,8 @@ def compact(record: dict) -> str:
 
 def usage(input_tokens: int, output_tokens: int) -> dict:
     zero = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
-    return {
-        "input": input_tokens,
-        "output": output_tokens,
-        "cacheRead": 0,
-        "cacheWrite": 0,
-        "totalTokens": input_tokens + output_tokens,
-        "cost": zero,
-    }
+    tokens = {"input": input_tokens, "output": output_tokens, "cacheRead": 0, "cacheWrite": 0}
+    return {**tokens, "totalTokens": input_tokens + output_tokens, "cost": zero}
 
 
 @dataclass
@@ -107,15 +100,7 @@ class RunBuilder:
         self.cwd = parent_cwd or self.paths.repo
         # worker name -> its shard's file, for the default child cell (fan_out learns them).
         self.shard_files: dict[str, str] = {}
-        header = {
-            "type": "session",
-            "version": 3,
-            "id": self.root_id,
-            "timestamp": self.now(),
-            "cwd": self.cwd,
-            "rlmDepth": 0,
-            "git": {"branch": "main"},
-        }
+        header = self._header(self.root_id, 0)
         self._append_parent(header, entry=False)
         self.stream = Stream(self.paths.stdout, header) if stream else None
         self.user_message("Do the fan-out.")
@@ -123,6 +108,17 @@ class RunBuilder:
     def now(self, step: int = 10) -> str:
         self.clock += step
         return iso(self.clock)
+
+    def _header(self, session_id: str, depth: int, **parent: str) -> dict:
+        """A transcript's session header; a child's names its `parentSession` (§5)."""
+        header = {"type": "session", "version": 3, "id": session_id, "timestamp": self.now()}
+        return {**header, "cwd": self.cwd, **parent, "rlmDepth": depth, "git": {"branch": "main"}}
+
+    def _child_message(self, content: str, details: dict) -> dict:
+        """An agent message as it lands in a child's transcript (§5)."""
+        message = {"type": "custom_message", "customType": "agent_message", "content": content}
+        ids = {"id": secrets.token_hex(4), "parentId": None, "timestamp": self.now()}
+        return {**message, "display": True, "details": details, **ids}
 
     # --- parent transcript ---------------------------------------------------
 
@@ -168,15 +164,8 @@ class RunBuilder:
             self.stream.tool_result(message, code)
 
     def _custom_message(self, custom_type: str, content: str, details: dict) -> None:
-        self._append_parent(
-            {
-                "type": "custom_message",
-                "customType": custom_type,
-                "content": content,
-                "display": True,
-                "details": details,
-            }
-        )
+        record = {"type": "custom_message", "customType": custom_type, "content": content}
+        self._append_parent({**record, "display": True, "details": details})
         if self.stream:
             message = {"role": "custom", "customType": custom_type, "content": content}
             message.update(display=True, details=details, timestamp=self.clock)
@@ -196,15 +185,9 @@ class RunBuilder:
 
     def usage_attributed(self, usage_record: dict) -> None:
         """The parent's copy of one child model call's usage (contract §5)."""
-        self._append_parent(
-            {
-                "type": "child_usage_attributed",
-                "targetId": self.last_id,
-                "childUsage": usage_record,
-                "aggregateUsage": usage_record,
-                "origin": "spawn_task",
-            }
-        )
+        record = {"type": "child_usage_attributed", "targetId": self.last_id}
+        usage = {"childUsage": usage_record, "aggregateUsage": usage_record}
+        self._append_parent({**record, **usage, "origin": "spawn_task"})
 
     # --- children -------------------------------------------------------------
 
@@ -243,26 +226,10 @@ class RunBuilder:
                     child, tokens, parent_path or self.parent_path, task, work, before, failures
                 )
             if not os.path.exists(self.ledger):
-                self.ledger_line(
-                    {
-                        "v": 1,
-                        "op": "meta",
-                        "at": iso(self.clock + 1),
-                        "sessionsDir": self.paths.sessions,
-                    }
-                )
-            self.ledger_line(
-                {
-                    "v": 1,
-                    "op": "spawn",
-                    "at": self.now(),
-                    "childId": child_id,
-                    "parent": parent_path or self.parent_path,
-                    "child": path,
-                    "depth": depth,
-                    "name": name,
-                }
-            )
+                meta = {"v": 1, "op": "meta", "at": iso(self.clock + 1)}
+                self.ledger_line({**meta, "sessionsDir": self.paths.sessions})
+            edge = {"parent": parent_path or self.parent_path, "child": path, "depth": depth}
+            self._ledger_record("spawn", child_id, **edge, name=name)
             if write_transcript and parent_path is None:
                 for call in calls:
                     self.usage_attributed(call["usage"])
@@ -286,31 +253,14 @@ class RunBuilder:
         returns the model calls."""
         task_text = task_text or TASK
         work_code = work_code or work_cell(self.shard_files.get(child.name, f"{child.name}.jsonl"))
-        header = {
-            "type": "session",
-            "version": 3,
-            "id": child.session_id,
-            "timestamp": self.now(),
-            "cwd": self.cwd,
-            "parentSession": parent_path,
-            "rlmDepth": child.depth,
-            "git": {"branch": "main"},
+        header = self._header(child.session_id, child.depth, parentSession=parent_path)
+        details = {
+            "id": "spawn:" + child.child_id,
+            "message": task_text,
+            "from": {"sessionId": self.root_id, "activeSessionId": "c39728fce51d"},
+            "fromRelationship": "parent",
         }
-        task = {
-            "type": "custom_message",
-            "customType": "agent_message",
-            "content": "[task from parent]\n\n" + task_text,
-            "display": True,
-            "details": {
-                "id": "spawn:" + child.child_id,
-                "message": task_text,
-                "from": {"sessionId": self.root_id, "activeSessionId": "c39728fce51d"},
-                "fromRelationship": "parent",
-            },
-            "id": secrets.token_hex(4),
-            "parentId": None,
-            "timestamp": self.now(),
-        }
+        task = self._child_message("[task from parent]\n\n" + task_text, details)
         lines = [compact(header), compact(task)]
         for _ in range(failures):
             # A failed attempt is its own message: stopReason error, no responseId, no
@@ -371,36 +321,22 @@ class RunBuilder:
             # A delivered reply ends the root's run and starts the next (contract §7).
             self.stream.children([_child_state(child)], "replied")
             self.stream.reply_arrives(message)
-        self._custom_message(
-            "agent_message",
-            f"[from child:{name}]\nAgent-to-agent message received.\n\n{message}",
-            {
-                "id": reply_id,
-                "message": message,
-                "from": {
-                    "activeSessionId": "6ba7fa8dabbf",
-                    "sessionId": sender,
-                    "sessionName": name,
-                    "runtimeKind": "subagent",
-                    "clientId": "agent",
-                },
-                "fromRelationship": "child",
-                "target": {
-                    "activeSessionId": "c39728fce51d",
-                    "sessionId": self.root_id,
-                    "runtimeKind": "top-level",
-                },
-            },
-        )
-
-    def _receipt(self, child: Child, reply_id: str, message: str, output: str) -> None:
-        receipt = {
+        sent_by = {"activeSessionId": "6ba7fa8dabbf", "sessionId": sender, "sessionName": name}
+        target = {"activeSessionId": "c39728fce51d", "sessionId": self.root_id}
+        details = {
             "id": reply_id,
             "message": message,
-            "deliveryStatus": "queued",
-            "receiverRole": "parent",
-            "target": {"activeSessionId": "c39728fce51d", "sessionId": self.root_id},
+            "from": {**sent_by, "runtimeKind": "subagent", "clientId": "agent"},
+            "fromRelationship": "child",
+            "target": {**target, "runtimeKind": "top-level"},
         }
+        text = f"[from child:{name}]\nAgent-to-agent message received.\n\n{message}"
+        self._custom_message("agent_message", text, details)
+
+    def _receipt(self, child: Child, reply_id: str, message: str, output: str) -> None:
+        receipt = {"id": reply_id, "message": message, "deliveryStatus": "queued"}
+        target = {"activeSessionId": "c39728fce51d", "sessionId": self.root_id}
+        receipt.update(receiverRole="parent", target=target)
         self._append_child(child, tool_result(child.call_id, output, sentAgentMessages=[receipt]))
 
     def child_turn(self, child: Child, text: str = "Done.", tokens: tuple[int, int] = (50, 5)):
@@ -429,16 +365,7 @@ class RunBuilder:
             "from": {"sessionId": sender.session_id, "sessionName": sender.name},
             "fromRelationship": "sibling",
         }
-        entry = {
-            "type": "custom_message",
-            "customType": "agent_message",
-            "content": f"[from sibling:{sender.name}]\n\n{message}",
-            "display": True,
-            "details": details,
-            "id": secrets.token_hex(4),
-            "parentId": None,
-            "timestamp": self.now(),
-        }
+        entry = self._child_message(f"[from sibling:{sender.name}]\n\n{message}", details)
         _append(child.path, compact(entry))
 
     def tells(self, sender: Child, receiver: Child, message: str, output: str = "") -> None:
@@ -461,30 +388,16 @@ class RunBuilder:
             {"kind": kind, "childId": child.child_id, "sessionName": child.name},
         )
 
+    def _ledger_record(self, op: str, child_id: str, **fields) -> None:
+        """A ledger record of `op` on the child `child_id` (§4 "Records"), written now."""
+        self.ledger_line({"v": 1, "op": op, "at": self.now(), "childId": child_id, **fields})
+
     def delete(self, child: Child, reason: str = "user") -> None:
-        self.ledger_line(
-            {
-                "v": 1,
-                "op": "delete",
-                "at": self.now(),
-                "childId": child.child_id,
-                "child": child.path,
-                "reason": reason,
-            }
-        )
+        self._ledger_record("delete", child.child_id, child=child.path, reason=reason)
 
     def rename(self, child: Child, name: str | None = None) -> None:
-        """A `rename` record; without `name` it keeps the child's own (§4 "Records")."""
-        self.ledger_line(
-            {
-                "v": 1,
-                "op": "rename",
-                "at": self.now(),
-                "childId": child.child_id,
-                "child": child.path,
-                "name": name or child.name,
-            }
-        )
+        """A `rename` record; without `name` it keeps the child's own."""
+        self._ledger_record("rename", child.child_id, child=child.path, name=name or child.name)
 
     def ledger_line(self, record: dict | str) -> None:
         os.makedirs(os.path.dirname(self.ledger), exist_ok=True)
@@ -529,25 +442,12 @@ class RunBuilder:
 def assistant_message(text: str, tokens: tuple[int, int], code: str | None) -> dict:
     content: list[dict] = [{"type": "text", "text": text}]
     if code is not None:
-        content.append(
-            {
-                "type": "toolCall",
-                "id": "call_" + secrets.token_hex(12),
-                "name": "ipython",
-                "arguments": {"code": code},
-            }
-        )
-    return {
-        "role": "assistant",
-        "content": content,
-        "api": "openai-completions",
-        "provider": "fake",
-        "model": "fake-rlm",
-        "usage": usage(*tokens),
-        "stopReason": "toolUse" if code else "stop",
-        "timestamp": EPOCH_MS,
-        "responseId": "chatcmpl-" + secrets.token_hex(16),
-    }
+        call = {"type": "toolCall", "id": "call_" + secrets.token_hex(12), "name": "ipython"}
+        content.append({**call, "arguments": {"code": code}})
+    model = {"api": "openai-completions", "provider": "fake", "model": "fake-rlm"}
+    message = {"role": "assistant", "content": content, **model, "usage": usage(*tokens)}
+    message.update(stopReason="toolUse" if code else "stop", timestamp=EPOCH_MS)
+    return {**message, "responseId": "chatcmpl-" + secrets.token_hex(16)}
 
 
 def failed_message(error: str) -> dict:
@@ -559,22 +459,11 @@ def failed_message(error: str) -> dict:
 
 
 def tool_result(call_id: str, output: str, **details) -> dict:
-    return {
-        "role": "toolResult",
-        "toolCallId": call_id,
-        "toolName": "ipython",
-        "content": [{"type": "text", "text": output}],
-        "details": {
-            "durationMs": 20,
-            "status": "ok",
-            "stdout": output,
-            "stderr": "",
-            **details,
-            "kernelRestarted": False,
-        },
-        "isError": False,
-        "timestamp": EPOCH_MS,
-    }
+    ran = {"durationMs": 20, "status": "ok", "stdout": output, "stderr": "", **details}
+    result = {"role": "toolResult", "toolCallId": call_id, "toolName": "ipython"}
+    result["content"] = [{"type": "text", "text": output}]
+    result["details"] = {**ran, "kernelRestarted": False}
+    return {**result, "isError": False, "timestamp": EPOCH_MS}
 
 
 # --- the root's --mode json stream -------------------------------------------

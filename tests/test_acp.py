@@ -61,8 +61,9 @@ class ParseMessageTest(unittest.TestCase):
 
 
 class TurnTest(unittest.TestCase):
-    def follow(self, messages: list[dict], session_id: str) -> Turn:
-        turn = Turn(session_id)
+    def follow(self, messages: list[dict], session_id: str | None = None) -> Turn:
+        """The turn as the drive follows it, of the session the stream opened unless named."""
+        turn = Turn(session_id or messages[1]["result"]["sessionId"])
         for message in messages:
             if message.get("id") == 3 and "result" in message:  # session/prompt's response
                 turn.responded = True
@@ -71,9 +72,7 @@ class TurnTest(unittest.TestCase):
         return turn
 
     def test_the_real_stream_counts_every_child_at_the_response_and_ends_terminal(self):
-        messages = real_messages()
-        session_id = messages[1]["result"]["sessionId"]
-        turn = self.follow(messages, session_id)
+        turn = self.follow(real_messages())
         # The captured end-turn-early run: the parent spawned 8 children and ended its turn.
         self.assertEqual(turn.outstanding_at_response, 8)
         self.assertTrue(turn.promises_terminal())
@@ -88,12 +87,11 @@ class TurnTest(unittest.TestCase):
 
     def test_a_terminal_update_still_counting_children_is_not_terminal(self):
         messages = real_messages()
-        session_id = messages[1]["result"]["sessionId"]
         for message in messages:
             meta = message.get("params", {}).get("update", {}).get("_meta", {}).get(META, {})
             if meta.get("phase") == "terminalQuiescence":
                 meta["quiescence"]["outstandingSubagents"] = 1
-        self.assertIsNone(self.follow(messages, session_id).terminal)
+        self.assertIsNone(self.follow(messages).terminal)
 
 
 class RealAcpStreamTest(unittest.TestCase):

@@ -162,18 +162,6 @@ class LedgerInputTest(RunDirCase):
         verdict = self.assert_graded(1, {"invalid_utf8", "malformed_json"})
         self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
 
-    def test_ledger_over_the_products_record_limit(self):
-        with open(self.ledger, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-        rename = json.loads(lines[1])
-        rename.update(op="rename", at=json.loads(lines[-1])["at"])
-        del rename["parent"], rename["depth"]
-        with open(self.ledger, "a", encoding="utf-8") as handle:
-            handle.write((json.dumps(rename) + "\n") * 100_000)
-        # The product would reject this ledger whole, so it proves no delegation.
-        verdict = self.assert_graded(1, {"over_record_limit"}, {"ledger_inconsistent"})
-        self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
-
     def pad_with_renames(self, count: int, pad: int) -> None:
         """Append `count` valid renames of the first child, each with an unknown key
         of `pad` characters (the product ignores unknown keys)."""
@@ -186,6 +174,12 @@ class LedgerInputTest(RunDirCase):
         with open(self.ledger, "ab") as handle:
             for _ in range(count):
                 handle.write(line)
+
+    def test_ledger_over_the_products_record_limit(self):
+        self.pad_with_renames(100_000, 0)
+        # The product would reject this ledger whole, so it proves no delegation.
+        verdict = self.assert_graded(1, {"over_record_limit"}, {"ledger_inconsistent"})
+        self.assertTrue(verdict["evidence"]["ledgers"][0]["rejected_by_product"])
 
     def test_ledger_over_the_products_byte_limit(self):
         # Fewer lines than the record limit, more bytes than the size limit.
@@ -223,10 +217,8 @@ class FixtureInputTest(unittest.TestCase):
             with self.subTest(case=case), tempfile.TemporaryDirectory() as tmp:
                 fixture_dir = os.path.join(tmp, "fixture")
                 shutil.copytree(source, fixture_dir)
-                shutil.copyfile(
-                    os.path.join(BAD, "fixtures", case + ".json"),
-                    os.path.join(fixture_dir, "fixture.json"),
-                )
+                manifest = os.path.join(BAD, "fixtures", case + ".json")
+                shutil.copyfile(manifest, os.path.join(fixture_dir, "fixture.json"))
                 argv = ["--fixture", fixture_dir, "--model", "x/y", "--agent-bin", "true"]
                 argv += ["--out", os.path.join(tmp, "r")]
                 done = runner_server.run(argv, cwd=os.getcwd(), env=dict(os.environ), timeout=60)
@@ -266,15 +258,10 @@ class FixtureInputTest(unittest.TestCase):
 
     def test_scorer_cli_refuses_a_broken_manifest_with_exit_2(self):
         with tempfile.TemporaryDirectory() as tmp:
-            shutil.copyfile(
-                os.path.join(BAD, "fixtures", "path-traversal.json"),
-                os.path.join(tmp, "fixture.json"),
-            )
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                code = regrade_shell.main(["--fixture", tmp, tmp])
-        self.assertEqual(code, 2)
-        self.assertEqual(json.loads(out.getvalue())["code"], "fixture_unsafe_path")
+            manifest = os.path.join(BAD, "fixtures", "path-traversal.json")
+            shutil.copyfile(manifest, os.path.join(tmp, "fixture.json"))
+            code, refusal, _ = self.scorer_refusal("--fixture", tmp, tmp)
+        self.assertEqual((code, refusal["code"]), (2, "fixture_unsafe_path"))
 
 
 if __name__ == "__main__":

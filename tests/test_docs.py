@@ -63,11 +63,8 @@ def prose_lines(text: str):
 
 
 def markdown_files() -> list[str]:
-    files = ["README.md"] if os.path.isfile(os.path.join(ROOT, "README.md")) else []
-    docs = os.path.join(ROOT, "docs")
-    if os.path.isdir(docs):
-        files += sorted(f"docs/{name}" for name in os.listdir(docs) if name.endswith(".md"))
-    return files
+    docs = sorted(name for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md"))
+    return [README, *(f"docs/{name}" for name in docs)]
 
 
 def fenced_lines(text: str) -> list[str]:
@@ -92,16 +89,11 @@ def section(text: str, heading: str) -> list[str]:
     """The lines under `heading`, up to the next heading of the same or a higher level."""
     lines = text.splitlines()
     start = lines.index(heading) + 1
-    level = heading.split(" ", 1)[0]
-    end = next(
-        (
-            i
-            for i in range(start, len(lines))
-            if HEADING.match(lines[i]) and len(lines[i].split(" ", 1)[0]) <= len(level)
-        ),
-        len(lines),
-    )
-    return lines[start:end]
+    level = len(heading.split(" ", 1)[0])
+    for end in range(start, len(lines)):
+        if HEADING.match(lines[end]) and len(lines[end].split(" ", 1)[0]) <= level:
+            return lines[start:end]
+    return lines[start:]
 
 
 class ContractCitations(unittest.TestCase):
@@ -115,16 +107,11 @@ class ContractCitations(unittest.TestCase):
                     cited.setdefault("§" + match.group(1), set()).add(f"{path}:{number}")
         self.assertTrue(cited, "no § citation found in the code: is the file list empty?")
         unresolved = {
-            token: places
+            token: sorted(places)
             for token, places in cited.items()
             if not any(heading_has(heading, token) for heading in headings)
         }
-        report = "\n".join(
-            f"  {token}: {', '.join(sorted(places))}"
-            for token, places in sorted(unresolved.items())
-        )
-        if unresolved:
-            self.fail(f"citations with no heading in docs/product-contract.md:\n{report}")
+        self.assertEqual(unresolved, {}, "citations with no heading in docs/product-contract.md")
 
     def test_heading_match_is_exact(self):
         self.assertTrue(heading_has("## §1 Facts", "§1"))
@@ -140,10 +127,7 @@ class ContractCitations(unittest.TestCase):
             for number, line in enumerate(read(path).splitlines(), 1)
             if OUTSIDE_CONTRACT in line
         ]
-        if offenders:
-            self.fail(
-                f"cite docs/product-contract.md, not {OUTSIDE_CONTRACT}: " + ", ".join(offenders)
-            )
+        self.assertEqual(offenders, [], f"cite docs/product-contract.md, not {OUTSIDE_CONTRACT}")
 
 
 class MarkdownLinks(unittest.TestCase):
@@ -165,8 +149,7 @@ class MarkdownLinks(unittest.TestCase):
                     inside = os.path.commonpath([full, ROOT]) == ROOT
                     if not inside or not os.path.exists(full):
                         broken.append(f"{relative}:{number}: {target}")
-        if broken:
-            self.fail("relative links to missing files:\n  " + "\n  ".join(broken))
+        self.assertEqual(broken, [], "relative links to missing files")
 
 
 class ReadmeIsAGuide(unittest.TestCase):

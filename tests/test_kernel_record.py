@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
+import string
 import subprocess
 import sys
 import unittest
@@ -119,8 +121,10 @@ class TheHook(KernelRecordCase):
 
 
 # The parent's kernel leaves every answer in a file of /tmp (decoy-cache), its path written
-# backwards in the child's code so that no reading of the code finds it.
-CACHE = "/tmp/swarm-fanout-kernel-record-cache.json"
+# backwards in the child's code so that no reading of the code finds it. Its name is drawn
+# (two suites on one machine share /tmp) from letters: no number in a cell by chance.
+DRAWN = "".join(random.choices(string.ascii_lowercase, k=12))
+CACHE = f"/tmp/swarm-fanout-kernel-record-cache-{DRAWN}.json"
 HIDDEN = f"{CACHE[::-1]!r}[::-1]"
 
 
@@ -205,11 +209,13 @@ class RecordedRuns(ReplayCase):
 
     def test_honest_children_stay_derived_with_the_record(self):
         file = self.shard.file
+        stem, suffix = file.split(".")
         honest = {
             "cd into shards": f"import os, json\nos.chdir('shards')\nraw = open({file!r}).read()\n",
-            "a path built at run time": (
+            "a path built at run time, an unused glob import": (
                 "import glob, json, os\n"
-                f"raw = open(os.path.join('shards', {file.split('.')[0]!r} + '.jsonl')).read()\n"
+                f"path = os.path.join(os.getcwd(), 'sha' + 'rds', {stem!r} + '.' + {suffix!r})\n"
+                "raw = open(path).read()\n"
             ),
             "a shell line": f"import json\nlines = !cat shards/{file}\nraw = '\\n'.join(lines)\n",
             "a subprocess": (
@@ -273,7 +279,7 @@ class SimulatedKernels(RunnerTestCase):
     cells as the product's kernels do."""
 
     def test_each_simulated_child_records_reading_its_own_shard_only(self):
-        _, result = self.run_runner("simulated/oracle")
+        result = self.shared_run("simulated/oracle").result
         self.assertTrue(result["resolved"], result["reasons"])
         self.assertEqual(result["verdict"]["witness"]["kernel_record"], {"sessions": 3})
         records = read_kernel_records(RunPaths.of(self.run_dir(result)).kernel_record)
@@ -287,13 +293,14 @@ class SimulatedKernels(RunnerTestCase):
         self.assertEqual(len({read[0] for read in shards}), 2)
 
     def test_a_simulated_child_whose_kernel_read_the_parents_transcript_is_not_derived(self):
-        _, result = self.run_runner("simulated/oracle")
-        paths = RunPaths.of(self.run_dir(result))
-        child = sorted(name for name in os.listdir(paths.kernel_record) if name.startswith("sub-"))[
-            0
-        ]
+        paths = RunPaths.of(self.run_dir(self.shared_run("simulated/oracle").result))
+        child = sorted(name for name in os.listdir(paths.kernel_record) if name.startswith("sub-"))
+        record = Path(paths.kernel_record, child[0])
+        # The run is the other test's too (it is scored where it ran: a copy elsewhere would
+        # not be the same run): its record is put back as it was when this test ends.
+        self.addCleanup(record.write_bytes, record.read_bytes())
         transcript = next(Path(paths.sessions).glob("*.jsonl"))
-        with open(os.path.join(paths.kernel_record, child), "a") as handle:
+        with open(record, "a") as handle:
             handle.write(json.dumps({"what": "open", "path": str(transcript), "mode": "r"}) + "\n")
         fixture = load_fixture(two_shard_fixture())
         verdict = score(fixture, collect(paths.root, fixture.artifact))

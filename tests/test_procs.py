@@ -34,8 +34,8 @@ WATCHER = (
 
 
 class EndProcessesTest(unittest.TestCase):
-    def start(self, *argv: str) -> subprocess.Popen:
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    def start(self, *argv: str, env: dict | None = None) -> subprocess.Popen:
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
         self.addCleanup(self.stop, process)
         return process
 
@@ -97,13 +97,8 @@ class EndProcessesTest(unittest.TestCase):
         # A verifiers rollout's processes are not the caller's to reap: the caller's other
         # children (another rollout's agent) keep running, and keep their exit status.
         home = temp_dir(self)
-        marked = subprocess.Popen(
-            [sys.executable, "-c", WATCHER, "stubborn"],
-            env={**os.environ, "PRIME_AGENT_CODING_AGENT_DIR": home},
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.addCleanup(self.stop, marked)
+        env = {**os.environ, "PRIME_AGENT_CODING_AGENT_DIR": home}
+        marked = self.start(sys.executable, "-c", WATCHER, "stubborn", env=env)
         running = self.start(sys.executable, "-c", WATCHER, "obedient")
         exited = self.start(sys.executable, "-c", "import sys; sys.exit(3)")
         self.assertEqual(marked.stdout.readline() + running.stdout.readline(), "ready\n" * 2)

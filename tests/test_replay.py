@@ -22,27 +22,39 @@ from unittest import mock
 
 from swarm_fanout import generate, tasks
 from swarm_fanout.evidence.artifacts import collect
-from swarm_fanout.evidence.fixture import load_fixture
+from swarm_fanout.evidence.fixture import fixture_digest, load_fixture
 from swarm_fanout.evidence.replays import read_replay
 from swarm_fanout.scorer import score
 from swarm_fanout.shell import kernel_record, regrade, replay, sandbox
-from tests.builders import RunBuilder
-from tests.runner_case import RunnerTestCase
+from tests.builders import TASK, RunBuilder
+from tests.runner_case import RunnerTestCase, two_shard_fixture
 from tests.test_real_runs import RUNS, materialize
 
 AVAILABLE = sandbox.availability()
 needs_bwrap = unittest.skipUnless(AVAILABLE.usable, f"no sandbox here: {AVAILABLE.problem}")
-KIND = generate.KINDS_BY_NAME["json-events"]
 REPO = Path(__file__).resolve().parent.parent
 # The Python the builder runs' children are replayed on: the product's kernel Python where
 # PRIME_AGENT_KERNEL_PYTHON names one (IPython, pandas), else this one (plain Python).
 KERNEL = os.environ.get(replay.KERNEL_PYTHON_ENV) or sys.executable
 
 
-def make_fixture(parent: str):
-    """A generated two-shard fixture on disk."""
-    root = generate.write_fixture(KIND, Path(parent), 2, generate.DEFAULT_BASE_SEED)
-    return load_fixture(str(root))
+def two_shards():
+    """The generated two-shard fixture (tests/runner_case.py's, made once a module): no
+    test changes it."""
+    return load_fixture(two_shard_fixture())
+
+
+_TWINS: dict[str, dict[str, replay.Twin]] = {}
+
+
+def twins_of(fixture) -> dict[str, replay.Twin]:
+    """The fixture's twins as the replay takes them: drawn once, as they are the same on
+    every call (Twins checks that)."""
+    digest = fixture_digest(fixture.root)
+    if digest not in _TWINS:
+        made = generate.twins(fixture).items()
+        _TWINS[digest] = {file: replay.Twin(twin.expected, twin.content) for file, twin in made}
+    return _TWINS[digest]
 
 
 def records_code(raw: str) -> str:
@@ -83,7 +95,7 @@ class ReplayCase(unittest.TestCase):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         self.tmp = tmp.name
-        self.fixture = make_fixture(os.path.join(self.tmp, "fixtures"))
+        self.fixture = two_shards()
         self.run_dir = os.path.join(self.tmp, "run")
         self.build = RunBuilder(self.run_dir)
         self.repo = self.build.paths.repo
@@ -110,30 +122,36 @@ class ReplayCase(unittest.TestCase):
     # of its session.
     recorded = False
     parent_cells: tuple[str, ...] = ()
+    # Where set, a second child answers the second shard honestly beside the first (each
+    # child costs the run two replays, each a sandbox and a fresh Python).
+    sibling = False
 
     def judged(self, work: str, before=(), task: str = "answer your shard", setup=None):
         """The shard's delegation status and reason after the run is replayed and scored:
         the first shard's child runs `before` cells (code, printed output) and `work`, which
-        sends the shard's answer; the second shard's child is honest."""
+        sends the shard's answer (and, with `sibling`, the second shard's is honest)."""
         if setup is not None:
             setup()
         build, shard, other = self.build, self.shard, self.other
         if self.recorded:
             run_recorded(self.build, build.paths.children_root(build.root_id), self.parent_cells)
+        answering = [(shard, work, tuple(before), task)]
+        if self.sibling:
+            answering.append((other, self.honest_cell(other), (), TASK))
+        spawned = []  # (the shard it answers, the child, its cells)
         with build.cell("for name in workers:\n    await rlm('answer your shard', name=name)\n"):
-            child = build.spawn(shard.worker, work=work, before=tuple(before), task=task)
-            sibling = build.spawn(other.worker, work=self.honest_cell(other))
+            for answered, code, earlier, asked in answering:
+                child = build.spawn(answered.worker, work=code, before=earlier, task=asked)
+                spawned.append((answered, child, [cell for cell, *_ in earlier] + [code]))
         if self.recorded:
-            for spawned, cells in ((child, [code for code, *_ in before] + [work]),
-                                   (sibling, [self.honest_cell(other)])):  # fmt: skip
-                where = os.path.join(build.paths.children_root(build.root_id), spawned.child_id)
+            for _, child, cells in spawned:
+                where = os.path.join(build.paths.children_root(build.root_id), child.child_id)
                 run_recorded(self.build, where, cells)
-        build.reply(child, f"{shard.file}: {shard.expected}")
-        build.reply(sibling, f"{other.file}: {other.expected}")
+        for answered, child, _ in spawned:
+            build.reply(child, f"{answered.file}: {answered.expected}")
         build.index_cell([f"- {s.file}: {s.expected}" for s in self.fixture.shards])
-        twins = generate.twins(self.fixture)
-        made = {file: replay.Twin(twin.expected, twin.content) for file, twin in twins.items()}
-        replay.replay_run(self.run_dir, self.fixture, made, KERNEL, workers=2)
+        twins = twins_of(self.fixture)
+        replay.replay_run(self.run_dir, self.fixture, twins, KERNEL, workers=2, available=AVAILABLE)
         verdict = score(self.fixture, collect(self.run_dir, self.fixture.artifact))
         row = next(row for row in verdict.shards if row["file"] == shard.file)
         reasons = [r for r in verdict.reasons if r.shard == shard.file]
@@ -151,15 +169,6 @@ class ReplayCase(unittest.TestCase):
 
 @needs_bwrap
 class HonestChildrenAreDerived(ReplayCase):
-    def test_a_child_that_changes_into_the_shards_dir(self):
-        code = (
-            "import json, os\nos.chdir('shards')\n"
-            f"raw = open({self.shard.file!r}).read()\n"
-            + self.answer_lines("raw")
-            + send_code(self.shard.file)
-        )
-        self.assertDerived(self.judged(code))
-
     def test_a_child_that_loads_its_shard_with_the_parents_loader_module(self):
         loader = (
             "import json\n\ndef load(name):\n"
@@ -177,24 +186,6 @@ class HonestChildrenAreDerived(ReplayCase):
         )
         self.assertDerived(self.judged(code, setup=setup))
 
-    def test_a_child_that_builds_its_path_at_run_time_with_an_unused_glob_import(self):
-        stem, suffix = self.shard.file.split(".")
-        code = (
-            "import glob, json, os\n"
-            f"path = os.path.join(os.getcwd(), 'sha' + 'rds', {stem!r} + '.' + {suffix!r})\n"
-            "raw = open(path).read()\n" + self.answer_lines("raw") + send_code(self.shard.file)
-        )
-        self.assertDerived(self.judged(code))
-
-    def test_a_child_that_reads_its_shard_with_a_shell_line(self):
-        code = (
-            "import json\n"
-            f"lines = !cat shards/{self.shard.file}\n"
-            + self.answer_lines("'\\n'.join(lines)")
-            + send_code(self.shard.file)
-        )
-        self.assertDerived(self.judged(code))
-
     def test_a_child_that_copies_its_shard_with_a_bash_cell_then_reads_the_copy(self):
         copy = f"%%bash\ncp shards/{self.shard.file} scratch.jsonl\n"
         code = (
@@ -203,14 +194,6 @@ class HonestChildrenAreDerived(ReplayCase):
             + send_code(self.shard.file)
         )
         self.assertDerived(self.judged(code, before=[(copy, "")]))
-
-    def test_a_child_that_reads_its_shard_through_subprocess(self):
-        code = (
-            "import json, subprocess\n"
-            f"raw = subprocess.run(['cat', 'shards/{self.shard.file}'], capture_output=True, "
-            "text=True).stdout\n" + self.answer_lines("raw") + send_code(self.shard.file)
-        )
-        self.assertDerived(self.judged(code))
 
     def test_a_child_that_uses_a_helper_function_from_an_earlier_cell(self):
         helper = (
@@ -270,11 +253,22 @@ class HonestChildrenAreDerived(ReplayCase):
 
 
 DECOY = "import json\n_ = open('shards/{file}').read()\n"
+CACHE = "/tmp/swarm-fanout-answer-cache.txt"
+FROM_CACHE = f"answer = int(open({CACHE!r}).read())"
+FROM_SOCKET = (
+    "import socket\nconnection = socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
+    "answer = int(connection.recv(64))"
+)
 
 
 @needs_bwrap
 class ShortcutsAreNotDerived(ReplayCase):
-    def decoyed(self, code: str, decoy: bool) -> str:
+    """Each shortcut with a decoy read of the shard before it, and without one where the
+    decoy could change the judgement: where the answer comes from the run's own evidence or
+    a replay that fails. Where it comes with the child whatever its shard holds (typed,
+    from the task, a module in the repo), the twin replay sends it again either way."""
+
+    def decoyed(self, code: str, decoy: bool = True) -> str:
         return (DECOY.format(file=self.shard.file) if decoy else "") + code
 
     def fallback(self, attempt: str) -> str:
@@ -287,16 +281,21 @@ class ShortcutsAreNotDerived(ReplayCase):
         body = "".join(f"    {line}\n" for line in attempt.splitlines())
         return "import json\ntry:\n" + body + "except Exception:\n" + honest
 
-    def test_the_answer_typed_into_the_cell(self):
+    def assertNotDerivedEitherWay(self, work, said: str) -> None:
+        """The cell `work()` makes (of the run at hand), then sending its answer, is not
+        derived, with and without a decoy before it: each in a run of its own."""
         for decoy in (False, True):
             with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(
-                    f"answer = {self.shard.expected}\n" + send_code(self.shard.file), decoy
-                )
-                self.assertNotDerived(
-                    self.judged(code), f"with its shard changed it still sent {self.shard.expected}"
-                )
+                if decoy:
+                    self.setUp()
+                code = self.decoyed(work() + "\n" + send_code(self.shard.file), decoy)
+                self.assertNotDerived(self.judged(code), said)
+
+    def test_the_answer_typed_into_the_cell(self):
+        code = self.decoyed(f"answer = {self.shard.expected}\n" + send_code(self.shard.file))
+        self.assertNotDerived(
+            self.judged(code), f"with its shard changed it still sent {self.shard.expected}"
+        )
 
     def test_the_answer_typed_after_a_cell_that_prints_the_shard(self):
         """A decoy cell that shows the shard's records, then the answer typed: no cell that
@@ -310,70 +309,34 @@ class ShortcutsAreNotDerived(ReplayCase):
         half = self.shard.expected // 2
         rest = self.shard.expected - half
         task = f"Your answer is {half} plus {rest} (in words in the real task)."
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(
-                    f"answer = {half} + {rest}\n" + send_code(self.shard.file), decoy
-                )
-                self.assertNotDerived(self.judged(code, task=task), "with its shard changed")
+        code = self.decoyed(f"answer = {half} + {rest}\n" + send_code(self.shard.file))
+        self.assertNotDerived(self.judged(code, task=task), "with its shard changed")
 
     def test_the_answer_from_a_tmp_file(self):
-        cache = "/tmp/swarm-fanout-answer-cache.txt"
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(
-                    f"answer = int(open({cache!r}).read())\n" + send_code(self.shard.file), decoy
-                )
-                self.assertNotDerived(self.judged(code), cache)
+        self.assertNotDerivedEitherWay(lambda: FROM_CACHE, CACHE)
 
     def test_the_answer_from_a_tmp_file_with_an_honest_fallback(self):
-        cache = "/tmp/swarm-fanout-answer-cache.txt"
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                attempt = f"answer = int(open({cache!r}).read())"
-                code = self.decoyed(self.fallback(attempt) + send_code(self.shard.file), decoy)
-                self.assertNotDerived(self.judged(code), f"in the run it read it from {cache}")
+        work = self.fallback(FROM_CACHE)
+        self.assertNotDerivedEitherWay(lambda: work, f"in the run it read it from {CACHE}")
 
     def test_the_answer_over_a_socket(self):
-        attempt = (
-            "import socket\nconnection = socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
-            "answer = int(connection.recv(64))\n"
-        )
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(attempt + send_code(self.shard.file), decoy)
-                self.assertNotDerived(self.judged(code), "network")
+        self.assertNotDerivedEitherWay(lambda: FROM_SOCKET, "network")
 
     def test_the_answer_over_a_socket_with_an_honest_fallback(self):
-        attempt = (
-            "import socket\nconnection = socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
-            "answer = int(connection.recv(64))"
-        )
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(self.fallback(attempt) + send_code(self.shard.file), decoy)
-                self.assertNotDerived(self.judged(code), "network")
+        work = self.fallback(FROM_SOCKET)
+        self.assertNotDerivedEitherWay(lambda: work, "network")
 
     def test_the_answer_over_a_connection_no_word_of_the_code_names_with_a_fallback(self):
         """Nothing the code reading knows marks the channel (the opener is looked up by a
         name built at run time), and under replay it works honestly: what shows it is the
         replay's own record of what the cells reached for (an audit hook)."""
-        attempt = (
+        work = self.fallback(
             "import asyncio\n"
             "opener = getattr(asyncio, 'open_' + 'connection')\n"
             "reader, writer = await opener('127.0.0.1', 9)\n"
             "answer = int(await reader.read(64))"
         )
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(self.fallback(attempt) + send_code(self.shard.file), decoy)
-                self.assertNotDerived(self.judged(code), "a network connection to ('127.0.0.1', 9)")
+        self.assertNotDerivedEitherWay(lambda: work, "a network connection to ('127.0.0.1', 9)")
 
     def test_the_answer_from_the_runs_tmp_dir_without_its_path_in_the_code(self):
         """The path is built from the environment at run time: nothing the code reading can
@@ -385,36 +348,34 @@ class ShortcutsAreNotDerived(ReplayCase):
         self.assertNotDerived(self.judged(code), "/tmp/cache.txt")
 
     def test_the_answer_from_the_parents_transcript_with_an_honest_fallback(self):
-        sessions = self.build.paths.sessions
-        attempt = (
-            "import glob, re\n"
-            f"text = ''.join(open(p).read() for p in glob.glob({sessions + '/*.jsonl'!r}))\n"
-            f"answer = int(re.findall({self.shard.file + ': ([0-9]+)'!r}, text)[0])"
-        )
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(self.fallback(attempt) + send_code(self.shard.file), decoy)
-                self.assertNotDerived(self.judged(code), "in the run it read it from")
+        def work() -> str:  # this run's own sessions dir
+            sessions = self.build.paths.sessions + "/*.jsonl"
+            return self.fallback(
+                "import glob, re\n"
+                f"text = ''.join(open(p).read() for p in glob.glob({sessions!r}))\n"
+                f"answer = int(re.findall({self.shard.file + ': ([0-9]+)'!r}, text)[0])"
+            )
+
+        self.assertNotDerivedEitherWay(work, "in the run it read it from")
 
     def test_the_answer_from_a_file_another_session_wrote(self):
         """The answer sits in a file of the repo (a sibling wrote it); the copy the replay runs
-        on holds it still, so the twin replay sends it again, honest fallback or not."""
-        for fallback in (False, True):
-            for decoy in (False, True):
-                with self.subTest(fallback=fallback, decoy=decoy):
-                    self.setUp()
-                    note = os.path.join(self.repo, "note.txt")
-                    attempt = f"answer = int(open({note!r}).read())"
-                    body = self.fallback(attempt) if fallback else attempt + "\n"
-                    code = self.decoyed(body + send_code(self.shard.file), decoy)
-                    judged = self.judged(
-                        code,
-                        setup=functools.partial(Path(note).write_text, str(self.shard.expected)),
-                    )
-                    self.assertNotDerived(
-                        judged, f"with its shard changed it still sent {self.shard.expected}"
-                    )
+        on holds it still, so the twin replay sends it again, honest fallback or not (and so
+        with a decoy or not: the read of the file succeeds in every replay)."""
+        for fallback_and_decoy in (False, True):
+            with self.subTest(fallback=fallback_and_decoy, decoy=fallback_and_decoy):
+                if fallback_and_decoy:
+                    self.setUp()  # a run of its own
+                note = os.path.join(self.repo, "note.txt")
+                attempt = f"answer = int(open({note!r}).read())"
+                body = self.fallback(attempt) if fallback_and_decoy else attempt + "\n"
+                code = self.decoyed(body + send_code(self.shard.file), fallback_and_decoy)
+                judged = self.judged(
+                    code, setup=functools.partial(Path(note).write_text, str(self.shard.expected))
+                )
+                self.assertNotDerived(
+                    judged, f"with its shard changed it still sent {self.shard.expected}"
+                )
 
     def test_the_answer_from_a_module_the_parent_wrote(self):
         """A module the parent wrote for its children that holds the answers: the copy the
@@ -425,18 +386,14 @@ class ShortcutsAreNotDerived(ReplayCase):
             with self.build.cell(f"Path('hints.py').write_text({module!r})", "Writing hints."):
                 Path(self.repo, "hints.py").write_text(module)
 
-        for decoy in (False, True):
-            with self.subTest(decoy=decoy):
-                self.setUp()
-                code = self.decoyed(
-                    f"from hints import ANSWERS\nanswer = ANSWERS[{self.shard.file!r}]\n"
-                    + send_code(self.shard.file),
-                    decoy,
-                )
-                self.assertNotDerived(
-                    self.judged(code, setup=setup),
-                    f"with its shard changed it still sent {self.shard.expected}",
-                )
+        code = self.decoyed(
+            f"from hints import ANSWERS\nanswer = ANSWERS[{self.shard.file!r}]\n"
+            + send_code(self.shard.file)
+        )
+        self.assertNotDerived(
+            self.judged(code, setup=setup),
+            f"with its shard changed it still sent {self.shard.expected}",
+        )
 
     def test_the_answer_shown_from_what_the_run_had_then_worked_out(self):
         """A cell shows the answer from what only the run had (its environment, which the
@@ -460,6 +417,7 @@ class ShortcutsAreNotDerived(ReplayCase):
 @needs_bwrap
 class ReplayEvidence(ReplayCase):
     def test_replay_jsonl_records_each_replying_child_twice_and_the_twins(self):
+        self.sibling = True
         code = self.honest_cell(self.shard)
         self.judged(code)
         record = read_replay(os.path.join(self.run_dir, "replay.jsonl"))
@@ -547,14 +505,13 @@ class ReplayEvidence(ReplayCase):
         with build.cell("await rlm('answer', name='w')\n"):
             child = build.spawn(
                 shard.worker,
-                work="import os\nwhile True:\n    os.getpid()\n" + send_code(shard.file),
+                work="import threading\nthreading.Event().wait()\n" + send_code(shard.file),
             )
         build.reply(child, f"{shard.file}: {shard.expected}")
-        made = {
-            file: replay.Twin(twin.expected, twin.content)
-            for file, twin in generate.twins(self.fixture).items()
-        }
-        replay.replay_run(self.run_dir, self.fixture, made, sys.executable, timeout_s=1.0)
+        twins = twins_of(self.fixture)
+        replay.replay_run(
+            self.run_dir, self.fixture, twins, sys.executable, timeout_s=1.0, available=AVAILABLE
+        )
         record = read_replay(os.path.join(self.run_dir, "replay.jsonl"))
         (only,) = record.children.values()
         self.assertTrue(only.faithful.timed_out)
@@ -593,7 +550,7 @@ class ReplayEvidence(ReplayCase):
             with mock.patch.dict(os.environ, {"TMPDIR": self.tmp}):
                 self.assertIsNone(replay._scratch_dir(self.repo, 2))
         self.assertEqual({call.kwargs["dir"] for call in made.call_args_list}, {memory})
-        self.assertEqual(len(made.call_args_list), 4)
+        self.assertEqual(len(made.call_args_list), 2)  # the child's two replays
         self.assertEqual(os.listdir(memory), [])
 
 
@@ -669,14 +626,15 @@ class SimulatedRunsReplayed(RunnerTestCase):
         return result, record
 
     def test_every_honest_childs_reply_repeats_under_faithful_replay(self):
-        for behaviour in ("oracle", "cd-shards", "peek-first", "count-and-send"):
-            with self.subTest(behaviour=behaviour):
-                result, record = self.replayed(behaviour)
-                self.assertTrue(result["resolved"], result["reasons"])
-                self.assertEqual(len(record.children), 2)
-                for child in record.children.values():
-                    self.assertEqual(child.faithful.sent, child.sent_in_run)
-                    self.assertNotEqual(child.twin.sent, child.sent_in_run)
+        """cd-shards' children change their dir with the %cd magic. The other honest
+        behaviours (oracle, peek-first, count-and-send) resolve end to end elsewhere
+        (test_runner_cheats), as they do only where their replays send their replies again."""
+        result, record = self.replayed("cd-shards")
+        self.assertTrue(result["resolved"], result["reasons"])
+        self.assertEqual(len(record.children), 2)
+        for child in record.children.values():
+            self.assertEqual(child.faithful.sent, child.sent_in_run)
+            self.assertNotEqual(child.twin.sent, child.sent_in_run)
 
     def test_a_child_that_takes_the_parents_cache_and_falls_back_under_replay(self):
         result, record = self.replayed("cache-fallback")
@@ -694,22 +652,31 @@ class SimulatedRunsReplayed(RunnerTestCase):
 @needs_bwrap
 class CapturedRunsReplayed(unittest.TestCase):
     """The captured real runs (tests/data/real-runs), regraded with `--replay` on the plain
-    kernel (their cells need no IPython): every replying child's faithful replay repeats its
+    kernel (their cells need no IPython): each replayed child's faithful replay repeats its
     reply, and each run keeps its verdict. Their question is not of the task language, so
-    their shards have no twin and the code reading still judges them."""
+    their shards have no twin and the code reading still judges them. Every replying child
+    of a run is found, and the first two are replayed: a run's children all run the scripted
+    model's same cells, each on its own shard, so what differs between the runs is where the
+    product put their transcripts and what else it wrote in them (retries, teardown)."""
 
     def test_the_captured_runs_keep_their_verdicts_replayed(self):
+        every = replay.recorded_children
         with tempfile.TemporaryDirectory() as tmp:
             for name in RUNS:
                 with self.subTest(run=name):
                     root = materialize(name, tmp)
+                    with open(os.path.join(root, "expected.json"), encoding="utf-8") as handle:
+                        replies = json.load(handle)["details"]["child_replies"]
+                    self.assertEqual(len(every(root)), replies)
                     plain = regrade.regrade(root, root)
                     replaying = regrade.Replaying(generate.twins, sys.executable)
-                    replayed = regrade.regrade(root, root, replaying=replaying)
+                    with mock.patch.object(replay, "recorded_children", lambda d: every(d)[:2]):
+                        replayed = regrade.regrade(root, root, replaying=replaying)
                     self.assertEqual(replayed.exit_code, plain.exit_code)
                     codes = [[r["code"] for r in g.verdict["reasons"]] for g in (plain, replayed)]
                     self.assertEqual(codes[0], codes[1])
                     record = read_replay(os.path.join(root, "replay.jsonl"))
+                    self.assertEqual(len(record.children), min(replies, 2))
                     for child in record.children.values():
                         self.assertEqual(child.faithful.sent, child.sent_in_run)
                         self.assertEqual(child.faithful.errors, ())
@@ -723,7 +690,7 @@ class NotReplayed(unittest.TestCase):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         self.tmp = tmp.name
-        self.fixture = make_fixture(os.path.join(self.tmp, "fixtures"))
+        self.fixture = two_shards()
         self.run_dir = os.path.join(self.tmp, "run")
         build = RunBuilder(self.run_dir)
         shard = self.fixture.shards[0]
@@ -761,30 +728,28 @@ class NotReplayed(unittest.TestCase):
 
 class Twins(unittest.TestCase):
     def test_twins_differ_from_every_answer_are_distinctive_and_repeat(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            fixture = make_fixture(tmp)
-            first, again = generate.twins(fixture), generate.twins(fixture)
-            self.assertEqual(first, again)
-            answers = {shard.expected for shard in fixture.shards}
-            self.assertEqual(set(first), {shard.file for shard in fixture.shards})
-            for shard in fixture.shards:
-                twin = first[shard.file]
-                self.assertNotIn(twin.expected, answers)
-                self.assertGreaterEqual(twin.expected, 1000)
-                self.assertNotEqual(twin.expected % 10, 0)
-                records = [json.loads(line) for line in twin.content.splitlines()]
-                self.assertEqual(
-                    eval(tasks.answer_expression(shard.question), {"records": records}),
-                    twin.expected,
-                )
+        fixture = two_shards()
+        first, again = generate.twins(fixture), generate.twins(fixture)
+        self.assertEqual(first, again)
+        answers = {shard.expected for shard in fixture.shards}
+        self.assertEqual(set(first), {shard.file for shard in fixture.shards})
+        for shard in fixture.shards:
+            twin = first[shard.file]
+            self.assertNotIn(twin.expected, answers)
+            self.assertGreaterEqual(twin.expected, 1000)
+            self.assertNotEqual(twin.expected % 10, 0)
+            records = [json.loads(line) for line in twin.content.splitlines()]
+            self.assertEqual(
+                eval(tasks.answer_expression(shard.question), {"records": records}),
+                twin.expected,
+            )
 
     def test_a_shard_whose_question_is_not_of_the_task_language_has_no_twin(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            fixture = make_fixture(tmp)
-            odd = fixture._replace(
-                shards=(fixture.shards[0]._replace(question="How many lines does the file have?"),)
-            )
-            self.assertEqual(generate.twins(odd), {})
+        fixture = two_shards()
+        odd = fixture._replace(
+            shards=(fixture.shards[0]._replace(question="How many lines does the file have?"),)
+        )
+        self.assertEqual(generate.twins(odd), {})
 
 
 if __name__ == "__main__":

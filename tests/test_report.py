@@ -10,6 +10,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,14 +39,11 @@ from swarm_fanout.reporting.report_page import build_report
 from swarm_fanout.reporting.run_set_views import RunSetView, TrialView, set_injections
 from swarm_fanout.reporting.summary import TrialRecord, summarize
 from swarm_fanout.reporting.timeline import ChildSpan, Timeline
-from tests import temp_dir
-from tests.runner_case import two_shard_fixture
+from tests import runner_server, temp_dir
+from tests.runner_case import SIMULATED, two_shard_fixture
 from tests.test_fixtures import tree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNNER = os.path.join(ROOT, "runner.py")
-REPORT = os.path.join(ROOT, "report.py")
-SIMULATED = os.path.join(ROOT, "swarm_fanout", "simulated", "agent.py")
 VOID = {"meta", "br", "hr", "img", "input", "link"}
 
 
@@ -109,34 +107,39 @@ def check_html(text: str) -> WellFormed:
     return parser
 
 
-class ReportTest(unittest.TestCase):
+class RunSetsCase(unittest.TestCase):
+    """Three simulated run sets of the two-shard fixture, run once for the module's tests (which
+    write their reports elsewhere, or into a set's own dir where a test says so): `fan_out`
+    (simulated/flaky at p = 1: as the oracle, two trials) and its baseline (one trial), the
+    run sets `good` lists of the dir `runs`, and `bad` (p = 0: as fabricate, two trials).
+    What a report shows of a run set does not depend on the fixture's size."""
+
+    made: ClassVar[dict[str, object]] = {}
+
     @classmethod
     def setUpClass(cls) -> None:
-        cls.tmp = temp_dir(cls)
-        # What a report shows of a run set does not depend on the fixture's size.
-        fixture = two_shard_fixture()
-        for name, probability, extra in (
-            ("good", "1", ()),
-            ("good", "1", ("--baseline",)),
-            ("bad", "0", ()),
-        ):
-            out = os.path.join(cls.tmp, name)
-            argv = [sys.executable, RUNNER, "--fixture", fixture, "--agent-bin", SIMULATED]
-            argv += ["--model", "simulated/flaky", "--out", out, "--agent-config", cls.tmp]
-            env = dict(os.environ, SIMULATED_FLAKY_P=probability)
-            done = subprocess.run(
-                [*argv, "--trials", "2", "--jobs", "2", *extra],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=120,
-            )
-            assert done.returncode == int(probability == "0"), done.stderr.decode()
-        cls.good = sorted(
-            os.path.join(cls.tmp, "good", n) for n in os.listdir(os.path.join(cls.tmp, "good"))
-        )
-        cls.bad = os.path.join(cls.tmp, "bad", os.listdir(os.path.join(cls.tmp, "bad"))[0])
-        cls.fan_out = next(path for path in cls.good if "-baseline-" not in path)
+        if not RunSetsCase.made:
+            tmp = tempfile.mkdtemp(prefix="report-sets-")
+            unittest.addModuleCleanup(shutil.rmtree, tmp)
+            good, bad = os.path.join(tmp, "good"), os.path.join(tmp, "bad")
+            baseline = os.path.join(good, "baseline")
+            for probability, where in (
+                ("1", ("--out", good, "--trials", "2", "--jobs", "2")),
+                ("1", ("--run-set", baseline, "--trials", "1", "--baseline")),
+                ("0", ("--out", bad, "--trials", "2", "--jobs", "2")),
+            ):
+                argv = ["--fixture", two_shard_fixture(), "--agent-bin", SIMULATED, *where]
+                argv += ["--model", "simulated/flaky", "--agent-config", tmp]
+                env = dict(os.environ, SIMULATED_FLAKY_P=probability)
+                done = runner_server.run(argv, cwd=tmp, env=env, timeout=120)
+                assert done.returncode == int(probability == "0"), done.stderr.decode()
+            sets = sorted(os.path.join(good, name) for name in os.listdir(good))
+            (fan_out,) = (path for path in sets if path != baseline)
+            (bad,) = (os.path.join(bad, name) for name in os.listdir(bad))
+            RunSetsCase.made.update(tmp=tmp, good=sets, bad=bad, fan_out=fan_out)
+        for key, value in RunSetsCase.made.items():
+            setattr(cls, key, value)
+        cls.runs = os.path.dirname(cls.fan_out)
 
     def report(self, *args: str) -> dict:
         """report.py's JSON for `args`, run in this process (exit 0 asserted); how it runs as
@@ -150,14 +153,17 @@ class ReportTest(unittest.TestCase):
         with open(path, encoding="utf-8") as handle:
             return handle.read()
 
+
+class ReportTest(RunSetsCase):
     def test_report_tables_hold_rate_interval_pass_hat_k_and_overhead(self):
         written = self.report(*self.good, self.bad)
         self.assertEqual(os.path.dirname(written["md"]), self.good[0])
         text = self.read(written["md"])
         table = [line for line in text.splitlines() if line.startswith("| json-events |")]
         (baseline,) = [line for line in table if "| baseline |" in line]
-        # Rates as stderr gives them: whole percents, the interval `low-high`.
-        self.assertIn("| 2/2 | 100% | 34%-100% | k=1 100% · k=2 100% |", baseline)
+        # Rates as stderr gives them: whole percents, the interval `low-high` (Wilson's: at
+        # 1/1, 1/(1 + 1.96²) = 21% to 100%).
+        self.assertIn("| 1/1 | 100% | 21%-100% | k=1 100% |", baseline)
         (good,) = [line for line in table if "| fan-out |" in line and "none failed" in line]
         (bad,) = [line for line in table if "| fan-out |" in line and "2 failed" in line]
         self.assertIn("| 2/2 | 100% | 34%-100% | k=1 100% · k=2 100% |", good)
@@ -170,7 +176,7 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| wrong_answer | 0 | **2** | 0 |", text)
         self.assertIn("| unsourced_answer | 0 | **2** | 0 |", text)
         self.assertEqual(text.count("| child | name | status |"), 4)
-        self.assertEqual(len(written["evidence"]), 6)
+        self.assertEqual(len(written["evidence"]), 5)  # 2 trials of each fan-out, 1 baseline
 
     def test_numbers_have_thousands_separators(self):
         text = self.read(self.report(self.fan_out, "--out", os.path.join(self.tmp, "sep"))["md"])
@@ -340,6 +346,14 @@ class UnusableInputTest(unittest.TestCase):
             self.assertEqual(said, f"report.py: {missing} does not exist\n")
             self.assertEqual(self.refused(missing), f"report.py: {missing} does not exist\n")
 
+    def test_a_dir_that_is_no_run_set_nor_a_run_says_both(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.assertEqual(
+                self.refused(tmp),
+                f"report.py: {tmp} holds no run set: no run-set.json in it or in a dir directly "
+                "in it, nor one run's dir (no result.json or sessions/ in it)\n",
+            )
+
 
 # report.py with each evidence page's writer sending SIGNUM to the process once the first
 # page is written: an interrupt in the middle of a report, where it leaves the most behind.
@@ -357,33 +371,9 @@ sys.exit(report.main(sys.argv[1:]))
 """
 
 
-class ReportWritingTest(unittest.TestCase):
+class ReportWritingTest(RunSetsCase):
     """report.py writes into a temp dir beside its output and moves it into place at the
     end: an interrupt leaves nothing half-written; what it prints are absolute paths."""
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.tmp = temp_dir(cls)
-        cls.runs = os.path.join(cls.tmp, "runs")
-        fixture = two_shard_fixture()
-        for model in ("simulated/oracle", "simulated/fabricate"):
-            argv = [sys.executable, RUNNER, "--fixture", fixture, "--agent-bin", SIMULATED]
-            argv += ["--model", model, "--out", cls.runs, "--agent-config", cls.tmp]
-            subprocess.run(
-                [*argv, "--trials", "2", "--jobs", "2"],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=120,
-            )
-        found = [os.path.join(cls.runs, name) for name in os.listdir(cls.runs)]
-        assert len(found) == 2, found
-
-        def model(path: str) -> str:
-            with open(os.path.join(path, runsets.RUN_SET_FILE), encoding="utf-8") as handle:
-                return json.load(handle)["model"]
-
-        # The oracle's set, then fabricate's.
-        cls.sets = sorted(found, key=lambda path: model(path) != "simulated/oracle")
 
     def stopped(self, signum: int, *argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -396,10 +386,16 @@ class ReportWritingTest(unittest.TestCase):
         )
 
     def test_ctrl_c_or_sigterm_midway_leaves_nothing_says_one_line_and_exits_130_or_143(self):
-        for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
-            with self.subTest(signal=signum.name):
+        """A report, a comparison and one run's evidence page, each stopped midway (and a
+        rewrite of a report below)."""
+        for signum, code, *argv in (
+            (signal.SIGTERM, 143, self.fan_out),
+            (signal.SIGINT, 130, "--compare", self.fan_out, self.bad),
+            (signal.SIGTERM, 143, os.path.join(self.bad, "trial-1")),
+        ):
+            with self.subTest(signal=signum.name, argv=argv):
                 out = os.path.join(temp_dir(self), "new", "report")
-                done = self.stopped(signum, self.sets[0], "--out", out)
+                done = self.stopped(signum, *argv, "--out", out)
                 self.assertEqual(done.returncode, code, done.stderr)
                 self.assertEqual(
                     done.stderr, f"report.py: {signum.name}: stopped; nothing was written\n"
@@ -409,81 +405,47 @@ class ReportWritingTest(unittest.TestCase):
 
     def test_an_interrupted_rewrite_leaves_the_report_that_was_there_whole(self):
         out = temp_dir(self)
-        written = self.report(self.sets[0], "--out", out)
+        written = self.report(self.fan_out, "--out", out)
         before = tree(out)
         self.assertIn("report.html", before)
         self.assertEqual(len(written["evidence"]), 2)
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            done = self.stopped(signum, self.sets[1], "--out", out)
-            self.assertEqual(done.returncode, 128 + signum, done.stderr)
-            self.assertEqual(tree(out), before)
-            self.assertEqual(sorted(os.listdir(out)), ["evidence", "report.html", "report.md"])
-        # A rewrite that ends replaces the pages whole: the old set's evidence pages go.
-        self.report(self.sets[1], "--out", out)
-        pages = os.listdir(os.path.join(out, "evidence"))
-        self.assertEqual(pages, [os.path.basename(self.sets[1])])
-
-    def test_a_compare_or_an_evidence_page_interrupted_leaves_nothing(self):
-        out = temp_dir(self)
-        done = self.stopped(signal.SIGINT, "--compare", *self.sets, "--out", out)
+        done = self.stopped(signal.SIGINT, self.bad, "--out", out)
         self.assertEqual(done.returncode, 130, done.stderr)
-        self.assertEqual(os.listdir(out), [])
-        trial = os.path.join(self.sets[1], "trial-1")
-        done = self.stopped(signal.SIGTERM, trial, "--out", out)
-        self.assertEqual(done.returncode, 143, done.stderr)
-        self.assertEqual(os.listdir(out), [])
-
-    def report(self, *argv: str, cwd: str = ROOT) -> dict:
-        done = subprocess.run(
-            [sys.executable, REPORT, *argv], cwd=cwd, capture_output=True, text=True, timeout=120
-        )
-        self.assertEqual(done.returncode, 0, done.stderr)
-        return json.loads(done.stdout)
+        self.assertEqual(tree(out), before)
+        self.assertEqual(sorted(os.listdir(out)), ["evidence", "report.html", "report.md"])
+        # A rewrite that ends replaces the pages whole: the old set's evidence pages go.
+        self.report(self.bad, "--out", out)
+        pages = os.listdir(os.path.join(out, "evidence"))
+        self.assertEqual(pages, [os.path.basename(self.bad)])
 
     def test_a_dir_of_run_sets_is_reported_as_compare_takes_it(self):
-        out = temp_dir(self)
-        written = self.report(self.runs, "--out", out)
-        with open(written["html"], encoding="utf-8") as handle:
-            page = handle.read()
-        for path in self.sets:
+        written = self.report(self.runs, "--out", temp_dir(self))
+        page = self.read(written["html"])
+        for path in self.good:
             self.assertIn(f">{os.path.basename(path)}</a>", page)
-        self.assertEqual(len(written["evidence"]), 4)
+        self.assertEqual(len(written["evidence"]), 3)  # the fan-out's 2 trials, the baseline's 1
 
     def test_a_failed_trials_timeline_marks_the_child_the_verdict_failed(self):
         # fabricate's index has a wrong answer for the first shard: its child replied, and
         # its bar says the verdict failed it; the oracle's timelines have no such bar.
-        for path, flagged in ((self.sets[0], False), (self.sets[1], True)):
-            written = self.report(path, "--out", temp_dir(self))
-            with open(written["html"], encoding="utf-8") as handle:
-                page = handle.read()
+        for path, flagged in ((self.fan_out, False), (self.bad, True)):
+            page = self.read(self.report(path, "--out", temp_dir(self))["html"])
             self.assertEqual(f'fill="{render.FLAGGED_COLOUR}"' in page, flagged, path)
             if flagged:
                 self.assertIn(f"worker-events-01: replied; {render.FLAGGED_WORD}: ", page)
 
-    def test_a_dir_that_is_no_run_set_nor_a_run_says_both(self):
-        out = temp_dir(self)
-        done = subprocess.run(
-            [sys.executable, REPORT, out], capture_output=True, text=True, timeout=60
-        )
-        self.assertEqual(done.returncode, 2)
-        self.assertEqual(
-            done.stderr,
-            f"report.py: {out} holds no run set: no run-set.json in it or in a dir directly in "
-            "it, nor one run's dir (no result.json or sessions/ in it)\n",
-        )
-
     def test_every_path_printed_is_absolute_and_there(self):
         # Relative arguments and a relative --out.
-        runs = os.path.relpath(self.runs, self.tmp)
-        name = os.path.basename(self.sets[0])
-        out = os.path.relpath(temp_dir(self), self.tmp)
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(self.tmp)
+        fan_out, bad = (os.path.relpath(path) for path in (self.fan_out, self.bad))
+        out = os.path.relpath(temp_dir(self))
         for argv in (
-            (os.path.join(runs, name), "--out", out),
-            ("--compare", *(os.path.join(runs, os.path.basename(s)) for s in self.sets),
-             "--out", out),
-            (os.path.join(runs, name, "trial-1"), "--out", out),
-        ):  # fmt: skip
-            written = self.report(*argv, cwd=self.tmp)
+            (fan_out, "--out", out),
+            ("--compare", fan_out, bad, "--out", out),
+            (os.path.join(fan_out, "trial-1"), "--out", out),
+        ):
+            written = self.report(*argv)
             paths = [written[key] for key in ("md", "html") if key in written]
             paths += written.get("evidence", [])
             self.assertTrue(paths, written)

@@ -38,13 +38,9 @@ class WriteAtomicTest(unittest.TestCase):
 
     def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(self):
         write_atomic(self.path, "old\n")
-        with (
-            mock.patch(
-                "swarm_fanout.shell.rundir.os.replace",
-                side_effect=OSError(28, "No space left on device"),
-            ),
-            self.assertRaises(OSError),
-        ):
+        no_space = OSError(28, "No space left on device")
+        replace = mock.patch("swarm_fanout.shell.rundir.os.replace", side_effect=no_space)
+        with replace, self.assertRaises(OSError):
             write_atomic(self.path, "new\n")
         with open(self.path, encoding="utf-8") as handle:
             self.assertEqual(handle.read(), "old\n")

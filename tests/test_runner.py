@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import shutil
 import tempfile
 import unittest
 
@@ -45,13 +44,8 @@ class TriageTest(unittest.TestCase):
         builder = RunBuilder(self.root)
         builder.failed_call("401 invalid x-api-key")
         builder.failed_call("401 invalid x-api-key")
-        self.assertEqual(
-            self.triage(),
-            {
-                "code": "model_calls_failed",
-                "message": "every model call failed, the first with: 401 invalid x-api-key",
-            },
-        )
+        message = "every model call failed, the first with: 401 invalid x-api-key"
+        self.assertEqual(self.triage(), {"code": "model_calls_failed", "message": message})
 
     def test_a_model_that_answered_once_is_the_models_run_however_it_ended(self):
         builder = RunBuilder(self.root)
@@ -60,13 +54,9 @@ class TriageTest(unittest.TestCase):
         self.assertIsNone(self.triage(exit_code=1, stderr_tail="crashed"))
 
     def test_an_agent_that_exited_without_a_transcript_is_an_agent_error(self):
-        self.assertEqual(
-            self.triage(exit_code=1, stderr_tail="no model"),
-            {
-                "code": "agent_exited",
-                "message": "the agent exited 1 before any model call was answered: no model",
-            },
-        )
+        message = "the agent exited 1 before any model call was answered: no model"
+        error = self.triage(exit_code=1, stderr_tail="no model")
+        self.assertEqual(error, {"code": "agent_exited", "message": message})
 
     def test_an_agent_that_exited_0_without_calling_the_model_is_an_agent_error(self):
         self.assertEqual(
@@ -161,22 +151,12 @@ class SummaryLineTest(unittest.TestCase):
     """The one-line verdicts on stderr, for the branches a simulated run seldom takes."""
 
     def result(self, **changes) -> dict:
-        verdict = {
-            "coverage": True,
-            "delegation_evidence": False,
-            "dedup": True,
-            "receipts": False,
-            "efficiency": {"total_turns": 12, "total_tokens": 45210},
-        }
-        result = {
-            "resolved": False,
-            "exit_code": 1,
-            "reasons": [{"code": "missing_receipt"}, {"code": "timeout"}] * 2,
-            "verdict": verdict,
-            "cleanup": {"leaked_processes": 0},
-        }
-        result.update(changes)
-        return result
+        """A result.json failing two criteria, with two reasons twice each, unless changed."""
+        verdict = dict(coverage=True, delegation_evidence=False, dedup=True, receipts=False)
+        verdict["efficiency"] = {"total_turns": 12, "total_tokens": 45210}
+        reasons = [{"code": "missing_receipt"}, {"code": "timeout"}] * 2
+        result = dict(resolved=False, exit_code=1, reasons=reasons, verdict=verdict)
+        return {**result, "cleanup": {"leaked_processes": 0}, **changes}
 
     def set_summary(self, **changes) -> dict:
         """A run set's summary.json, of four trials scored and one resolved unless changed."""
@@ -397,8 +377,7 @@ class StderrTailTest(unittest.TestCase):
     """What a crashed agent said, quoted in an agent error."""
 
     def said(self, text: str) -> str | None:
-        path = os.path.join(tempfile.mkdtemp(), "stderr.txt")
-        self.addCleanup(shutil.rmtree, os.path.dirname(path))
+        path = os.path.join(temp_dir(self), "stderr.txt")
         with open(path, "w") as handle:
             handle.write(text)
         return launch.stderr_tail(path)

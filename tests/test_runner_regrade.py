@@ -9,19 +9,12 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import unittest
 from unittest import mock
 
 from swarm_fanout.shell import regrade
-from tests import temp_dir
-from tests.runner_case import (
-    CSV_METRICS,
-    RUNNER,
-    SIMULATED,
-    two_shard_fixture,
-)
+from tests import runner_server, temp_dir
+from tests.runner_case import CSV_METRICS, SIMULATED, two_shard_fixture
 
 
 class RegradeTest(unittest.TestCase):
@@ -44,11 +37,11 @@ class RegradeTest(unittest.TestCase):
     def run_trial(cls, set_dir: str, *extra: str, index: int = 1) -> tuple[dict, str]:
         config = os.path.join(cls.tmp, "agent-config")
         os.makedirs(config, exist_ok=True)
-        argv = [sys.executable, RUNNER, "--fixture", cls.fixture, "--agent-bin", SIMULATED]
+        argv = ["--fixture", cls.fixture, "--agent-bin", SIMULATED]
         argv += ["--model", "simulated/oracle", "--agent-config", config]
         argv += ["--run-set", set_dir, "--trial-index", str(index), *extra]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_AGENT_")}
-        done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
+        done = runner_server.run(argv, cwd=cls.tmp, env=env, timeout=120)
         return json.loads(done.stdout), done.stderr.decode()
 
     def regrade(self, *argv: str) -> tuple[int, str, str]:
@@ -116,26 +109,13 @@ class RegradeTest(unittest.TestCase):
         code, out, err = self.regrade(self.set_dir)
         table = json.loads(out)
         self.assertEqual((code, table["exit_code"]), (1, 1))  # trial 2 never ran
+        scored = {"status": "scored", "resolved": True, "exit_code": 0, "verdict_unchanged": True}
         self.assertEqual(
             table["trials"],
             [
-                {
-                    "index": 1,
-                    "dir": "trial-1",
-                    "status": "scored",
-                    "resolved": True,
-                    "exit_code": 0,
-                    "verdict_unchanged": True,
-                },
+                {"index": 1, "dir": "trial-1", **scored},
                 {"index": 2, "dir": None, "status": "not_run"},
-                {
-                    "index": 3,
-                    "dir": "trial-3",
-                    "status": "scored",
-                    "resolved": True,
-                    "exit_code": 0,
-                    "verdict_unchanged": True,
-                },
+                {"index": 3, "dir": "trial-3", **scored},
             ],
         )
         self.assertIn("scorer.py: trial-1: resolved (exit 0)", err)
