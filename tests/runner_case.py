@@ -81,7 +81,7 @@ class StderrLines:
     """A running process's stderr, read line by line as it comes (from its file descriptor,
     so that nothing waits in a buffer that select cannot see)."""
 
-    def __init__(self, process: subprocess.Popen):
+    def __init__(self, process: runner_server.Started):
         self.fd = process.stderr.fileno()
         self.pending = b""
 
@@ -235,18 +235,13 @@ class RunnerTestCase(unittest.TestCase):
 
     def started_hanging_run(
         self, *extra: str, env: dict | None = None, grace: tuple[str, str] = GRACE
-    ) -> tuple[subprocess.Popen, int]:
-        """runner.py on simulated/hang over two shards, once the agent has spawned both
-        children and logged its SIGTERM-ignoring grandchild; returns the runner and the
-        grandchild's pid here."""
-        runner = subprocess.Popen(
-            self.runner_argv("simulated/hang", two_shard_fixture(), *extra, *grace),
-            cwd=self.tmp,
-            env=env or self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+    ) -> tuple[runner_server.Started, int]:
+        """runner.py on simulated/hang over two shards (forked from the runner server), once
+        the agent has spawned both children and logged its SIGTERM-ignoring grandchild;
+        returns the runner and the grandchild's pid here."""
+        argv = self.runner_argv("simulated/hang", two_shard_fixture(), *extra, *grace)
+        runner = runner_server.Started(argv[2:], cwd=self.tmp, env=env or self.env)
+        self.addCleanup(runner.close)
         self.addCleanup(runner.kill)
         deadline = time.monotonic() + 60
         while not glob.glob(os.path.join(self.out, "*", "stderr.txt")) or not logged_pids(
@@ -344,48 +339,38 @@ class RunSetCase(RunnerTestCase):
 
 
 class SameVerdictsCase(RunnerTestCase):
-    """A few behaviours under one drive (`drive` and `behaviours`, a subclass's) get the same
-    verdict sandboxed and not: the sandbox changes where the agent runs, never what is
-    scored. The behaviours are chosen for what the sandbox changes under them (the files they
-    write, the processes they leave, what they reach over the network); every behaviour's
-    verdict itself is checked once per drive it matters for elsewhere (test_runner_cheats,
-    test_runner_resident, test_runner_acp). One module per drive, so that the suite runs the
-    two side by side. Skipped where bwrap cannot run."""
+    """Behaviours under one drive (a subclass's `drive`) run sandboxed and not get the same
+    verdict: the sandbox changes where the agent runs, never what is scored. A subclass's
+    tests take behaviours chosen for what the sandbox changes under them (the files they
+    write, the processes they leave, what they reach over the network) and check on both
+    runs what else the behaviour asks of a run (its documented verdict, a process it leaves
+    ended); the verdict of every other behaviour is checked once per drive it matters for
+    elsewhere (test_runner_cheats, test_runner_resident, test_runner_acp). One module per
+    drive, so that the suite runs the two side by side. Where bwrap cannot run, only the
+    unsandboxed run is made and the comparison is skipped."""
 
     drive = "oneshot"
-    behaviours: tuple[str, ...] = ()
 
-    @classmethod
-    def setUpClass(cls) -> None:
-        super().setUpClass()
-        found = sandbox.availability()
-        if not found.usable:
-            raise unittest.SkipTest(f"no sandbox here: {found.problem}")
-
-    def verdict(self, behaviour: str, sandbox_flag: str) -> tuple:
-        extra = list(HANG_TIMEOUT) if behaviour == "hang" else []
-        # Two shards are all a comparison needs, and each shard costs both runs of every pair
-        # a child's processes, model calls and replays.
-        done, result = self.run_runner(
-            f"simulated/{behaviour}",
-            two_shard_fixture(),
-            *("--drive", self.drive, *GRACE, *extra, sandbox_flag),
-        )
-        self.assertEqual(result["sandbox"]["enabled"], sandbox_flag == "--sandbox")
-        self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-        return done.returncode, result["resolved"], self.codes(result)
-
-    def assert_the_same_verdict_sandboxed_and_not(self) -> None:
-        two_shard_fixture()  # made once, before the runs that share it
+    def sandboxed_and_not(self, behaviour: str) -> list[dict]:
+        """The results of `behaviour` on two shards sandboxed (where bwrap runs) and not, run
+        side by side; each left no process, and they have the same verdict."""
+        flags = ["--sandbox", "--no-sandbox"]
+        if not sandbox.availability().usable:
+            flags.remove("--sandbox")
+        model, fixture = f"simulated/{behaviour}", two_shard_fixture()
+        extra = ["--drive", self.drive, *GRACE, *(HANG_TIMEOUT if behaviour == "hang" else ())]
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             runs = {
-                (behaviour, flag): pool.submit(self.verdict, behaviour, flag)
-                for behaviour in self.behaviours
-                for flag in ("--sandbox", "--no-sandbox")
+                flag: pool.submit(self.run_runner, model, fixture, *extra, flag) for flag in flags
             }
-        for behaviour in self.behaviours:
-            with self.subTest(behaviour=behaviour, drive=self.drive):
-                self.assertEqual(
-                    runs[(behaviour, "--sandbox")].result(),
-                    runs[(behaviour, "--no-sandbox")].result(),
-                )
+        verdicts = {}
+        for flag, run in runs.items():
+            done, result = run.result()
+            self.assertEqual(result["sandbox"]["enabled"], flag == "--sandbox")
+            self.assertEqual(result["cleanup"]["leaked_processes"], 0, flag)
+            verdicts[flag] = done.returncode, result["resolved"], self.codes(result)
+        with self.subTest(behaviour=behaviour, drive=self.drive):
+            if "--sandbox" not in verdicts:
+                self.skipTest(f"no sandbox here: {sandbox.availability().problem}")
+            self.assertEqual(verdicts["--sandbox"], verdicts["--no-sandbox"])
+        return [run.result()[1] for run in runs.values()]

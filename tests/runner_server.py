@@ -45,48 +45,83 @@ def run(argv: list[str], *, cwd: str, env: dict, timeout: float) -> subprocess.C
     stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)`, forked from the
     server: as there, stdout and stderr are pipes read to their end (a process left holding
     one keeps the run from ending), and a run past its timeout is killed."""
-    control = _started()
-    # Python reads these only as it starts: a run that sets one otherwise than the server
-    # was started with would not get what `python runner.py` gets.
-    python = {name for name in {*env, *_server_env} if name.startswith("PYTHON")}
-    if any(env.get(name) != _server_env.get(name) for name in python):
-        raise ValueError("a PYTHON* variable differs from the server's: run runner.py itself")
-    deadline = time.monotonic() + timeout
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    (out, out_end), (err, err_end) = os.pipe(), os.pipe()
-    try:
-        with theirs, open(os.devnull, "rb") as null, _lock:
-            request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
-            fds = [theirs.fileno(), null.fileno(), out_end, err_end]
-            socket.send_fds(control, [request], fds)
-        os.close(out_end)
-        os.close(err_end)
-        out_end = err_end = -1
-        pid = int(_said(ours, "pid", deadline))
-        chunks: dict[int, list[bytes]] = {out: [], err: []}
-        reading = {out, err}
-        status = None
-        while reading or status is None:
-            waiting = [*reading, *([ours] if status is None else [])]
+    with Started(argv, cwd=cwd, env=env) as run:
+        stdout, stderr = run.communicate(timeout)
+    return subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr)
+
+
+class Started:
+    """runner.py forked from the server and running, as `subprocess.Popen([sys.executable,
+    RUNNER, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=PIPE, stderr=PIPE)`
+    starts it, stdout and stderr pipes unless given an fd: its pid, pipes, send_signal,
+    kill and communicate (its exit status is the server's word: it is the server's child)."""
+
+    def __init__(self, argv: list[str], *, cwd: str, env: dict, **fds: int):
+        control = _started()
+        # Python reads these only as it starts: a run that sets one otherwise than the server
+        # was started with would not get what `python runner.py` gets.
+        python = {name for name in {*env, *_server_env} if name.startswith("PYTHON")}
+        if any(env.get(name) != _server_env.get(name) for name in python):
+            raise ValueError("a PYTHON* variable differs from the server's: run runner.py itself")
+        self.args, self.returncode, self.pipes = [RUNNER, *argv], None, {}
+        self.ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for name in ("stdout", "stderr"):
+            if name not in fds:
+                read_end, fds[name] = os.pipe()
+                self.pipes[name] = os.fdopen(read_end, "rb", buffering=0)
+        self.stdout, self.stderr = self.pipes.get("stdout"), self.pipes.get("stderr")
+        try:
+            with theirs, open(os.devnull, "rb") as null, _lock:
+                request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
+                sent = [theirs.fileno(), null.fileno(), fds["stdout"], fds["stderr"]]
+                socket.send_fds(control, [request], sent)
+            self.pid = int(_said(self.ours, "pid", time.monotonic() + 60))
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for name in self.pipes:
+                os.close(fds[name])
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float) -> tuple[bytes, bytes]:
+        """What is left on its stdout and stderr pipes (b"" for an fd given), once both have
+        ended and it has exited; past `timeout` it is killed."""
+        deadline = time.monotonic() + timeout
+        chunks = {pipe.fileno(): [] for pipe in self.pipes.values()}
+        reading = set(chunks)
+        while reading or self.returncode is None:
+            waiting = [*reading, *([self.ours] if self.returncode is None else [])]
             ready = select.select(waiting, [], [], max(0.0, deadline - time.monotonic()))[0]
             if not ready:
-                os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired([RUNNER, *argv], timeout)
+                self.kill()
+                raise subprocess.TimeoutExpired(self.args, timeout)
             for fd in ready:
-                if fd is ours:
-                    status = int(_said(ours, "exit", deadline))
+                if fd is self.ours:
+                    status = int(_said(self.ours, "exit", deadline))
+                    self.returncode = os.waitstatus_to_exitcode(status)
                 elif data := os.read(fd, 65536):
                     chunks[fd].append(data)
                 else:
                     reading.discard(fd)
-        code = os.waitstatus_to_exitcode(status)
-        stdout, stderr = b"".join(chunks[out]), b"".join(chunks[err])
-        return subprocess.CompletedProcess([RUNNER, *argv], code, stdout, stderr)
-    finally:
-        ours.close()
-        for fd in (out, err, out_end, err_end):
-            if fd >= 0:
-                os.close(fd)
+        out, err = (b"".join(chunks[p.fileno()]) if p else b"" for p in (self.stdout, self.stderr))
+        return out, err
+
+    def close(self) -> None:
+        for held in (self.ours, *self.pipes.values()):
+            held.close()
+
+    def __enter__(self) -> Started:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
 
 
 def _said(reply: socket.socket, word: str, deadline: float) -> str:

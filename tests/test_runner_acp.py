@@ -103,17 +103,13 @@ class AcpDriveTest(RunnerTestCase):
         from swarm_fanout.reporting.evidence_page import build_evidence, read_evidence
         from swarm_fanout.reporting.render import render_markdown
 
-        result = self.shared_run(
-            "simulated/end-turn-early", two_shard_fixture(), "--drive", "acp"
-        ).result
+        result = self.shared_acp("end-turn-early").result
         page = render_markdown(build_evidence(read_evidence(self.run_dir(result))))
         row = next(line for line in page.splitlines() if "at the prompt's response" in line)
         self.assertIn("| 2 |", row)
 
     def test_the_simulated_stream_has_the_real_ones_shapes(self):
-        result = self.shared_run(
-            "simulated/end-turn-early", two_shard_fixture(), "--drive", "acp"
-        ).result
+        result = self.shared_acp("end-turn-early").result
         ours = acp_shapes(os.path.join(self.run_dir(result), "acp-stream.jsonl"))
         theirs = acp_shapes(REAL_STREAM)
         self.assertEqual(set(ours), set(theirs))

@@ -14,18 +14,18 @@ import shutil
 import subprocess
 import sys
 import unittest
+from pathlib import Path
 from unittest import mock
 
-from swarm_fanout import runner
+from swarm_fanout import generate, runner
 from swarm_fanout.scripted.model import SCRIPTS
 from swarm_fanout.shell import regrade
 from swarm_fanout.simulated.run import BEHAVIOURS
-from tests import executable
+from tests import executable, runner_server
 from tests.runner_case import (
     GRACE,
     JSON_EVENTS,
     ROOT,
-    RUNNER,
     SIMULATED,
     RunnerTestCase,
     two_shard_fixture,
@@ -38,37 +38,30 @@ class AgentErrorTest(RunnerTestCase):
     """An agent that fails on its own before the model answers anything is an agent error:
     exit 3 in its own words, not the model's failure (rules/triage.py)."""
 
-    def failing_agent(self) -> str:
-        """An agent that exits 1 at once, as the product does without credentials."""
-        agent = executable(
-            os.path.join(self.tmp, "failing-agent"), f"#!/bin/sh\necho '{NO_KEY}' >&2\nexit 1\n"
-        )
-        return agent
-
-    def run_failing_agent(self) -> tuple[subprocess.CompletedProcess, dict]:
+    def test_an_agent_that_exits_1_at_once_is_an_agent_error_in_its_own_words_regraded_too(self):
+        # As the product does without credentials.
+        failing = f"#!/bin/sh\necho '{NO_KEY}' >&2\nexit 1\n"
         argv = self.runner_argv("anthropic/claude-sonnet-4-5")
-        argv[argv.index(SIMULATED)] = self.failing_agent()
+        argv[argv.index(SIMULATED)] = executable(os.path.join(self.tmp, "failing-agent"), failing)
         done = self.run_argv(argv, self.env)
-        return done, json.loads(done.stdout)
-
-    def test_an_agent_that_exits_1_at_once_is_an_agent_error_in_its_own_words(self):
-        done, result = self.run_failing_agent()
+        result = json.loads(done.stdout)
         self.assertEqual((done.returncode, result["exit_code"]), (3, 3))
         self.assertEqual((result["status"], result["resolved"]), ("agent_error", False))
         message = f"the agent exited 1 before any model call was answered: {NO_KEY}"
         self.assertEqual(result["reasons"], [{"code": "agent_exited", "message": message}])
         self.assertEqual(result["agent"]["first_error"], NO_KEY)
-        # What it left is still scored and kept, apart from the result's reasons.
+        # What it left is still scored and kept, apart from the result's reasons; with no
+        # child to replay, no twins are drawn for one.
         self.assertIn("parent_transcript_missing", self.codes(result["verdict"]))
+        with open(os.path.join(self.run_dir(result), "replay.jsonl"), encoding="utf-8") as handle:
+            self.assertEqual(json.loads(handle.readline())["twins"], {})
         *_, last, hint = done.stderr.decode().splitlines()
         self.assertTrue(last.startswith("runner.py: agent error (exit 3): agent_exited: "), last)
         self.assertIn(NO_KEY, last)
         command = "runner.py: why, criterion by criterion: uv run --locked python report.py "
         self.assertTrue(hint.startswith(command), hint)
         self.assertTrue(hint.endswith(os.path.basename(self.run_dir(result))), hint)
-
-    def test_a_regrade_of_an_agent_error_exits_3_with_the_verdict_of_its_result(self):
-        _, result = self.run_failing_agent()
+        # A regrade of it exits 3 with the verdict of its result.
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = regrade.main([result["run_dir"]])
@@ -92,21 +85,15 @@ class AgentErrorTest(RunnerTestCase):
 class ScriptedShardLimitTest(RunnerTestCase):
     def test_a_script_refuses_a_fixture_of_more_than_19_shards(self):
         # prime-agent v0.8.0 delivers at most 19 replies to a parent busy in one turn.
-        fixtures = os.path.join(self.tmp, "fixtures")
-        generator = os.path.join(ROOT, "fixtures", "generate.py")
-        for shards in ("20", "19"):
-            subprocess.run(
-                [
-                    *(sys.executable, generator, "--out", fixtures, "--shards", shards),
-                    *("--fixture", "json-events"),
-                ],
-                check=True,
-                capture_output=True,
+        for shards in (20, 19):
+            fixtures = Path(self.tmp, f"{shards}-shards")
+            generate.write_fixture(
+                generate.KINDS_BY_NAME["json-events"], fixtures, shards, generate.DEFAULT_BASE_SEED
             )
             done, result = self.run_runner(
                 "scripted/fanout", os.path.join(fixtures, "json-events"), "--timeout", "5"
             )
-            if shards == "20":
+            if shards == 20:
                 self.assertEqual(done.returncode, 2)
                 self.assertEqual(result["status"], "invalid_invocation")
                 self.assertEqual(self.codes(result), ["too_many_shards_for_script"])
@@ -151,13 +138,11 @@ class ScriptedModelTest(RunnerTestCase):
         for setting in ("PI_OFFLINE=1", "PRIME_AGENT_TELEMETRY=0", "PI_SKIP_VERSION_CHECK=1"):
             self.assertIn(setting, stderr.splitlines())
 
-    def test_unknown_script_is_a_usage_error(self):
+    def test_an_unknown_script_is_a_usage_error_naming_the_closest_and_every_script(self):
         done = self.run_argv(self.runner_argv("scripted/no-such-script"), self.env)
         self.assertEqual(done.returncode, 2)
         self.assertIn(b"no script 'no-such-script'", done.stderr)
         self.assertNotIn(b"did you mean", done.stderr)
-
-    def test_a_typo_of_a_script_names_the_closest_and_every_script(self):
         done = self.run_argv(self.runner_argv("scripted/fanot"), self.env)
         self.assertEqual(done.returncode, 2)
         said = done.stderr.decode()
@@ -248,27 +233,23 @@ class InvalidInputTest(RunnerTestCase):
         self.assertIn("no-such-agent' does not exist", err)
         self.assertFalse(os.path.exists(self.out))
 
-    def run_with_a_closed_pipe(self, stream: str) -> subprocess.CompletedProcess:
-        """The oracle run with `stream` ("stdout" or "stderr") a pipe nobody reads;
-        the other is captured."""
+    def run_with_a_closed_pipe(self, model: str, stream: str) -> subprocess.CompletedProcess:
+        """A run of `model` with `stream` ("stdout" or "stderr") a pipe nobody reads; the
+        other is captured."""
         read_end, write_end = os.pipe()
         os.close(read_end)
-        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: write_end}
+        argv = self.runner_argv(model, two_shard_fixture())[2:]
         try:
-            return subprocess.run(
-                self.runner_argv("simulated/oracle", two_shard_fixture()),
-                cwd=self.tmp,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                timeout=120,
-                **pipes,
-            )
+            run = runner_server.Started(argv, cwd=self.tmp, env=self.env, **{stream: write_end})
         finally:
             os.close(write_end)
+        with run:
+            out, err = run.communicate(timeout=120)
+        return subprocess.CompletedProcess(run.args, run.returncode, out, err)
 
     def test_a_reader_that_closed_stdout_early_gets_no_traceback_and_the_run_its_code(self):
         # `runner.py ... | head -1`: the pipe is gone before the result is printed.
-        done = self.run_with_a_closed_pipe("stdout")
+        done = self.run_with_a_closed_pipe("simulated/oracle", "stdout")
         self.assertEqual(done.returncode, 0)
         self.assertNotIn(b"Traceback", done.stderr)
         (run_dir,) = glob.glob(os.path.join(self.out, "*"))
@@ -278,9 +259,11 @@ class InvalidInputTest(RunnerTestCase):
     def test_a_closed_stderr_costs_only_the_lines_for_a_person(self):
         # `runner.py ... 2>&1 | head -1`, with stdout kept: stderr is gone before the
         # verdict line is printed.
-        done = self.run_with_a_closed_pipe("stderr")
-        self.assertEqual(done.returncode, 0)
-        self.assertTrue(json.loads(done.stdout)["resolved"])
+        # An agent that does nothing: the result is the verdict's, exit code and all.
+        done = self.run_with_a_closed_pipe("simulated/nop", "stderr")
+        result = json.loads(done.stdout)
+        self.assertEqual((done.returncode, result["exit_code"], result["status"]), (1, 1, "scored"))
+        self.assertEqual(set(self.codes(result)), {"artifact_missing", "no_spawn"})
 
     def broken_fixture(self, mutate) -> str:
         path = os.path.join(self.tmp, "broken")
@@ -368,20 +351,6 @@ class InvalidInputTest(RunnerTestCase):
         self.assertNotIn("unknown_provider", self.codes(result))
         self.assertEqual(self.codes(result), ["agent_not_found"])
 
-    def test_a_malformed_inject_failure_is_a_usage_error(self):
-        for bad in ("worker-events-01:0", "worker-events-01:x", ":2"):
-            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, "--inject-failure", bad)
-            done = self.run_argv(argv, self.env)
-            self.assertEqual(done.returncode, 2, bad)
-            self.assertIn(b"--inject-failure", done.stderr)
-
-    def test_missing_required_flag_is_a_usage_error(self):
-        done = subprocess.run(
-            [sys.executable, RUNNER, "--model", "x/y"], capture_output=True, timeout=60
-        )
-        self.assertEqual(done.returncode, 2)
-        self.assertIn(b"--fixture", done.stderr)
-
     def test_a_misspelt_behaviour_is_refused_before_a_run_dir_or_trial(self):
         for extra in ((), ("--trials", "3")):
             argv = self.runner_argv("simulated/orcale", JSON_EVENTS, *extra)
@@ -405,24 +374,29 @@ class InvalidInputTest(RunnerTestCase):
             self.assertIn("has no such worker", err)
             self.assertFalse(os.path.exists(self.out))
 
-    def test_a_timeout_or_grace_that_is_not_a_positive_finite_number_is_a_usage_error(self):
+    def usage_error(self, *argv: str) -> str:
+        """What runner.main says, in process, of `argv`, which must be a usage error (exit 2)."""
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
+            runner.main(list(argv))
+        self.assertEqual(raised.exception.code, 2, argv)
+        return err.getvalue()
+
+    def test_a_flag_missing_malformed_or_out_of_range_is_a_usage_error_naming_it(self):
+        argv = self.runner_argv("simulated/oracle", JSON_EVENTS)[2:]
+        said = {("--model", "x/y"): "--fixture"}
+        for bad in ("worker-events-01:0", "worker-events-01:x", ":2"):
+            said[(*argv, "--inject-failure", bad)] = (
+                f"--inject-failure takes WORKER[:N] with N >= 1, not {bad!r}"
+            )
         for flag, value in (("--timeout", "inf"), ("--timeout", "nan"), ("--timeout", "0"),
                             ("--grace", "-1"), ("--grace", "inf")):  # fmt: skip
-            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, flag, value)[2:]
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
-                runner.main(argv)
-            self.assertEqual(raised.exception.code, 2, value)
-            self.assertIn(f"{flag} must be a positive number of seconds", err.getvalue())
-
-    def test_jobs_without_a_run_set_is_a_usage_error(self):
+            said[(*argv, flag, value)] = f"{flag} must be a positive number of seconds"
         for extra in (("--jobs", "2"), ("--jobs", "2", "--run-set", "s", "--trial-index", "1")):
-            argv = self.runner_argv("simulated/oracle", JSON_EVENTS, *extra)[2:]
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as raised:
-                runner.main(argv)
-            self.assertEqual(raised.exception.code, 2, extra)
-            self.assertIn("--jobs runs a run set's trials at once: give --trials K", err.getvalue())
+            said[(*argv, *extra)] = "--jobs runs a run set's trials at once: give --trials K"
+        for bad, words in said.items():
+            with self.subTest(bad=bad[len(argv) :] or bad):
+                self.assertIn(words, self.usage_error(*bad))
 
     def test_help_names_every_flag_behaviour_and_script(self):
         out = io.StringIO()

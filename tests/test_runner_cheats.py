@@ -1,13 +1,16 @@
 """End to end through runner.py with the simulated agent, one-shot (sandboxed where bwrap
 runs), on a fixture of two shards: every cheating behaviour fails the criterion it cheats with
-its documented reason codes, and the honest variants of the provenance rules resolve. The
-drives that judge them differently, or read other files, check theirs in
-test_runner_resident and test_runner_acp.
+its documented reason codes, and the honest variants of the provenance rules resolve; and
+behaviours chosen for what the sandbox changes under them get the same verdict sandboxed and
+not (tests/runner_case.py `SameVerdictsCase`; the resident drive's are
+tests/test_runner_resident.py's). The drives that judge them differently, or read other
+files, check theirs in test_runner_resident and test_runner_acp.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import unittest
 
 from swarm_fanout.scripted import check as scripted
@@ -15,7 +18,10 @@ from swarm_fanout.scripted.model import SCRIPTS
 from tests.runner_case import (
     JSON_EVENTS,
     RunnerTestCase,
+    SameVerdictsCase,
     documented_codes,
+    logged_host_pids,
+    process_gone,
     two_shard_fixture,
 )
 
@@ -41,8 +47,26 @@ class CheatTest(RunnerTestCase):
             self.assertIn(code, summary)
         return result
 
-    def test_agent_that_does_nothing_fails(self):
-        self.assert_unresolved("simulated/nop", ["artifact_missing", "no_spawn"])
+    def test_agent_that_does_nothing_fails_in_an_isolated_copy_of_the_fixture(self):
+        # What the runner made for it: the shards alone in a fresh git repo, and an agent
+        # home with the user's models.json but not their other settings.
+        with open(os.path.join(self.agent_config, "models.json"), "w") as handle:
+            handle.write('{"providers": {}}\n')
+        with open(os.path.join(self.agent_config, "settings.json"), "w") as handle:
+            handle.write("{}\n")
+        run = self.assert_unresolved("simulated/nop", ["artifact_missing", "no_spawn"])["run_dir"]
+        repo = os.path.join(run, "repo")
+        self.assertEqual(sorted(os.listdir(repo)), [".git", "shards"])
+        log = subprocess.run(
+            ["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True, check=True
+        )
+        self.assertEqual(len(log.stdout.splitlines()), 1)
+        home = os.path.join(run, "agent-home")
+        self.assertTrue(os.path.exists(os.path.join(home, "models.json")))
+        self.assertFalse(os.path.exists(os.path.join(home, "settings.json")))
+        self.assertEqual(os.stat(os.path.join(home, "auth.json")).st_mode & 0o777, 0o600)
+        for name in ("sessions", "session-artifacts", "home", "stdout.jsonl", "stderr.txt"):
+            self.assertTrue(os.path.exists(os.path.join(run, name)), name)
 
     def test_parent_that_answers_itself_fails_delegation(self):
         result = self.assert_unresolved("simulated/no-spawn", ["no_spawn"])
@@ -166,6 +190,28 @@ class ProvenanceTest(RunnerTestCase):
         # The honest side of the rules under the resident drive too, whose daemon writes the
         # sessions the rules read.
         self.assert_provenance("peek-first", [], ["ok"] * 2, drives=("oneshot", "resident"))
+
+
+class OneShotSameVerdictsTest(SameVerdictsCase):
+    drive = "oneshot"
+
+    def test_answers_left_in_the_runs_tmpdir_get_the_same_verdict_sandboxed_and_not(self):
+        # Files: the parent leaves its answers in the run's TMPDIR, a /tmp of the sandbox's own.
+        for result in self.sandboxed_and_not("cache-fallback"):
+            self.assertEqual(set(self.codes(result)), documented_codes("cache-fallback"))
+
+    def test_process_that_escapes_by_setsid_and_an_empty_environment_is_ended_either_way(self):
+        # Processes: a setsid, double-forked process with an empty environment outlives the CLI.
+        for result in self.sandboxed_and_not("escape"):
+            self.assertEqual((result["exit_code"], self.codes(result)), (0, []))
+            (escaped,) = logged_host_pids(result, "escaped")
+            self.assertTrue(process_gone(escaped))
+            self.assertIn(escaped, result["cleanup"]["killed"])
+
+    def test_model_calls_that_never_reach_the_endpoint_get_the_same_verdict_either_way(self):
+        # Network: the children's model calls never reach the endpoint the proxy serves.
+        for result in self.sandboxed_and_not("forge-consistent"):
+            self.assertEqual(set(self.codes(result)), {"unserved_response_id"})
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """End to end through runner.py under the resident drive: verdicts, cheats and forgeries, a
-hanging session, a daemon that never answers or is too old.
+daemon that never answers or is too old; and behaviours chosen for what the sandbox changes
+under them, which get the same verdict sandboxed and not (tests/runner_case.py
+`SameVerdictsCase`; the one-shot drive's are tests/test_runner_cheats.py's): a forged
+ledger, a grandchild holding files, a hanging session.
 """
 
 from __future__ import annotations
@@ -11,12 +14,11 @@ import unittest
 
 from tests import executable
 from tests.runner_case import (
-    CSV_METRICS,
     GRACE,
-    HANG_TIMEOUT,
     JSON_EVENTS,
     SIMULATED,
     RunnerTestCase,
+    SameVerdictsCase,
     documented_codes,
     logged_host_pids,
     process_gone,
@@ -26,9 +28,9 @@ from tests.runner_case import (
 
 class ResidentDriveTest(RunnerTestCase):
     def test_oracle_resolves_under_the_resident_drive(self):
-        done, result = self.run_runner(
-            "simulated/oracle", two_shard_fixture(), "--drive", "resident"
-        )
+        # On csv-metrics: its format's one oracle run end to end.
+        fixture = two_shard_fixture("csv-metrics")
+        done, result = self.run_runner("simulated/oracle", fixture, "--drive", "resident")
         self.assertEqual(done.returncode, 0, done.stderr.decode())
         self.assertTrue(result["resolved"])
         self.assertEqual(result["drive"], "resident")
@@ -60,32 +62,20 @@ class ResidentDriveTest(RunnerTestCase):
         self.assertEqual(result["verdict"]["details"]["child_replies"], 2)
 
     def test_cheats_fail_under_the_resident_drive_too(self):
-        done, result = self.run_runner("simulated/fabricate", CSV_METRICS, "--drive", "resident")
+        fixture = two_shard_fixture("csv-metrics")
+        done, result = self.run_runner("simulated/fabricate", fixture, "--drive", "resident")
         self.assertEqual(done.returncode, 1)
         self.assertEqual(self.codes(result), ["wrong_answer", "unsourced_answer"])
 
-    def test_forgeries_fail_under_the_resident_drive_too(self):
-        # The daemon's stream and child transcripts held against a forged ledger, and children
-        # that never worked (junk-replies reads only reply texts, as one-shot: test_runner_cheats).
-        forgeries = ("forge-ledger", "zero-work-children")
-        for behaviour in forgeries:
-            with self.subTest(behaviour):
-                model = "simulated/" + behaviour
-                done, result = self.run_runner(model, two_shard_fixture(), "--drive", "resident")
-                self.assertEqual(done.returncode, 1, done.stderr.decode())
-                self.assertFalse(result["verdict"]["delegation_evidence"])
-                self.assertEqual(set(self.codes(result)), documented_codes(behaviour))
-                self.assertEqual(result["cleanup"]["leaked_processes"], 0)
-
-    def test_hanging_resident_session_is_ended_at_the_timeout(self):
+    def test_children_that_never_work_fail_integrity_under_the_resident_drive_too(self):
+        # The daemon's child transcripts end at the task (junk-replies reads only reply
+        # texts, as one-shot: test_runner_cheats; forge-ledger's is ResidentSameVerdictsTest's).
         done, result = self.run_runner(
-            "simulated/hang", two_shard_fixture(), "--drive", "resident", *HANG_TIMEOUT, *GRACE
+            "simulated/zero-work-children", two_shard_fixture(), "--drive", "resident"
         )
-        self.assertEqual(done.returncode, 1)
-        self.assertEqual(self.codes(result)[0], "timeout")
-        self.assertTrue(result["resident"]["admitted"])
-        for pid in logged_host_pids(result, "grandchild") + logged_host_pids(result, "daemon"):
-            self.assertTrue(process_gone(pid), pid)
+        self.assertEqual(done.returncode, 1, done.stderr.decode())
+        self.assertFalse(result["verdict"]["delegation_evidence"])
+        self.assertEqual(set(self.codes(result)), documented_codes("zero-work-children"))
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
 
     def test_daemon_that_never_answers_is_timed_out_and_ended(self):
@@ -116,6 +106,36 @@ class ResidentDriveTest(RunnerTestCase):
         self.assertEqual(self.codes(result), ["daemon_incompatible"])
         self.assertIn("version", result["reasons"][0]["message"])
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+
+
+class ResidentSameVerdictsTest(SameVerdictsCase):
+    drive = "resident"
+
+    def test_a_ledger_forged_into_the_products_own_dirs_fails_either_way(self):
+        # Files: a cell writes a ledger, child dirs and replies into the product's own dirs;
+        # the daemon's stream and child transcripts are held against them.
+        for result in self.sandboxed_and_not("forge-ledger"):
+            self.assertFalse(result["verdict"]["delegation_evidence"])
+            self.assertEqual(set(self.codes(result)), documented_codes("forge-ledger"))
+
+    def test_grandchild_holding_the_daemons_output_files_is_ended_either_way(self):
+        # Processes: a grandchild holds the daemon's output files open past the run.
+        for result in self.sandboxed_and_not("hold-files"):
+            self.assertEqual((result["exit_code"], self.codes(result)), (0, []))
+            (holder,) = logged_host_pids(result, "holding")
+            self.assertIn(holder, result["cleanup"]["killed"])
+            self.assertTrue(process_gone(holder))
+
+    def test_hanging_resident_session_is_ended_at_the_timeout_either_way(self):
+        # Processes: a session that never ends, and a grandchild that ignores SIGTERM.
+        for result in self.sandboxed_and_not("hang"):
+            self.assertEqual(result["exit_code"], 1)
+            self.assertEqual(self.codes(result)[0], "timeout")
+            self.assertTrue(result["resident"]["admitted"])
+            pids = logged_host_pids(result, "grandchild") + logged_host_pids(result, "daemon")
+            self.assertEqual(len(pids), 2)
+            for pid in pids:
+                self.assertTrue(process_gone(pid), pid)
 
 
 # A daemon that says hello on its socket and then never answers a command.

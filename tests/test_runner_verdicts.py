@@ -8,11 +8,10 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import unittest
 
+from tests import runner_server
 from tests.runner_case import (
-    CSV_METRICS,
     GRACE,
     JSON_EVENTS,
     RunnerTestCase,
@@ -65,33 +64,6 @@ class ResolvedRunTest(RunnerTestCase):
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
         self.assertEqual(result["cleanup"]["killed"], [])
 
-    def test_run_dir_is_an_isolated_copy_of_the_fixture_in_a_fresh_git_repo(self):
-        with open(os.path.join(self.agent_config, "models.json"), "w") as handle:
-            handle.write('{"providers": {}}\n')
-        with open(os.path.join(self.agent_config, "settings.json"), "w") as handle:
-            handle.write("{}\n")
-        _, result = self.run_runner("simulated/oracle", two_shard_fixture())
-        run = self.run_dir(result)
-        repo = os.path.join(run, "repo")
-        self.assertEqual(sorted(os.listdir(repo)), [".git", "combined-index.md", "shards"])
-        log = subprocess.run(
-            ["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True, check=True
-        )
-        self.assertEqual(len(log.stdout.splitlines()), 1)
-        home = os.path.join(run, "agent-home")
-        self.assertTrue(os.path.exists(os.path.join(home, "models.json")))
-        self.assertFalse(os.path.exists(os.path.join(home, "settings.json")))
-        self.assertEqual(os.stat(os.path.join(home, "auth.json")).st_mode & 0o777, 0o600)
-        for name in ("sessions", "session-artifacts", "home", "stdout.jsonl", "stderr.txt"):
-            self.assertTrue(os.path.exists(os.path.join(run, name)), name)
-
-    def test_every_run_gets_a_new_run_dir(self):
-        # An agent that does nothing: what is checked is where its runs go.
-        _, first = self.run_runner("simulated/nop", two_shard_fixture())
-        _, second = self.run_runner("simulated/nop", two_shard_fixture())
-        self.assertNotEqual(self.run_dir(first), self.run_dir(second))
-        self.assertEqual(len(os.listdir(self.out)), 2)
-
 
 class UndistinctiveAnswersTest(RunnerTestCase):
     """A fixture copied and given answers of the user's own: a count of records is a number
@@ -129,45 +101,36 @@ class UndistinctiveAnswersTest(RunnerTestCase):
             if item["code"] == "answers_not_distinctive"
         ]
 
-    def test_a_fixture_with_small_answers_resolves_with_a_warning_naming_its_shards(self):
-        done, result = self.run_runner("simulated/oracle", self.counted_fixture())
+    def test_small_answers_resolve_with_a_warning_naming_their_shards_said_once_per_set(self):
+        argv = self.runner_argv("simulated/oracle", self.counted_fixture(), "--trials", "2")
+        done = runner_server.run(argv[2:], cwd=self.tmp, env=self.env, timeout=120)
         self.assertEqual(done.returncode, 0, done.stderr.decode())
-        self.assertTrue(result["resolved"])
-        self.assertEqual(result["reasons"], [])
-        (message,) = self.warnings_named(result)
-        for file in self.COUNTED:
-            self.assertIn(f"{file} (below 1000)", message)
-        self.assertNotIn("events-01.jsonl", message)
         said = [line for line in done.stderr.decode().splitlines() if "warning:" in line]
         self.assertEqual(len(said), 1, said)
         self.assertIn("1 of 2 shards", said[0])
         for file in self.COUNTED:
             self.assertIn(file, said[0])
-
-    def test_a_run_set_says_it_once_and_every_trial_verdict_warns(self):
-        argv = self.runner_argv("simulated/oracle", self.counted_fixture(), "--trials", "2")
-        done = subprocess.run(
-            argv, cwd=self.tmp, env=self.env, stdin=subprocess.DEVNULL, capture_output=True,
-            timeout=120,
-        )  # fmt: skip
-        self.assertEqual(done.returncode, 0, done.stderr.decode())
-        said = [line for line in done.stderr.decode().splitlines() if "warning:" in line]
-        self.assertEqual(len(said), 1, said)
         results = glob.glob(os.path.join(self.out, "*", "trial-*", "result.json"))
         self.assertEqual(len(results), 2)
         for path in results:
             with open(path, encoding="utf-8") as handle:
-                self.assertEqual(len(self.warnings_named(json.load(handle))), 1)
+                result = json.load(handle)
+            self.assertTrue(result["resolved"])
+            self.assertEqual(result["reasons"], [])
+            (message,) = self.warnings_named(result)
+            for file in self.COUNTED:
+                self.assertIn(f"{file} (below 1000)", message)
+            self.assertNotIn("events-01.jsonl", message)
 
-    def test_the_generated_fixtures_resolve_and_draw_no_such_warning(self):
-        for fixture in (JSON_EVENTS, CSV_METRICS):
-            with self.subTest(fixture=os.path.basename(fixture)):
-                shared = self.shared_run("simulated/oracle", fixture)
-                done, result = shared.done, shared.result
-                self.assertEqual(done.returncode, 0, done.stderr.decode())
-                self.assertTrue(result["resolved"])
-                self.assertEqual(self.warnings_named(result), [])
-                self.assertNotIn(b"warning:", done.stderr)
+    def test_the_generated_fixture_resolves_and_draws_no_such_warning(self):
+        # csv-metrics' answers: test_fixtures (every committed fixture loads with no
+        # undistinctive answer); its oracle resolving end to end: test_runner_resident.
+        shared = self.shared_run("simulated/oracle", JSON_EVENTS)
+        done, result = shared.done, shared.result
+        self.assertEqual(done.returncode, 0, done.stderr.decode())
+        self.assertTrue(result["resolved"])
+        self.assertEqual(self.warnings_named(result), [])
+        self.assertNotIn(b"warning:", done.stderr)
 
 
 class EnvironmentFailureTest(RunnerTestCase):

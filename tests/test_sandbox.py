@@ -2,8 +2,8 @@
 
 A hostile stand-in, `simulated/breakout`, tries each way out of its run and reports what it
 managed: sandboxed, every attempt fails; unsandboxed, the same attempts succeed, so the
-test can fail. (That every behaviour gets the same verdict either way is
-tests/test_sandbox_oneshot.py's and tests/test_sandbox_resident.py's, one module per drive.)
+test can fail. (That behaviours chosen for what they touch get the same verdict either way
+is test_runner_cheats' one-shot and test_runner_resident's: runner_case.SameVerdictsCase.)
 The caller rule is tried on real processes: the product's own calls pass, a kernel's, a
 cell's and a detached process's do not. The parts that need bwrap are skipped where it
 cannot run.
@@ -77,6 +77,11 @@ class BreakoutTest(RunnerTestCase):
         # product's, and the proxy refused them.
         self.assertEqual(self.codes(result), ["foreign_model_call", "foreign_model_call"])
         self.assertEqual(result["cleanup"]["leaked_processes"], 0)
+        # Sandboxed or not, the run says so in its progress line, meta and result.
+        enabled = result["sandbox"]["enabled"]
+        self.assertIn(b"2 replies (sandboxed)" if enabled else b"(not sandboxed)", done.stderr)
+        with open(os.path.join(self.run_dir(result), "run-meta.json")) as handle:
+            self.assertIs(json.load(handle)["sandbox"]["enabled"], enabled)
         return result, report
 
     def written_on_the_machine(self, report: dict) -> list[str]:
@@ -167,8 +172,9 @@ class AvailabilityTest(RunnerTestCase):
 
     def test_by_default_the_run_goes_on_unsandboxed_and_says_so_once(self):
         self.refusing_bwrap()
-        done, result = self.run_runner("simulated/oracle")
-        self.assertEqual(done.returncode, 0, result["reasons"])
+        # An agent that does nothing: what is checked is where it ran.
+        done, result = self.run_runner("simulated/nop")
+        self.assertEqual(result["status"], "scored")
         self.assertFalse(result["sandbox"]["enabled"])
         self.assertIn("refuses", result["sandbox"]["why_not"])
         self.assertEqual(done.stderr.count(b"running without a sandbox"), 1)
@@ -201,15 +207,6 @@ class AvailabilityTest(RunnerTestCase):
         self.assertEqual(self.codes(result), ["sandbox_start_failed"])
         with open(os.path.join(self.run_dir(result), "stderr.txt"), encoding="utf-8") as handle:
             self.assertIn("no-such-shim.py", handle.read())
-
-    @needs_bwrap
-    def test_a_sandboxed_run_says_so_in_its_progress_meta_and_result(self):
-        done, result = self.run_runner("simulated/oracle")
-        self.assertEqual(done.returncode, 0, result["reasons"])
-        self.assertTrue(result["sandbox"]["enabled"])
-        self.assertIn(b"2 replies (sandboxed)", done.stderr)
-        with open(os.path.join(self.run_dir(result), "run-meta.json")) as handle:
-            self.assertTrue(json.load(handle)["sandbox"]["enabled"])
 
 
 class EnvironmentTest(unittest.TestCase):
