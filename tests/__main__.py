@@ -53,8 +53,6 @@ FIRST = (
     "test_cluster_files",
     "test_trials_cluster",
     "test_trials",
-    "test_sandbox_resident",
-    "test_sandbox_oneshot",
     "test_report",
     "test_simulated_agent",
     "test_runner_agent_errors",

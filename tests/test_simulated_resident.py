@@ -3,7 +3,7 @@ name is where the drives differ; the other place, the first idle point, is end t
 test_runner_resident), and protocol 7 against a client of the test's own (contract §8). The
 behaviours and the model calls through the recording proxy are played by the one `Run` both
 drives share (simulated/run.py): test_simulated_agent checks them once, and
-test_runner_resident and test_sandbox_resident run the resident behaviours end to end.
+test_runner_resident runs the resident behaviours end to end.
 """
 
 from __future__ import annotations
