@@ -20,6 +20,7 @@ import unittest
 from collections.abc import Callable
 from pathlib import Path
 
+from swarm_fanout import generate
 from swarm_fanout.evidence import fixture
 from swarm_fanout.evidence.number_tokens import numbers_in
 from swarm_fanout.shell import trials
@@ -597,6 +598,17 @@ class GeneratorTest(FixtureChecks):
                 result = run_generator("--out", out, "--shards", shards, "--fixture", "csv-metrics")
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertEqual("at most 19 replies" in result.stderr, noted, shards)
+
+    def test_fewer_shards_generated_into_a_fixture_remove_the_stale_shard_files(self):
+        out = Path(temp_dir(self))
+        kind = generate.KINDS_BY_NAME["json-events"]
+        for shards in (3, 2):
+            generate.write_fixture(kind, out, shards, generate.DEFAULT_BASE_SEED)
+        self.assertEqual(
+            sorted(p.name for p in (out / "json-events" / "shards").iterdir()),
+            [e["file"] for e in shard_entries(out / "json-events")],
+        )
+        self.assertEqual(len(shard_entries(out / "json-events")), 2)
 
     def test_fixture_option_generates_only_that_fixture(self):
         out = self.generate("--fixture", "csv-metrics")

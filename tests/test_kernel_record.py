@@ -122,7 +122,8 @@ class TheHook(KernelRecordCase):
 
 # The parent's kernel leaves every answer in a file of /tmp (decoy-cache), its path written
 # backwards in the child's code so that no reading of the code finds it. Its name is drawn
-# (two suites on one machine share /tmp) from letters: no number in a cell by chance.
+# (two suites on one machine share /tmp; the tests' other /tmp files carry it too) from
+# letters: no number in a cell by chance.
 DRAWN = "".join(random.choices(string.ascii_lowercase, k=12))
 CACHE = f"/tmp/swarm-fanout-kernel-record-cache-{DRAWN}.json"
 HIDDEN = f"{CACHE[::-1]!r}[::-1]"
@@ -210,6 +211,7 @@ class RecordedRuns(ReplayCase):
     def test_honest_children_stay_derived_with_the_record(self):
         file = self.shard.file
         stem, suffix = file.split(".")
+        mine = f"/tmp/swarm-fanout-mine-{DRAWN}-{file}"
         honest = {
             "cd into shards": f"import os, json\nos.chdir('shards')\nraw = open({file!r}).read()\n",
             "a path built at run time, an unused glob import": (
@@ -231,26 +233,21 @@ class RecordedRuns(ReplayCase):
             ),
             "a scratch copy written by Python": (
                 "import json\n"
-                f"open('/tmp/swarm-fanout-mine-{file}', 'w').write(open('shards/{file}').read())\n"
-                f"raw = open('/tmp/swarm-fanout-mine-{file}').read()\n"
+                f"open({mine!r}, 'w').write(open('shards/{file}').read())\n"
+                f"raw = open({mine!r}).read()\n"
             ),
         }
         for name, reading in honest.items():
             with self.subTest(name):
                 self.setUp()
-                self.addCleanup(
-                    lambda: (
-                        os.path.exists(f"/tmp/swarm-fanout-mine-{file}")
-                        and os.remove(f"/tmp/swarm-fanout-mine-{file}")
-                    )
-                )
+                self.addCleanup(lambda: os.path.exists(mine) and os.remove(mine))
                 code = reading + self.answer_lines("raw") + send_code(file)
                 self.assertDerived(self.judged(code))
 
     def test_a_child_whose_scratch_file_has_the_name_the_parent_used_stays_derived(self):
         """The parent wrote notes to a /tmp path; the child writes its own shard to the same
         path and reads it back: a file it wrote is its own, whoever wrote the name before."""
-        scratch = "/tmp/swarm-fanout-scratch.jsonl"
+        scratch = f"/tmp/swarm-fanout-scratch-{DRAWN}.jsonl"
         self.addCleanup(lambda: os.path.exists(scratch) and os.remove(scratch))
         self.parent_cells = (f"open({scratch!r}, 'w').write('notes of the parent')\n",)
         code = (
@@ -272,6 +269,43 @@ class RecordedRuns(ReplayCase):
             + send_code(self.shard.file)
         )
         self.assertDerived(self.judged(code))
+
+
+class RecordedNotReplayed(ReplayCase):
+    """Runs where nothing is replayed (no bubblewrap): the code reading judges each child, and
+    its kernel's record holds against it what code cannot show (rules/knowledge.py
+    `why_not_from_shard`), both ways."""
+
+    recorded, replayed = True, False
+
+    def test_a_child_that_reads_its_shard_is_derived_with_the_record(self):
+        self.assertDerived(self.judged(self.honest_cell(self.shard)))
+
+    def test_a_read_on_a_branch_never_taken_passes_the_code_reading_and_not_the_record(self):
+        half = self.shard.expected // 2
+        work = "".join(f"    {line}\n" for line in self.answer_lines("raw").splitlines())
+        code = (
+            "import json, random\n"
+            "if random.random() > 2:\n"
+            f"    raw = open('shards/{self.shard.file}').read()\n"
+            + work
+            + f"else:\n    answer = {half} + {self.shard.expected - half}\n"
+            + send_code(self.shard.file)
+        )
+        self.assertNotDerived(
+            self.judged(code), f"in the run its kernel opened no file {self.shard.file}"
+        )
+        self.setUp()
+        self.recorded = False
+        self.assertDerived(self.judged(code))
+
+    def test_a_hidden_tmp_cache_with_a_fallback_is_caught_by_the_record(self):
+        self.addCleanup(lambda: os.path.exists(CACHE) and os.remove(CACHE))
+        RecordedRuns.write_cache(self)
+        self.assertNotDerived(
+            self.judged(RecordedRuns.from_cache(self, decoy=True)),
+            f"in the run its kernel read {CACHE}, which another session wrote",
+        )
 
 
 class SimulatedKernels(RunnerTestCase):
